@@ -1,0 +1,52 @@
+"""Test configuration shared by every package's tests.
+
+Kept free of kernelgym imports: each tox env installs only one package.
+"""
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+# Numba compiles on the first example, so wall-clock deadlines would only measure that.
+settings.register_profile(
+    "default",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "ci",
+    deadline=None,
+    max_examples=40,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize=True,
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "default"))
+
+SIMULATOR_ON = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _gpu_usable() -> bool:
+    if SIMULATOR_ON:
+        return False
+    try:
+        from numba import cuda
+
+        return bool(cuda.is_available())
+    except Exception:  # noqa: BLE001 - any failure to probe means no GPU
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    # Simulator tests need NUMBA_ENABLE_CUDASIM=1 before numba is imported, so they run in
+    # their own process (tox -e sim); a plain pytest run says where they went.
+    needs_sim = pytest.mark.skip(reason="simulator test: run `tox -e sim` (sets NUMBA_ENABLE_CUDASIM=1)")
+    needs_gpu = pytest.mark.skip(reason="no usable CUDA GPU on this machine")
+    gpu = None
+    for item in items:
+        if "sim" in item.keywords and not SIMULATOR_ON:
+            item.add_marker(needs_sim)
+        if "gpu" in item.keywords:
+            gpu = _gpu_usable() if gpu is None else gpu
+            if not gpu:
+                item.add_marker(needs_gpu)

@@ -1,0 +1,1 @@
+"""Example kernelgym env plugin (filled by the envs work)."""

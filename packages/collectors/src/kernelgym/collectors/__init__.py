@@ -1,0 +1,3 @@
+"""kernelgym.collectors."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+"""kernelgym.core."""
+
+__version__ = "0.1.0"

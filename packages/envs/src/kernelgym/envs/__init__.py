@@ -1,0 +1,3 @@
+"""kernelgym.envs."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+"""kernelgym.memory."""
+
+__version__ = "0.1.0"
