@@ -1,9 +1,193 @@
-"""Entry point of the `kernelgym` command (subcommands are added by issue #7)."""
+"""The ``kernelgym`` command: ``list``, ``bench``, ``check`` and ``demo``.
+
+Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
+names the argument, what was expected and what was received (argparse's convention),
+before anything is compiled or run.
+"""
+
+from __future__ import annotations
 
 import argparse
+import sys
+
+__all__ = ["main", "build_parser"]
+
+BACKENDS = ("auto", "cuda", "cpu", "sim")
+DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
+DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="kernelgym")
-    parser.parse_args(argv)
+# ------------------------------------------------------------------- argument types
+def positive_int(text: str) -> int:
+    """argparse type: an int >= 1 (argparse prefixes the argument's name)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, received {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, received {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, received {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, received {text!r}")
+    return value
+
+
+def png_path(text: str) -> str:
+    """argparse type: a file name ending in .png (matplotlib picks the format from it)."""
+    if not text.lower().endswith(".png"):
+        raise argparse.ArgumentTypeError(f"expected a file name ending in .png, received {text!r}")
+    return text
+
+
+# --------------------------------------------------------------------------- parser
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``kernelgym`` command and its subcommands."""
+    parser = argparse.ArgumentParser(
+        prog="kernelgym",
+        description="Reinforcement-learning environments as Numba kernels (GPU or CPU).",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    listing = commands.add_parser(
+        "list", help="list the registered envs",
+        description="List the registered envs: the plugin and distribution providing each, "
+                    "their spaces and agent counts.",
+    )
+
+    bench = commands.add_parser(
+        "bench", help="measure env-steps/s against gymnasium",
+        description="Measure an env's env-steps/s at several num_envs, side by side with "
+                    "gymnasium's vector env at the same num_envs where gymnasium has the env "
+                    "(medians over repeats; random actions).",
+    )
+    bench.add_argument("env", metavar="ENV", help="a registered env id (see `kernelgym list`)")
+    bench.add_argument("--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_BENCH_NUM_ENVS),
+                       metavar="N", help="numbers of envs to measure (default: %(default)s)")
+    bench.add_argument("--backend", choices=BACKENDS, default="auto",
+                       help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)")
+    bench.add_argument("--steps", type=positive_int, default=200, help="steps per repeat (default: %(default)s)")
+    bench.add_argument("--repeats", type=positive_int, default=3,
+                       help="timed repeats; the median is reported (default: %(default)s)")
+    bench.add_argument("--no-gymnasium", action="store_true", help="measure kernelgym only")
+    bench.add_argument("--plot", type=png_path, metavar="FILE.png",
+                       help="write a PNG of env-steps/s against num_envs")
+
+    check = commands.add_parser(
+        "check", help="run the property-test kit on an env",
+        description="Run kernelgym.envs.testing's checks (reference parity, determinism, "
+                    "spaces, invariants) on an env and print the report.",
+    )
+    check.add_argument("env", metavar="ENV", help="a registered env id (see `kernelgym list`)")
+
+    demo = commands.add_parser(
+        "demo", help="train PPO on CartPole-v1 and plot the learning curve",
+        description="Train a PPO agent on the built-in CartPole-v1 with the DeviceCollector and a "
+                    "kernelgym memory, on the best backend present, until the mean return of the "
+                    "last 100 episodes reaches the target; then write a learning-curve PNG. "
+                    "Needs no argument.",
+    )
+    demo.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    demo.add_argument("--backend", choices=BACKENDS, default="auto", help="backend (default: %(default)s)")
+    demo.add_argument("--num-envs", type=positive_int, default=64, help="parallel envs (default: %(default)s)")
+    demo.add_argument("--target-return", type=positive_float, default=475.0,
+                      help="stop at this mean episode return (default: %(default)s)")
+    demo.add_argument("--max-env-steps", type=positive_int, default=3_000_000,
+                      help="stop after this many env steps (default: %(default)s)")
+    demo.add_argument("--time-limit", type=positive_float, default=300.0, metavar="SECONDS",
+                      help="stop after this many seconds (default: %(default)s)")
+    demo.add_argument("--out", type=png_path, default=DEFAULT_DEMO_PLOT, metavar="FILE.png",
+                      help="learning-curve PNG (default: %(default)s)")
+    demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+
+    # each subcommand carries its handler and its own parser (for its error messages)
+    for subparser, handler in ((listing, run_list), (bench, run_bench), (check, run_check), (demo, run_demo)):
+        subparser.set_defaults(handler=handler, subparser=subparser)
+    return parser
+
+
+# ------------------------------------------------------------------------- commands
+def check_env_id(parser: argparse.ArgumentParser, env_id: str) -> None:
+    """Exit with code 2 unless ``env_id`` is registered."""
+    import kernelgym.envs as kge
+
+    known = kge.list_envs()
+    if env_id not in known:
+        parser.error(f"argument ENV: expected one of the registered envs {known}, received {env_id!r}")
+
+
+def resolve_backend_or_exit(parser: argparse.ArgumentParser, name: str) -> str:
+    """The concrete backend for ``--backend``, or exit 2 saying why it is unavailable."""
+    from kernelgym.core import BackendUnavailableError, resolve_backend
+
+    try:
+        return resolve_backend(name)
+    except BackendUnavailableError as error:
+        parser.error(f"argument --backend: {name!r} is not available here: {error}")
+
+
+def run_list(args, parser) -> int:
+    from kernelgym.cli.env_table import print_env_table
+
+    print_env_table()
     return 0
+
+
+def run_bench(args, parser) -> int:
+    from kernelgym.cli.throughput import bench_env, plot_throughput, print_throughput_table
+
+    check_env_id(parser, args.env)
+    backend = resolve_backend_or_exit(parser, args.backend)
+    rows = bench_env(args.env, sorted(set(args.num_envs)), backend=backend, steps=args.steps,
+                     repeats=args.repeats, with_gymnasium=not args.no_gymnasium)
+    print_throughput_table(args.env, backend, rows)
+    if args.plot:
+        plot_throughput(args.env, backend, rows, args.plot)
+        print(f"plot written to {args.plot}")
+    return 0
+
+
+def run_check(args, parser) -> int:
+    check_env_id(parser, args.env)
+    from kernelgym.envs.testing import check_env, print_report
+
+    report = check_env(args.env)
+    print_report(report)
+    return 0 if report.passed else 1
+
+
+def run_demo(args, parser) -> int:
+    from kernelgym.cli.plots import plot_learning_curve
+    from kernelgym.cli.ppo import PPOConfig, train
+
+    backend = resolve_backend_or_exit(parser, args.backend)
+    config = PPOConfig(seed=args.seed, backend=backend, num_envs=args.num_envs,
+                       target_return=args.target_return, max_env_steps=args.max_env_steps,
+                       time_limit_s=args.time_limit)
+    result = train(config, progress=not args.no_progress)
+    plot_learning_curve(result, args.out)
+    outcome = "reached" if result.reached_target else "did NOT reach"
+    print(f"{outcome} the target mean return {config.target_return:g}: final mean return "
+          f"{result.final_return:.1f} after {result.total_env_steps:,} env steps in "
+          f"{result.wall_time_s:.1f} s ({result.steps_per_s:,.0f} env-steps/s, backend {result.backend}, "
+          f"seed {config.seed})")
+    print(f"learning curve written to {args.out}")
+    return 0 if result.reached_target else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``kernelgym`` command with ``argv`` (default: ``sys.argv[1:]``); return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return args.handler(args, args.subparser)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,3 +1,31 @@
-"""kernelgym.core."""
+"""kernelgym.core: backends, write-once kernels, device RNG, data and function managers.
+
+Importing this package neither imports torch nor compiles a kernel.
+"""
+
+from kernelgym.core import rng
+from kernelgym.core.arrays import to_dlpack, to_numpy, to_torch
+from kernelgym.core.backends import BackendUnavailableError, resolve_backend
+from kernelgym.core.data_feed import DataFeed
+from kernelgym.core.data_manager import CUDADataManager
+from kernelgym.core.device_functions import atomic_add, device_function
+from kernelgym.core.function_manager import FunctionManager
+from kernelgym.core.kernels import agent_kernel, env_kernel
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "resolve_backend",
+    "BackendUnavailableError",
+    "DataFeed",
+    "CUDADataManager",
+    "FunctionManager",
+    "env_kernel",
+    "agent_kernel",
+    "atomic_add",
+    "device_function",
+    "rng",
+    "to_torch",
+    "to_numpy",
+    "to_dlpack",
+]

@@ -1,3 +1,50 @@
-"""kernelgym.envs."""
+"""kernelgym.envs: Numba environments as pluggy plugins, run by `KernelVectorEnv`.
+
+.. code-block:: python
+
+    import kernelgym.envs as kge
+
+    env = kge.make("CartPole-v1", num_envs=4096, seed=0)
+    obs, info = env.reset()
+    obs, reward, terminated, truncated, info = env.step(actions)
+
+Importing this package also registers every env id with gymnasium as
+``"kernelgym/<id>"`` (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``).
+"""
+
+from kernelgym.envs.hookspecs import hookimpl
+from kernelgym.envs.registry import PluginLoadWarning, get_spec, list_envs, make, register_plugin
+from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "CPUReference",
+    "EnvSpec",
+    "KernelVectorEnv",
+    "PluginLoadWarning",
+    "StateArray",
+    "get_spec",
+    "hookimpl",
+    "list_envs",
+    "make",
+    "register_plugin",
+]
+
+
+def __getattr__(name):
+    # The runtime imports torch; keep `import kernelgym.envs` light until it is needed.
+    if name == "KernelVectorEnv":
+        from kernelgym.envs.vector_env import KernelVectorEnv
+
+        return KernelVectorEnv
+    raise AttributeError(f"module 'kernelgym.envs' has no attribute {name!r}")
+
+
+def _register_with_gymnasium() -> None:
+    from kernelgym.envs.gymnasium_adapter import register_gymnasium_envs
+
+    register_gymnasium_envs()
+
+
+_register_with_gymnasium()

@@ -1,0 +1,195 @@
+"""DeviceCollector: roll a kernelgym vector env and a torch actor out on the env's
+device, writing fragments in place.
+
+Nothing leaves the device and nothing is allocated per step by the collector: the
+fragment and the running context are allocated once and every step ``copy_`` s
+into slices of them (the actor's forward pass allocates its own outputs, as any
+torch module does). On ``cuda`` no step synchronizes with the host: finished
+episodes are handled with masks, never with ``if fin.any()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Mapping
+
+import numpy
+import torch
+
+from .rollout.actor import Actor
+from .rollout.core import copy_, react
+from .rollout.nested import leaves, suply
+from .rollout.state import Fragment, State
+
+__all__ = ["DeviceCollector", "MEMORY_NAMES"]
+
+# which fragment field goes into which memory tensor in `DeviceCollector.add_to`
+MEMORY_NAMES = {
+    "states": "obs",
+    "actions": "act",
+    "rewards": "rew",
+    "next_states": "final_obs",
+    "terminated": "terminated",
+    "truncated": "truncated",
+}
+
+
+def _autoreset_mode(env: Any) -> str:
+    mode = getattr(env, "autoreset_mode", None)
+    mode = getattr(mode, "value", mode)
+    return str(mode).lower().replace("_", "")
+
+
+def _zero_where(done: torch.Tensor):
+    """Zero dim 1 of a recurrent state where ``done`` (B,) is set, without syncing."""
+
+    def zero(h: torch.Tensor) -> torch.Tensor:
+        mask = done.view((1, -1) + (1,) * (h.dim() - 2))
+        return h.masked_fill(mask, 0)
+
+    return zero
+
+
+class DeviceCollector:
+    """Collect ``(n_steps + 1) x N`` fragments from a kernelgym ``KernelVectorEnv``.
+
+    Parameters
+    ----------
+    env : KernelVectorEnv
+        Single-agent or multi-agent, with ``autoreset_mode="same_step"`` (the final
+        observation of an episode is in ``info["final_obs"]``).
+    actor : Actor
+        Runs on ``env.device``; gets ``1 x N x ...`` inputs.
+    n_steps : int
+        Transitions per fragment.
+    seed : int or None
+        Passed to ``env.reset`` once, at construction.
+
+    Iterating yields the same :class:`Fragment` object every time, refilled in
+    place: ``state`` and ``actor`` are ``(n_steps + 1) x N x ...``, ``env`` holds
+    ``final_obs`` (``n_steps x N x ...``, the observation before any reset) and
+    ``hx`` the actor's recurrent state at the fragment's start. The records follow
+    :mod:`kernelgym.collectors.rollout.core`.
+    """
+
+    def __init__(self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None):
+        if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
+            raise ValueError(f"n_steps: expected a positive int, got {n_steps!r}")
+        for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
+            if not hasattr(env, attribute):
+                raise TypeError(f"env: expected a kernelgym KernelVectorEnv (with .{attribute}), got {type(env).__name__}")
+        if not callable(getattr(actor, "step", None)):
+            raise TypeError(f"actor: expected an Actor with .step(...), got {type(actor).__name__}")
+        mode = _autoreset_mode(env)
+        if mode != "samestep":
+            raise ValueError(
+                "env: DeviceCollector needs autoreset_mode='same_step' (records hold the "
+                f"reset observation and final_obs the true one); got {mode!r}"
+            )
+        self.env, self.actor, self.n_steps = env, actor, n_steps
+        self.device = torch.device(env.device)
+        n_envs = int(env.num_envs)
+
+        obs, _ = env.reset(seed=seed)
+        obs = torch.as_tensor(obs, device=self.device)
+        space = env.single_action_space
+        agents = (int(env.num_agents),) if getattr(env, "num_agents", 1) > 1 else ()
+        act_shape = (n_envs, *agents, *(space.shape or ()))
+        act_dtype = torch.from_numpy(numpy.zeros(0, dtype=space.dtype)).dtype
+        reward_shape = (n_envs, *agents)
+
+        def zeros(shape, dtype):
+            return torch.zeros((1, *shape), dtype=dtype, device=self.device)
+
+        # the running context: 1 x N x ... (the actor's T x B x ... convention)
+        self.ctx = State(
+            stepno=zeros((n_envs,), torch.int64),
+            obs=obs.clone().unsqueeze(0),
+            act=zeros(act_shape, act_dtype),
+            rew=zeros(reward_shape, torch.float32),
+            fin=torch.ones((1, n_envs), dtype=torch.bool, device=self.device),
+            terminated=zeros((n_envs,), torch.bool),
+            truncated=zeros((n_envs,), torch.bool),
+        )
+        with torch.no_grad():
+            _, hx, info = react(actor, self.ctx, None, virtual=True)
+        self.hx = actor.reset(hx, slice(None)) if leaves(hx) else hx
+        self._reset_is_mask = type(actor).reset is Actor.reset
+
+        def timeline(x: torch.Tensor, length: int) -> torch.Tensor:
+            return torch.empty((length, *x.shape[1:]), dtype=x.dtype, device=self.device)
+
+        self.fragment = Fragment(
+            state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
+            actor=suply(lambda x: timeline(x, n_steps + 1), info),
+            env={"final_obs": timeline(self.ctx.obs, n_steps)},
+            hx=suply(torch.clone, self.hx),
+        )
+
+    def __iter__(self) -> Iterator[Fragment]:
+        while True:
+            yield self.collect()
+
+    def collect(self) -> Fragment:
+        """Refill ``self.fragment`` with the next ``n_steps`` transitions; return it."""
+        env, actor, ctx, out = self.env, self.actor, self.ctx, self.fragment
+        hx = self.hx
+        copy_(out.hx, hx)
+        fin = ctx.fin[0]
+        for t in range(self.n_steps + 1):
+            copy_(out.state, ctx, at=slice(t, t + 1))
+            with torch.no_grad():
+                act, hx_, info = react(actor, ctx, hx, virtual=t >= self.n_steps)
+            copy_(out.actor, info, at=slice(t, t + 1))
+            if t >= self.n_steps:
+                break  # the look-ahead reaction to record T is never acted upon
+            ctx.act.copy_(act)
+            obs, rew, terminated, truncated, env_info = env.step(ctx.act[0])
+            ctx.obs[0].copy_(obs)
+            ctx.rew[0].copy_(rew)
+            ctx.terminated[0].copy_(terminated)
+            ctx.truncated[0].copy_(truncated)
+            torch.logical_or(ctx.terminated[0], ctx.truncated[0], out=fin)
+            ctx.stepno.add_(1).masked_fill_(ctx.fin, 0)
+            final = out.env["final_obs"][t]
+            final.copy_(obs)
+            if "final_obs" in env_info:
+                mask = fin.view((-1,) + (1,) * (final.dim() - 1))
+                torch.where(mask, torch.as_tensor(env_info["final_obs"], device=self.device), final, out=final)
+            if leaves(hx_):
+                hx_ = suply(_zero_where(fin), hx_) if self._reset_is_mask else actor.reset(hx_, fin)
+            copy_(hx, hx_)
+        return out
+
+    def add_to(self, memory: Any, names: Mapping[str, str] = MEMORY_NAMES) -> None:
+        """Append the last fragment's ``n_steps`` transitions to a kernelgym memory.
+
+        Parameters
+        ----------
+        memory : kernelgym.memory.Memory (or any object with ``add_samples(**tensors)``
+            and ``get_tensor_names()``) whose ``num_envs`` is the env's.
+        names : memory tensor name -> fragment field (``obs``, ``act``, ``rew``,
+            ``terminated``, ``truncated``, ``final_obs``). Transition ``t`` is the
+            observation ``obs[t]``, the action ``act[t + 1]`` taken on it and its
+            outcome in record ``t + 1``; ``final_obs[t]`` is the next observation
+            before any reset.
+        """
+        fields = {"obs", "act", "rew", "fin", "terminated", "truncated", "final_obs"}
+        unknown = {field for field in names.values() if field not in fields}
+        if unknown:
+            raise KeyError(f"names: fragment fields must be among {sorted(fields)}, got {sorted(unknown)}")
+        missing = set(names) - set(memory.get_tensor_names())
+        if missing:
+            raise KeyError(f"memory: has no tensor(s) {sorted(missing)}; it has {sorted(memory.get_tensor_names())}")
+        state, n_envs = self.fragment.state, int(self.env.num_envs)
+
+        def row(field: str, t: int) -> torch.Tensor:
+            if field == "obs":
+                data = state.obs[t]
+            elif field == "final_obs":
+                data = self.fragment.env["final_obs"][t]
+            else:
+                data = getattr(state, field)[t + 1]
+            return data.reshape(n_envs, -1)
+
+        for t in range(self.n_steps):
+            memory.add_samples(**{name: row(field, t) for name, field in names.items()})

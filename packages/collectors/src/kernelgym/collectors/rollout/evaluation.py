@@ -1,0 +1,118 @@
+"""Background evaluation: a worker plays test episodes with the latest parameters.
+
+The worker plays one episode in each of its envs, then waits for a request; the
+learner's ``next()`` publishes its current parameters, asks for the result and
+receives the returns of the episodes played since the previous request (with the
+parameters published then), so evaluation overlaps training.
+"""
+
+from __future__ import annotations
+
+from copy import deepcopy
+from typing import Iterator
+
+import numpy
+from numpy.random import SeedSequence
+
+from .batch import make_batch
+from .core import _check_positive, _device, evaluate as evaluate_in_process
+from .double import env_seeds, local_actor
+from .workers import (
+    CloudpickleSpawner,
+    Workers,
+    connection_receiver,
+    get_context,
+    locked,
+    worker_check,
+    worker_wait,
+)
+
+__all__ = ["evaluate"]
+
+
+def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, clone, device, timeout):
+    import torch
+
+    torch.manual_seed(int(ss.generate_state(1)[0]))
+    actor = local_actor(shared, clone, device)
+    batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
+    check = worker_check(stop)
+    try:
+        while True:
+            if actor is not shared:
+                with locked(lock, timeout=timeout, check=check, what="evaluation worker: shared actor lock"):
+                    actor.load_state_dict(shared.state_dict(), strict=True)
+            returns = evaluate_in_process(batch, actor, n_steps=n_steps, device=device)
+            worker_wait(connection_receiver(conn), stop)  # a request
+            conn.send(returns)
+    finally:
+        conn.close()
+        batch.close()
+
+
+def evaluate(
+    factory,
+    actor,
+    n_envs: int = 4,
+    n_steps: int | None = None,
+    *,
+    clone: bool = True,
+    start_method: str | None = None,
+    timeout: float = 10.0,
+    affinity=None,
+    entropy=None,
+) -> Iterator[numpy.ndarray]:
+    """Yield, on every ``next()``, the returns (``(n_envs,)`` float64) of one
+    episode per env played in a background worker process.
+
+    Parameters
+    ----------
+    factory : callable ``factory(seed=int)``, see :func:`~.double.rollout`.
+    actor : Actor, its parameters are published to the worker on every ``next()``.
+    n_envs : int, test envs.
+    n_steps : int or None, the longest episode played (None: until every env ends).
+    clone, start_method, timeout, affinity, entropy : see :func:`~.double.rollout`.
+    """
+    _check_positive("n_envs", n_envs)
+    if n_steps is not None:
+        _check_positive("n_steps", n_steps)
+    if not timeout > 0:
+        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    mp = get_context(start_method)
+    shared = deepcopy(actor).cpu().share_memory()
+    lock = mp.Lock()
+    learner_end, worker_end = mp.Pipe()
+    workers = Workers(
+        mp,
+        _evaluation_worker,
+        [
+            (
+                SeedSequence(entropy),
+                lock,
+                worker_end,
+                CloudpickleSpawner(factory),
+                shared,
+                n_envs,
+                n_steps,
+                clone,
+                _device(affinity),
+                timeout,
+            )
+        ],
+        name="evaluation",
+    ).start()
+    worker_end.close()  # the worker holds its own copy of this end
+    try:
+        while True:
+            with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
+                shared.load_state_dict(actor.state_dict(), strict=True)
+            try:
+                learner_end.send(True)
+            except OSError:  # a broken pipe: the worker is gone, say why
+                workers.processes[0].join(timeout)
+                workers.check()
+                raise
+            yield workers.wait(connection_receiver(learner_end), timeout=timeout, what="evaluation: waiting for returns")
+    finally:
+        workers.shutdown()
+        learner_end.close()

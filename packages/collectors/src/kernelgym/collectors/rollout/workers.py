@@ -1,0 +1,237 @@
+"""Worker processes the learner can always get out of.
+
+rlplay's learner waited on a barrier without a timeout, so a killed worker hung it.
+Here every wait, on either side, polls in short slices: the learner checks that its
+workers are alive between slices and gives up after ``timeout`` seconds; a worker
+checks that the learner still wants it (``stop``) and is alive. A worker that dies
+surfaces as :class:`WorkerError` carrying its traceback, signal or exit code, and
+:meth:`Workers.shutdown` leaves no child process behind.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import signal
+import sys
+import time
+import traceback
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
+
+import cloudpickle
+import torch.multiprocessing
+
+__all__ = ["WorkerError", "Workers", "CloudpickleSpawner", "get_context", "locked", "poll_until", "POLL_S"]
+
+# how long one slice of a wait lasts: the latency of noticing a dead peer or a stop
+POLL_S = 0.05
+
+
+class WorkerError(RuntimeError):
+    """A rollout worker died. ``traceback`` (str or None), ``exitcode`` and
+    ``signal`` (a signal name such as ``"SIGKILL"``, or None) say how."""
+
+    def __init__(self, worker: str, *, exitcode: int | None, traceback: str | None = None):
+        self.worker, self.exitcode, self.traceback = worker, exitcode, traceback
+        self.signal = signal.Signals(-exitcode).name if exitcode is not None and exitcode < 0 else None
+        if traceback:
+            how = f"raised an exception (exit code {exitcode}):\n{traceback}"
+        elif self.signal:
+            how = f"was killed by {self.signal}"
+        else:
+            how = f"exited unexpectedly with exit code {exitcode}"
+        super().__init__(f"rollout worker {worker} {how}")
+
+
+class CloudpickleSpawner:
+    """Carry a callable (a lambda, a closure) to a spawned process via cloudpickle."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __getstate__(self) -> bytes:
+        return cloudpickle.dumps(self.fn)
+
+    def __setstate__(self, data: bytes) -> None:
+        self.fn = cloudpickle.loads(data)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+def get_context(start_method: str | None = None):
+    """A torch-aware multiprocessing context (shared tensors pickle by handle)."""
+    methods = multiprocessing.get_all_start_methods()
+    if start_method is not None and start_method not in methods:
+        raise ValueError(f"start_method: expected one of {methods}, got {start_method!r}")
+    return torch.multiprocessing.get_context(start_method)
+
+
+def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callable[[], None], what: str) -> Any:
+    """Call ``receive(slice_s)`` until it returns, calling ``check()`` between slices.
+
+    ``receive`` raises :class:`queue.Empty` when a slice passes without a result.
+    Raises :class:`TimeoutError` naming ``what`` after ``timeout`` seconds.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return receive(min(POLL_S, max(deadline - time.monotonic(), 0.0)))
+        except queue.Empty:
+            pass
+        check()
+        if time.monotonic() >= deadline:
+            raise TimeoutError(f"{what}: nothing within {timeout} s")
+
+
+def acquirer(lock_or_semaphore: Any) -> Callable[[float], bool]:
+    """A ``receive`` for :func:`poll_until` that acquires a lock or semaphore."""
+
+    def receive(slice_s: float) -> bool:
+        if not lock_or_semaphore.acquire(timeout=slice_s):
+            raise queue.Empty
+        return True
+
+    return receive
+
+
+def connection_receiver(conn: Any) -> Callable[[float], Any]:
+    """A ``receive`` for :func:`poll_until` reading one object from a pipe end."""
+
+    def receive(slice_s: float) -> Any:
+        if not conn.poll(slice_s):
+            raise queue.Empty
+        try:
+            return conn.recv()
+        except (EOFError, ConnectionError):
+            # the other end is gone: let `check` find out why, without spinning
+            time.sleep(slice_s)
+            raise queue.Empty from None
+
+    return receive
+
+
+@contextmanager
+def locked(lock: Any, *, timeout: float, check: Callable[[], None] = lambda: None, what: str) -> Iterator[None]:
+    """Hold ``lock``, waiting for it at most ``timeout`` seconds."""
+    poll_until(acquirer(lock), timeout=timeout, check=check, what=what)
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class StopRequested(Exception):
+    """Raised inside a worker when the learner asked it to stop, or is gone."""
+
+
+def worker_check(stop: Any) -> Callable[[], None]:
+    """The ``check`` a worker passes to :func:`poll_until`: stop when asked to or
+    when the learner process is gone."""
+    parent = multiprocessing.parent_process()
+
+    def check() -> None:
+        if stop.is_set() or (parent is not None and not parent.is_alive()):
+            raise StopRequested
+
+    return check
+
+
+def worker_wait(receive: Callable[[float], Any], stop: Any) -> Any:
+    """Wait in a worker until ``receive`` succeeds; :class:`StopRequested` when the
+    learner stops or dies first (there is no other deadline: the learner may train
+    for as long as it likes)."""
+    check = worker_check(stop)
+    while True:
+        try:
+            return receive(POLL_S)
+        except queue.Empty:
+            check()
+
+
+def _worker_main(target: Callable, errors: Any, stop: Any, name: str, *args: Any) -> None:
+    """Run ``target(stop, *args)``; report any exception's traceback, exit 1."""
+    try:
+        target(stop, *args)
+    except StopRequested:
+        return
+    except BaseException:  # noqa: BLE001 - every failure must reach the learner
+        errors.put((name, traceback.format_exc()))
+        errors.close()
+        errors.join_thread()  # flush before exiting, so the learner reads it
+        sys.exit(1)
+
+
+class Workers:
+    """Start ``target(stop, *args)`` in one process per entry of ``args_list``.
+
+    Parameters
+    ----------
+    mp : multiprocessing context (see :func:`get_context`).
+    target : picklable callable (module level) running the worker loop.
+    args_list : one argument tuple per worker.
+    name : prefix of the process names.
+    """
+
+    def __init__(self, mp: Any, target: Callable, args_list: Sequence[tuple], *, name: str):
+        self.errors = mp.Queue()
+        self.stop = mp.Event()
+        self.processes = [
+            mp.Process(
+                target=_worker_main,
+                args=(target, self.errors, self.stop, f"{name}-{i}", *args),
+                name=f"{name}-{i}",
+                daemon=True,  # never outlive the learner, even if it forgets to close
+            )
+            for i, args in enumerate(args_list)
+        ]
+        self._tracebacks: dict[str, str] = {}
+
+    def start(self) -> "Workers":
+        for process in self.processes:
+            process.start()
+        return self
+
+    def _traceback_of(self, name: str, exitcode: int) -> str | None:
+        if exitcode < 0:
+            return None  # killed by a signal: it had no chance to report
+        deadline = time.monotonic() + 1.0
+        while name not in self._tracebacks and time.monotonic() < deadline:
+            try:
+                worker, text = self.errors.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._tracebacks[worker] = text
+        return self._tracebacks.get(name)
+
+    def check(self) -> None:
+        """Raise :class:`WorkerError` if any worker has exited (workers only exit
+        when stopped)."""
+        for process in self.processes:
+            if process.exitcode is not None:
+                raise WorkerError(process.name, exitcode=process.exitcode, traceback=self._traceback_of(process.name, process.exitcode))
+
+    def wait(self, receive: Callable[[float], Any], *, timeout: float, what: str) -> Any:
+        """Wait for ``receive`` (see :func:`poll_until`) while watching the workers."""
+        try:
+            return poll_until(receive, timeout=timeout, check=self.check, what=what)
+        except TimeoutError as error:
+            alive = [p.name for p in self.processes if p.is_alive()]
+            raise TimeoutError(f"{error}; workers still alive (hung?): {alive}") from None
+
+    def shutdown(self, timeout: float = 1.0) -> None:
+        """Ask the workers to stop, then terminate and finally kill the stragglers."""
+        self.stop.set()
+        deadline = time.monotonic() + timeout
+        for process in self.processes:
+            process.join(max(deadline - time.monotonic(), 0.0))
+        for process in self.processes:
+            if process.is_alive():
+                process.terminate()
+                process.join(timeout)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self.errors.close()
+        self.errors.cancel_join_thread()

@@ -1,0 +1,758 @@
+"""``VectorSampledTasks`` (worker processes) and ``SingleProcessVectorSampledTasks``.
+
+Both step many task samplers in lockstep and keep AllenAct's names and semantics
+(indices of the ``*_at`` methods count unpaused tasks; pausing shifts later ones down).
+The task semantics (auto resampling, held tasks, exhausted samplers) live in
+``SamplerGroup``; ``VectorSampledTasks`` runs one group per worker process, several
+samplers per process, and adds failure handling:
+
+- an exception in a task or sampler reaches the caller as ``WorkerError`` with the
+  sampler's index and the remote traceback, after every other worker has answered;
+- a worker that dies or does not answer within ``read_timeout`` seconds is detected by
+  waiting on its pipe and its process sentinel together (never a bare ``recv``) and is
+  reported as ``WorkerCrashedError`` (exit code, signal) or ``WorkerTimeoutError``;
+- with ``restart_on_failure`` the lost worker is replaced by a new process whose samplers
+  are made again from their ``sampler_fn_args``; otherwise every worker is stopped.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+import cloudpickle
+import numpy as np
+
+from kernelgym.collectors._sampler_group import SamplerFailures, SamplerGroup
+from kernelgym.collectors._worker import FAILED, unpack_results, worker_main
+from kernelgym.collectors.tasks import RLStepResult
+from kernelgym.collectors.worker_errors import (
+    WorkerCrashedError,
+    WorkerError,
+    WorkerRestartWarning,
+    WorkerTimeoutError,
+)
+
+START_METHODS = ("spawn", "forkserver", "fork")
+RENDER_MODES = ("human", "rgb_array", "raw_rgb_list")
+#: seconds ``close`` waits for workers to close their samplers before stopping them
+CLOSE_TIMEOUT = 5.0
+
+
+def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
+    """Tile ``(H, W, C)`` images into a near-square grid, row by row, padding with zeros."""
+    arrays = [np.asarray(image) for image in images]
+    if not arrays:
+        raise ValueError("images must hold at least one image, got none")
+    if any(array.ndim != 3 or array.shape[2] != arrays[0].shape[2] for array in arrays):
+        raise ValueError(f"images must all be (H, W, C) with one C, got shapes {[a.shape for a in arrays]}")
+    height = max(array.shape[0] for array in arrays)
+    width = max(array.shape[1] for array in arrays)
+    columns = math.ceil(math.sqrt(len(arrays)))
+    rows = math.ceil(len(arrays) / columns)
+    tile = np.zeros((rows * height, columns * width, arrays[0].shape[2]), dtype=arrays[0].dtype)
+    for k, array in enumerate(arrays):
+        row, column = divmod(k, columns)
+        tile[row * height : row * height + array.shape[0], column * width : column * width + array.shape[1]] = array
+    return tile
+
+
+def _show(tile: np.ndarray) -> None:
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(
+            "render(mode='human') shows frames with matplotlib: install kernelgym-collectors[render] "
+            "or use mode='rgb_array'"
+        ) from exc
+    plt.figure("kernelgym vector tasks")
+    plt.clf()
+    plt.imshow(tile)
+    plt.axis("off")
+    plt.pause(0.001)
+
+
+class _VectorTasksBase:
+    """The public API of both classes; subclasses move commands to their sampler groups.
+
+    A *route* ``(group, start, stop)`` says that positions ``start:stop`` of the unpaused
+    tasks live in sampler group ``group``.
+    """
+
+    def __init__(
+        self,
+        make_sampler_fn: Callable[..., Any],
+        sampler_fn_args: Sequence[Mapping[str, Any]],
+        auto_resample_when_done: bool,
+    ):
+        if not callable(make_sampler_fn):
+            raise TypeError(f"make_sampler_fn must be callable, got {type(make_sampler_fn).__name__}")
+        if isinstance(sampler_fn_args, (str, bytes)) or not isinstance(sampler_fn_args, Sequence):
+            raise TypeError(f"sampler_fn_args must be a sequence of dicts, got {type(sampler_fn_args).__name__}")
+        if len(sampler_fn_args) == 0:
+            raise ValueError("sampler_fn_args must describe at least one sampler, got an empty sequence")
+        for index, kwargs in enumerate(sampler_fn_args):
+            if not isinstance(kwargs, Mapping):
+                raise TypeError(f"sampler_fn_args[{index}] must be a dict of keyword args, got {type(kwargs).__name__}")
+        if not isinstance(auto_resample_when_done, bool):
+            raise TypeError(f"auto_resample_when_done must be a bool, got {auto_resample_when_done!r}")
+        self._make_sampler_fn = make_sampler_fn
+        self._sampler_fn_args = [dict(kwargs) for kwargs in sampler_fn_args]
+        self._num_samplers = len(sampler_fn_args)
+        self.auto_resample_when_done = auto_resample_when_done
+        self._is_closed = False
+        self._active = list(range(self._num_samplers))  # unpaused sampler indices, in order
+        self._group_firsts = [0]  # first sampler index of each group
+        self._routes: list[tuple[int, int, int]] = []
+
+    # -- what subclasses provide -----------------------------------------------------------
+
+    def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
+        """Run ``command`` on every group with unpaused tasks; one value per route."""
+        raise NotImplementedError
+
+    def _command_group(self, group: int, command: str, args: tuple) -> Any:
+        """Run ``command`` on one group."""
+        raise NotImplementedError
+
+    # -- bookkeeping --------------------------------------------------------------------------
+
+    def _group_of(self, sampler: int) -> int:
+        group = 0
+        while group + 1 < len(self._group_firsts) and self._group_firsts[group + 1] <= sampler:
+            group += 1
+        return group
+
+    def _update_routes(self) -> None:
+        routes: list[list[int]] = []
+        for position, sampler in enumerate(self._active):
+            group = self._group_of(sampler)
+            if routes and routes[-1][0] == group:
+                routes[-1][2] = position + 1
+            else:
+                routes.append([group, position, position + 1])
+        self._routes = [tuple(route) for route in routes]
+
+    def _check_open(self) -> None:
+        if self._is_closed:
+            raise RuntimeError(f"this {type(self).__name__} is closed")
+
+    def _position(self, sampler_index: int) -> tuple[int, int]:
+        """(group, local index) of the ``sampler_index``-th unpaused task."""
+        if not isinstance(sampler_index, (int, np.integer)) or isinstance(sampler_index, bool):
+            raise TypeError(f"sampler_index must be an int, got {type(sampler_index).__name__}")
+        if not 0 <= sampler_index < len(self._active):
+            raise ValueError(
+                f"sampler_index must be in [0, {len(self._active)}) (unpaused tasks), got {sampler_index}"
+            )
+        sampler = self._active[sampler_index]
+        group = self._group_of(sampler)
+        return group, sampler - self._group_firsts[group]
+
+    def _per_task(self, name: str, values: Any, default: Any = None) -> list[Any]:
+        """One value per unpaused task from a single value or a list of them."""
+        if values is None or isinstance(values, str):
+            return [values if values is not None else default] * len(self._active)
+        values = list(values)
+        if len(values) != len(self._active):
+            raise ValueError(f"{name} must have one entry per unpaused task ({len(self._active)}), got {len(values)}")
+        return values
+
+    def _concat(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
+        return [item for values in self._broadcast(command, args_for) for item in values]
+
+    def _error_from_failures(self, failures: list[tuple[int | None, int | None, str, BaseException | None]]) -> WorkerError:
+        """``WorkerError`` from ``(process_index, sampler_index, traceback, exception)`` tuples."""
+        process_index, sampler_index, traceback_text, exception = failures[0]
+        what = f"sampler {sampler_index}" if sampler_index is not None else f"worker process {process_index}"
+        lines = traceback_text.strip().splitlines()
+        message = f"{what} raised {lines[-1] if lines else 'an exception'}"
+        if len(failures) > 1:
+            message += f" (and {len(failures) - 1} more failures, samplers {[f[1] for f in failures[1:]]})"
+        error = WorkerError(
+            message,
+            sampler_index=sampler_index,
+            sampler_indices=tuple(f[1] for f in failures if f[1] is not None),
+            process_index=process_index,
+            remote_traceback=traceback_text,
+        )
+        error.__cause__ = exception
+        return error
+
+    def _resample_if_all_done(self, results: list[RLStepResult]) -> list[RLStepResult]:
+        """Without auto resampling, new tasks start once every unpaused task has finished."""
+        if self.auto_resample_when_done or not results or not all(result.done for result in results):
+            return results
+        observations = self.next_task()
+        return [
+            result.clone(observation=observation, info={**(result.info or {}), "final_observation": result.observation})
+            for result, observation in zip(results, observations)
+        ]
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def is_closed(self) -> bool:
+        """Has the vector task been closed."""
+        return self._is_closed
+
+    @property
+    def num_unpaused_tasks(self) -> int:
+        """Number of unpaused tasks."""
+        return len(self._active)
+
+    def next_task(self, **kwargs: Any) -> list[Any]:
+        """Move every unpaused sampler to its next task.
+
+        Parameters
+        ----------
+        **kwargs
+            Passed to each sampler's ``next_task``.
+
+        Returns
+        -------
+        list
+            The new tasks' first observations (None for an exhausted sampler).
+        """
+        return self._concat("next_task", lambda start, stop: (kwargs,))
+
+    def get_observations(self) -> list[Any]:
+        """The current observation of every unpaused task."""
+        return self._concat("get_observations", lambda start, stop: ())
+
+    def command_at(self, sampler_index: int, command: str, data: Any | None = None) -> Any:
+        """Run ``command`` on one task and return its result.
+
+        Parameters
+        ----------
+        sampler_index : int
+            Index among the unpaused tasks.
+        command : str
+            One of ``step`` (data: action), ``next_task`` (data: kwargs), ``get_observations``,
+            ``call`` (data: ``(name, args)``), ``attr`` (data: name), ``render`` (data:
+            ``(mode, args, kwargs)``), ``sampler_call`` / ``sampler_attr`` (as call / attr, on
+            the task sampler), ``set_seed`` (data: seed) or ``reset`` (restart the sampler).
+        data : Any, optional
+            The command's argument.
+        """
+        self._check_open()
+        if command not in SamplerGroup.COMMANDS_AT:
+            raise ValueError(f"command must be one of {sorted(SamplerGroup.COMMANDS_AT)}, got {command!r}")
+        group, local = self._position(sampler_index)
+        return self._command_group(group, "run_at", (local, command, data))
+
+    def call_at(self, sampler_index: int, function_name: str, function_args: list[Any] | None = None) -> Any:
+        """Call the task's method ``function_name`` with ``function_args`` and return the result."""
+        return self.command_at(sampler_index, "call", (function_name, function_args))
+
+    def attr_at(self, sampler_index: int, attr_name: str) -> Any:
+        """The task's attribute ``attr_name``."""
+        return self.command_at(sampler_index, "attr", attr_name)
+
+    def next_task_at(self, sampler_index: int) -> list[Any]:
+        """Move one sampler to its next task; a list holding the new task's first observation."""
+        return [self.command_at(sampler_index, "next_task", {})]
+
+    def step_at(self, sampler_index: int, action: Any) -> list[RLStepResult]:
+        """Step one task; a list holding its ``RLStepResult``.
+
+        A task finishing here is resampled (``auto_resample_when_done``) or held; the
+        all-tasks-finished resampling of ``step`` does not apply.
+        """
+        return [self.command_at(sampler_index, "step", action)]
+
+    def step(self, actions: Sequence[Any]) -> list[RLStepResult]:
+        """Step every unpaused task.
+
+        Parameters
+        ----------
+        actions : sequence
+            One action per unpaused task.
+
+        Returns
+        -------
+        list of RLStepResult
+            One per unpaused task. With ``auto_resample_when_done=False`` a finished task
+            is held (its action ignored, its final result repeated with reward 0 and
+            ``info["task_held"]``) until every unpaused task has finished; in that step all
+            of them start new tasks and return those tasks' first observations, the final
+            ones being in ``info["final_observation"]``.
+        """
+        self._check_open()
+        self._check_actions(actions)
+        results = self._concat("step", lambda start, stop: (actions[start:stop],))
+        return self._resample_if_all_done(results)
+
+    def _check_actions(self, actions: Sequence[Any]) -> None:
+        try:
+            count = len(actions)
+        except TypeError:
+            raise TypeError(f"actions must be a sequence (one per unpaused task), got {type(actions).__name__}") from None
+        if count != len(self._active):
+            raise ValueError(f"actions must hold one action per unpaused task ({len(self._active)}), got {count}")
+
+    def reset_all(self) -> None:
+        """Reset every unpaused sampler to its initial state (not its RNG) and sample a task."""
+        self._concat("reset_all", lambda start, stop: ())
+
+    def set_seeds(self, seeds: Sequence[int]) -> None:
+        """Seed each unpaused sampler; the seeds apply from its next task on.
+
+        Parameters
+        ----------
+        seeds : sequence of int
+            One seed per unpaused task.
+        """
+        if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence):
+            raise TypeError(f"seeds must be a sequence of ints, got {type(seeds).__name__}")
+        seeds = self._per_task("seeds", seeds)
+        for seed in seeds:
+            if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool):
+                raise TypeError(f"seeds must be ints, got {seed!r}")
+        self._broadcast("set_seeds", lambda start, stop: (seeds[start:stop],))
+
+    def pause_at(self, sampler_index: int) -> None:
+        """Pause one task without destroying it; later indices shift down by one."""
+        self._check_open()
+        group, local = self._position(sampler_index)
+        self._command_group(group, "pause", (local,))
+        del self._active[sampler_index]
+        self._update_routes()
+
+    def resume_all(self) -> None:
+        """Resume every paused task."""
+        self._check_open()
+        for group in range(len(self._group_firsts)):
+            self._command_group(group, "resume_all", ())
+        self._active = list(range(self._num_samplers))
+        self._update_routes()
+
+    def call(self, function_names: str | list[str], function_args_list: list[Any] | None = None) -> list[Any]:
+        """Call a method on every unpaused task.
+
+        Parameters
+        ----------
+        function_names : str or list of str
+            One name for all tasks, or one per task.
+        function_args_list : list, optional
+            One argument list per task.
+        """
+        names = self._per_task("function_names", function_names)
+        args_list = self._per_task("function_args_list", function_args_list)
+        return self._concat("call", lambda start, stop: (names[start:stop], args_list[start:stop]))
+
+    def attr(self, attr_names: str | list[str]) -> list[Any]:
+        """An attribute of every unpaused task (one name for all, or one per task)."""
+        names = self._per_task("attr_names", attr_names)
+        return self._concat("attr", lambda start, stop: (names[start:stop],))
+
+    def render(self, mode: str = "human", *args: Any, **kwargs: Any) -> np.ndarray | None | list[np.ndarray]:
+        """Render every unpaused task (each as ``task.render("rgb_array", ...)``).
+
+        Parameters
+        ----------
+        mode : {"human", "rgb_array", "raw_rgb_list"}
+            Show the tiled frames (matplotlib), return them tiled, or return the list.
+        """
+        if mode not in RENDER_MODES:
+            raise ValueError(f"mode must be one of {RENDER_MODES}, got {mode!r}")
+        frames = self._concat("render", lambda start, stop: ("rgb_array", args, kwargs))
+        if mode == "raw_rgb_list":
+            return frames
+        tile = tile_images(frames)
+        if mode == "rgb_array":
+            return tile
+        _show(tile)
+        return None
+
+    def close(self) -> None:
+        """Close every sampler (and stop the workers)."""
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_is_closed", True) is False:
+            self.close()
+
+
+class SingleProcessVectorSampledTasks(_VectorTasksBase):
+    """Many task samplers stepped in lockstep in this process.
+
+    Parameters
+    ----------
+    make_sampler_fn : callable
+        Makes one task sampler from keyword arguments.
+    sampler_fn_args : sequence of dict
+        The keyword arguments of each sampler.
+    auto_resample_when_done : bool
+        Replace a finished task by its sampler's next one in the same step; if False, a
+        finished task is held until all tasks have finished (see ``step``).
+    """
+
+    def __init__(
+        self,
+        make_sampler_fn: Callable[..., Any],
+        sampler_fn_args: Sequence[Mapping[str, Any]],
+        auto_resample_when_done: bool = True,
+    ):
+        super().__init__(make_sampler_fn, sampler_fn_args, auto_resample_when_done)
+        try:
+            self._group = SamplerGroup(make_sampler_fn, self._sampler_fn_args, 0, auto_resample_when_done)
+        except SamplerFailures as exc:
+            self._is_closed = True
+            raise self._local_error(exc) from None
+        self._update_routes()
+
+    def _local_error(self, exc: SamplerFailures) -> WorkerError:
+        return self._error_from_failures([(None, f.sampler_index, f.traceback_text, f.exception) for f in exc.failures])
+
+    def _command_group(self, group: int, command: str, args: tuple) -> Any:
+        self._check_open()
+        try:
+            return getattr(self._group, command)(*args)
+        except SamplerFailures as exc:
+            raise self._local_error(exc) from None
+
+    def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
+        self._check_open()
+        return [self._command_group(0, command, args_for(0, len(self._active)))] if self._active else []
+
+    def close(self) -> None:
+        if self._is_closed:
+            return
+        self._is_closed = True
+        try:
+            self._group.close()
+        except SamplerFailures as exc:
+            raise self._local_error(exc) from None
+
+
+class _Worker:
+    """One worker process, its end of the pipe and the samplers it hosts."""
+
+    __slots__ = ("index", "process", "connection", "first", "count")
+
+    def __init__(self, index: int, process: Any, connection: Connection, first: int, count: int):
+        self.index = index
+        self.process = process
+        self.connection = connection
+        self.first = first
+        self.count = count
+
+    def send(self, command: str, args: tuple) -> None:
+        self.connection.send_bytes(pickle.dumps((command, args), pickle.HIGHEST_PROTOCOL))
+
+    def stop(self) -> None:
+        """Stop the process (terminate, then kill) and release the pipe."""
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(1.0)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self.process.join()
+        self.connection.close()
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+class VectorSampledTasks(_VectorTasksBase):
+    """Many task samplers stepped in lockstep in worker processes.
+
+    Each worker process hosts a contiguous block of samplers (``max_processes`` caps the
+    number of processes), so one message per process and step carries all its tasks.
+
+    Parameters
+    ----------
+    make_sampler_fn : callable
+        Makes one task sampler from keyword arguments (cloudpickled: lambdas work).
+    sampler_fn_args : sequence of dict
+        The keyword arguments of each sampler.
+    auto_resample_when_done : bool
+        Replace a finished task by its sampler's next one in the same step; if False, a
+        finished task is held until all tasks have finished (see ``step``).
+    multiprocessing_start_method : {"forkserver", "spawn", "fork"}
+        How workers start. "forkserver" works well with CUDA; "fork" starts fastest but
+        must happen before the parent uses a GPU.
+    mp_ctx : multiprocessing context, optional
+        Used instead of ``multiprocessing_start_method``.
+    max_processes : int, optional
+        Most worker processes; default: one per usable CPU (at most one per sampler).
+    read_timeout : float or None
+        Seconds to wait for a worker's answer before declaring it hung; None waits forever
+        (a dead worker is still detected at once).
+    restart_on_failure : bool
+        Replace a worker that died or hung by a new one (its samplers made again from their
+        args) instead of stopping all; ``step`` then reports its tasks as truncated, starting
+        new tasks, with ``info["worker_restarted"]`` and a ``WorkerRestartWarning``; other
+        calls raise the error after the restart.
+
+    Raises
+    ------
+    WorkerError
+        When a sampler cannot be made (with the remote traceback).
+    """
+
+    def __init__(
+        self,
+        make_sampler_fn: Callable[..., Any],
+        sampler_fn_args: Sequence[Mapping[str, Any]],
+        auto_resample_when_done: bool = True,
+        multiprocessing_start_method: str = "forkserver",
+        mp_ctx: Any = None,
+        max_processes: int | None = None,
+        read_timeout: float | None = 60.0,
+        restart_on_failure: bool = False,
+    ):
+        self._workers: list[_Worker] = []
+        self._waiting = False
+        super().__init__(make_sampler_fn, sampler_fn_args, auto_resample_when_done)
+        if mp_ctx is None:
+            if multiprocessing_start_method not in START_METHODS:
+                raise ValueError(
+                    f"multiprocessing_start_method must be one of {START_METHODS}, got {multiprocessing_start_method!r}"
+                )
+            import multiprocessing
+
+            mp_ctx = multiprocessing.get_context(multiprocessing_start_method)
+        if max_processes is not None and (
+            not isinstance(max_processes, int) or isinstance(max_processes, bool) or max_processes < 1
+        ):
+            raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
+        if read_timeout is not None and (not isinstance(read_timeout, (int, float)) or not read_timeout > 0):
+            raise ValueError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
+        self._mp_ctx = mp_ctx
+        self._read_timeout = read_timeout
+        self.restart_on_failure = bool(restart_on_failure)
+
+        num_processes = min(self._num_samplers, max_processes or _usable_cpus())
+        sizes = [self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)]
+        self._group_firsts = [sum(sizes[:p]) for p in range(num_processes)]
+        self._payloads = []
+        for first, size in zip(self._group_firsts, sizes):
+            try:
+                self._payloads.append(cloudpickle.dumps((make_sampler_fn, self._sampler_fn_args[first : first + size])))
+            except Exception as exc:
+                raise TypeError(f"make_sampler_fn and sampler_fn_args must be picklable by cloudpickle: {exc}") from exc
+        self._update_routes()
+        try:
+            for index in range(num_processes):
+                self._workers.append(self._start_worker(index, list(range(sizes[index]))))
+            self._gather(self._workers)
+        except BaseException:
+            self.close()
+            raise
+
+    # -- processes ---------------------------------------------------------------------------
+
+    def _start_worker(self, index: int, active: list[int]) -> _Worker:
+        first = self._group_firsts[index]
+        count = (self._group_firsts + [self._num_samplers])[index + 1] - first
+        parent_end, worker_end = self._mp_ctx.Pipe(duplex=True)
+        process = self._mp_ctx.Process(
+            target=worker_main,
+            args=(worker_end, self._payloads[index], first, self.auto_resample_when_done, active),
+            name=f"kernelgym-vector-tasks-{index}",
+            daemon=True,
+        )
+        process.start()
+        worker_end.close()  # so that the parent sees EOF when the worker dies
+        return _Worker(index, process, parent_end, first, count)
+
+    def _lost(self, worker: _Worker, timed_out: bool) -> WorkerError:
+        samplers = tuple(range(worker.first, worker.first + worker.count))
+        fields = dict(
+            sampler_index=samplers[0] if len(samplers) == 1 else None,
+            sampler_indices=samplers,
+            process_index=worker.index,
+        )
+        hosting = f"worker process {worker.index} (pid {worker.process.pid}, samplers {list(samplers)})"
+        if timed_out:
+            return WorkerTimeoutError(f"{hosting} did not answer within {self._read_timeout} s", **fields)
+        worker.process.join(1.0)
+        exitcode = worker.process.exitcode
+        error = WorkerCrashedError(f"{hosting} died", exitcode=exitcode, **fields)
+        if error.signal is not None:
+            error.message += f" of {error.signal.name}"
+        elif exitcode is not None:
+            error.message += f" with exit code {exitcode}"
+        return error
+
+    def _receive(self, worker: _Worker, deadline: float | None) -> tuple | WorkerError:
+        """The worker's next reply, or the error saying why none will come."""
+        connection = worker.connection
+        if not connection.poll():
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = wait((connection, worker.process.sentinel), timeout)
+            if not ready:
+                return self._lost(worker, timed_out=True)
+            if connection not in ready and not connection.poll():
+                return self._lost(worker, timed_out=False)
+        try:
+            return pickle.loads(connection.recv_bytes())
+        except (EOFError, OSError):
+            return self._lost(worker, timed_out=False)
+
+    def _restart(self, error: WorkerError) -> None:
+        old = self._workers[error.process_index]
+        old.stop()
+        active = [sampler - old.first for sampler in self._active if old.first <= sampler < old.first + old.count]
+        new = self._start_worker(old.index, active)
+        self._workers[old.index] = new
+        reply = self._receive(new, self._deadline())
+        if isinstance(reply, WorkerError) or reply[0] == FAILED:
+            self.close()
+            raise WorkerError(f"restarting worker process {old.index} failed", process_index=old.index) from (
+                reply if isinstance(reply, WorkerError) else self._remote_error(old.index, reply[1])
+            )
+        error.restarted = True
+        warnings.warn(WorkerRestartWarning(str(error)), stacklevel=4)
+
+    def _deadline(self) -> float | None:
+        return None if self._read_timeout is None else time.monotonic() + self._read_timeout
+
+    def _remote_error(self, process_index: int, failures: list) -> WorkerError:
+        rebuilt = []
+        for sampler_index, traceback_text, exception_bytes in failures:
+            try:
+                exception = cloudpickle.loads(exception_bytes) if exception_bytes is not None else None
+            except Exception:
+                exception = None
+            rebuilt.append((process_index, sampler_index, traceback_text, exception))
+        return self._error_from_failures(rebuilt)
+
+    def _gather(self, workers: list[_Worker], substitute_lost: bool = False) -> tuple[list[Any], dict[int, WorkerError]]:
+        """Every worker's reply value, in order, after all have answered.
+
+        A lost worker is restarted (``restart_on_failure``) or every worker is stopped; its
+        error is raised unless ``substitute_lost``, which returns None for its value and
+        the errors by process index. Failures in user code raise ``WorkerError``.
+        """
+        deadline = self._deadline()
+        replies = [self._receive(worker, deadline) for worker in workers]
+        lost = {worker.index: reply for worker, reply in zip(workers, replies) if isinstance(reply, WorkerError)}
+        if lost:
+            if not self.restart_on_failure:
+                for error in lost.values():
+                    self._workers[error.process_index].stop()
+                self.close()
+                raise next(iter(lost.values()))
+            for error in lost.values():
+                self._restart(error)
+            if not substitute_lost:
+                raise next(iter(lost.values()))
+        failed = [(worker.index, reply[1]) for worker, reply in zip(workers, replies) if worker.index not in lost and reply[0] == FAILED]
+        if failed:
+            errors = [self._remote_error(index, failures) for index, failures in failed]
+            if len(errors) > 1:
+                errors[0].message += f" (and failures in {len(errors) - 1} more worker processes)"
+            raise errors[0]
+        return [None if worker.index in lost else reply[1] for worker, reply in zip(workers, replies)], lost
+
+    def _check_ready(self) -> None:
+        self._check_open()
+        if self._waiting:
+            raise RuntimeError("an async_step() is waiting: call wait_step() first")
+
+    def _command_group(self, group: int, command: str, args: tuple) -> Any:
+        self._check_ready()
+        worker = self._workers[group]
+        worker.send(command, args)
+        return self._gather([worker])[0][0]
+
+    def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
+        self._check_ready()
+        workers = [self._workers[group] for group, _, _ in self._routes]
+        for worker, (_, start, stop) in zip(workers, self._routes):
+            worker.send(command, args_for(start, stop))
+        return self._gather(workers)[0]
+
+    # -- public API ----------------------------------------------------------------------------
+
+    @property
+    def mp_ctx(self) -> Any:
+        """The multiprocessing context the workers run in."""
+        return self._mp_ctx
+
+    @property
+    def num_processes(self) -> int:
+        """Number of worker processes."""
+        return len(self._workers)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Process ids of the workers (new ones after a restart)."""
+        return [worker.process.pid for worker in self._workers]
+
+    def async_step(self, actions: Sequence[Any]) -> None:
+        """Send one action per unpaused task; collect the results with ``wait_step``."""
+        self._check_ready()
+        self._check_actions(actions)
+        for group, start, stop in self._routes:
+            self._workers[group].send("step", (actions[start:stop],))
+        self._waiting = True
+
+    def wait_step(self) -> list[RLStepResult]:
+        """The results of the last ``async_step`` (see ``step`` for their meaning)."""
+        self._check_open()
+        if not self._waiting:
+            raise RuntimeError("wait_step() needs an async_step() first")
+        self._waiting = False
+        values, lost = self._gather([self._workers[group] for group, _, _ in self._routes], substitute_lost=True)
+        results: list[RLStepResult] = []
+        for (group, _, _), value in zip(self._routes, values):
+            if value is None:
+                info = {"worker_restarted": lost[group]}
+                observations = self._command_group(group, "get_observations", ())
+                results.extend(RLStepResult(obs, 0.0, True, dict(info), False, True) for obs in observations)
+            else:
+                results.extend(unpack_results(value))
+        return self._resample_if_all_done(results)
+
+    def step(self, actions: Sequence[Any]) -> list[RLStepResult]:
+        self.async_step(actions)
+        return self.wait_step()
+
+    step.__doc__ = _VectorTasksBase.step.__doc__
+
+    def close(self) -> None:
+        """Close the samplers and stop every worker; waits at most ``CLOSE_TIMEOUT`` s for them.
+
+        A sampler whose ``close`` raised is reported with a ``RuntimeWarning``.
+        """
+        if self._is_closed:
+            return
+        self._is_closed = True
+        deadline = time.monotonic() + CLOSE_TIMEOUT
+        pending = [self._workers[group] for group, _, _ in self._routes] if self._waiting else []
+        self._waiting = False
+        for worker in pending:  # the answers to an unfinished async_step come first
+            if not worker.connection.closed:
+                self._receive(worker, deadline)
+        closing = []
+        for worker in self._workers:
+            try:
+                worker.send("close", ())
+                closing.append(worker)
+            except OSError:  # it is gone already
+                pass
+        for worker in closing:
+            reply = self._receive(worker, deadline)
+            if isinstance(reply, tuple) and reply[0] == FAILED:
+                warnings.warn(f"closing the samplers failed: {self._remote_error(worker.index, reply[1])}", RuntimeWarning, stacklevel=2)
+        for worker in self._workers:
+            worker.process.join(max(0.0, deadline - time.monotonic()))
+            worker.stop()

@@ -1,0 +1,84 @@
+"""Errors raised in the parent when a task sampler or a worker process fails."""
+
+from __future__ import annotations
+
+import signal as _signal
+
+
+class WorkerError(RuntimeError):
+    """A task or task sampler raised, or a worker process was lost.
+
+    Attributes
+    ----------
+    sampler_index : int or None
+        The sampler whose code raised; for a lost process hosting one sampler, that one.
+    sampler_indices : tuple of int
+        Every sampler affected (all samplers of a lost process).
+    process_index : int or None
+        The worker process, None in ``SingleProcessVectorSampledTasks``.
+    remote_traceback : str or None
+        The traceback formatted where the exception happened.
+    restarted : bool
+        Whether the failed worker was replaced (``restart_on_failure=True``).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        sampler_index: int | None = None,
+        sampler_indices: tuple[int, ...] = (),
+        process_index: int | None = None,
+        remote_traceback: str | None = None,
+    ):
+        self.message = message
+        self.sampler_index = sampler_index
+        self.sampler_indices = tuple(sampler_indices) or ((sampler_index,) if sampler_index is not None else ())
+        self.process_index = process_index
+        self.remote_traceback = remote_traceback
+        self.restarted = False
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        text = self.message
+        if self.restarted:
+            text += " (the worker was restarted)"
+        if self.remote_traceback:
+            text += f"\n\nRemote traceback:\n{self.remote_traceback.rstrip()}"
+        return text
+
+    def __reduce__(self):
+        # keyword-only fields do not survive the default exception pickling
+        return (_rebuild, (type(self), self.__dict__))
+
+
+def _rebuild(cls: type, state: dict) -> WorkerError:
+    error = cls.__new__(cls)
+    error.__dict__.update(state)
+    error.args = (state["message"],)
+    return error
+
+
+class WorkerCrashedError(WorkerError):
+    """A worker process died (killed by a signal, segfault, ``os._exit``).
+
+    Attributes
+    ----------
+    exitcode : int or None
+        ``Process.exitcode``: negative for death by a signal.
+    signal : signal.Signals or None
+        The signal that killed the process.
+    """
+
+    def __init__(self, message: str, *, exitcode: int | None, **fields):
+        self.exitcode = exitcode
+        self.signal = _signal.Signals(-exitcode) if exitcode is not None and exitcode < 0 else None
+        super().__init__(message, **fields)
+
+
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """A worker process did not answer within ``read_timeout`` seconds (it was stopped)."""
+
+
+class WorkerRestartWarning(RuntimeWarning):
+    """A failed worker was replaced; the results of its samplers start new tasks."""

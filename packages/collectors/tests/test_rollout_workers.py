@@ -1,0 +1,237 @@
+"""The multi-process rollouts: records, parameter updates, seeding, faults, shutdown."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from numpy.random import SeedSequence
+
+from kernelgym.collectors.rollout import WorkerError, double, evaluation, pool
+from kernelgym.collectors.rollout.double import env_seeds
+from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments, seeded_envs
+from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
+
+MAX_LEN, LIMIT, N_STEPS = 4, 3, 5
+
+
+def no_children_left():
+    return multiprocessing.active_children() == []
+
+
+def split(batch, n_per_batch):
+    """The ``n_per_batch`` fragments stacked along dim 1 of a pool batch."""
+    n = batch.state.fin.shape[1] // n_per_batch
+    return [
+        {
+            **{name: getattr(batch.state, name)[:, j * n : (j + 1) * n] for name in FIELDS},
+            "final_obs": batch.env["final_obs"][:, j * n : (j + 1) * n],
+            "value": batch.actor["value"][:, j * n : (j + 1) * n],
+        }
+        for j in range(n_per_batch)
+    ]
+
+
+def as_fragment(parts):
+    from kernelgym.collectors.rollout import Fragment, State
+
+    state = State(**{name: parts[name] for name in FIELDS})
+    return Fragment(state, {"value": parts["value"]}, {"final_obs": parts["final_obs"]}, ())
+
+
+def test_double_rollout_records_match_the_plain_model_and_are_reproducible():
+    runs = []
+    for _ in range(2):
+        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(1), N_STEPS, 3, entropy=42, timeout=3)
+        runs.append([suply_clone(batch) for _, batch in zip(range(3), batches)])
+        batches.close()
+    expected = reference_fragments(seeded_envs(env_seeds(SeedSequence(42), 3), MAX_LEN, LIMIT), 3, N_STEPS, 1)
+    for p, fragment in enumerate(runs[0]):
+        assert_fragment_equal(fragment, expected[p])
+    for a, b in zip(*runs):
+        assert all(torch.equal(x, y) for x, y in zip(a.state, b.state))
+    assert no_children_left()
+
+
+def suply_clone(fragment):
+    from kernelgym.collectors.rollout import suply
+
+    return suply(torch.clone, fragment)
+
+
+def test_double_rollout_publishes_new_parameters_one_fragment_later():
+    actor = PolicyActor(0)
+    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=3)
+    fragments = []
+    for batch in batches:
+        fragments.append(suply_clone(batch))
+        actor.bias.data.fill_(1.0)  # the learner's update
+        if len(fragments) == 3:
+            break
+    batches.close()
+    for fragment, bias in zip(fragments, (0, 0, 1)):  # 2 was collected during 1's training
+        state = fragment.state
+        taken = (state.obs[:-1, :, 0] + state.obs[:-1, :, 1] + bias).long() % 3
+        assert torch.equal(state.act[1:], taken)
+    assert no_children_left()
+
+
+def test_pool_with_one_actor_stacks_consecutive_fragments():
+    n_per_batch = 2
+    batches = pool.rollout(
+        counter_factory(MAX_LEN, LIMIT), PolicyActor(2), N_STEPS, n_actors=1, n_per_actor=3,
+        n_buffers=3, n_per_batch=n_per_batch, entropy=9, timeout=3,
+    )
+    received = [as_fragment(part) for _, batch in zip(range(2), batches) for part in split(suply_clone(batch), 2)]
+    batches.close()
+    seeds = env_seeds(SeedSequence(9).spawn(1)[0], 3)
+    expected = reference_fragments(seeded_envs(seeds, MAX_LEN, LIMIT), 4, N_STEPS, 2)
+    for p, fragment in enumerate(received):
+        assert_fragment_equal(fragment, expected[p])
+    assert no_children_left()
+
+
+def test_pool_with_two_actors_keeps_each_workers_fragments_in_order():
+    n_actors, n_per_actor = 2, 2
+    batches = pool.rollout(
+        counter_factory(MAX_LEN, LIMIT), PolicyActor(0), N_STEPS, n_actors=n_actors, n_per_actor=n_per_actor,
+        n_buffers=4, n_per_batch=2, entropy=5, timeout=3,
+    )
+    received = [as_fragment(part) for _, batch in zip(range(3), batches) for part in split(suply_clone(batch), 2)]
+    batches.close()
+    expected = [
+        reference_fragments(seeded_envs(env_seeds(ss, n_per_actor), MAX_LEN, LIMIT), 6, N_STEPS, 0)
+        for ss in SeedSequence(5).spawn(n_actors)
+    ]
+    position = [0] * n_actors
+    for fragment in received:
+        matches = [
+            w for w in range(n_actors)
+            if np.array_equal(fragment.state.obs.numpy(), expected[w][position[w]]["obs"])
+        ]
+        assert len(matches) == 1, "every fragment is the next one of exactly one worker"
+        w = matches[0]
+        assert_fragment_equal(fragment, expected[w][position[w]])
+        position[w] += 1
+    assert no_children_left()
+
+
+def test_pool_takes_a_vector_env_per_worker():
+    def factory(seed=None):
+        return gym.vector.SyncVectorEnv(
+            [lambda: CounterEnv(MAX_LEN, LIMIT) for _ in range(4)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+        )
+
+    batches = pool.rollout(factory, ConstantActor(1), N_STEPS, n_actors=2, n_per_actor=4, n_buffers=2, n_per_batch=2,
+                           entropy=0, timeout=3)
+    batch = next(batches)
+    state = batch.state
+    assert state.obs.shape == (N_STEPS + 1, 8, 2)
+    assert torch.equal(state.rew[1:][~state.fin[1:] | state.fin[1:]], torch.full((N_STEPS * 8,), 1.5))
+    assert torch.equal(state.fin[1:], state.terminated[1:] | state.truncated[1:])
+    batches.close()
+    assert no_children_left()
+
+
+def test_pool_runs_under_forkserver_with_a_closure_factory():
+    max_len = 2
+    batches = pool.rollout(lambda seed=None: CounterEnv(max_len, 9), ConstantActor(2), 3, n_actors=1, n_per_actor=1,
+                           n_buffers=1, n_per_batch=1, start_method="forkserver", timeout=30)
+    batch = next(batches)
+    assert torch.equal(batch.state.rew[1:, 0], torch.full((3,), 2.5))
+    batches.close()
+    assert no_children_left()
+
+
+def test_background_evaluation_returns_episode_returns():
+    factory = lambda seed=None: CounterEnv(min_len=3, max_len=3, limit=9)  # noqa: E731
+    results = evaluation.evaluate(factory, ConstantActor(2), n_envs=2, entropy=0, timeout=3)
+    for _, returns in zip(range(2), results):
+        np.testing.assert_array_equal(returns, [7.5, 7.5])
+    results.close()
+    assert no_children_left()
+
+
+def run_double(factory):
+    batches = double.rollout(factory, PolicyActor(), N_STEPS, 2, entropy=0, timeout=1.5)
+    return [next(batches) for _ in range(3)]
+
+
+def run_pool(factory):
+    batches = pool.rollout(factory, PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2, n_buffers=2, n_per_batch=1,
+                           entropy=0, timeout=1.5)
+    return [next(batches) for _ in range(3)]
+
+
+def run_evaluation(factory):
+    results = evaluation.evaluate(factory, PolicyActor(), n_envs=2, entropy=0, timeout=1.5)
+    return [next(results) for _ in range(3)]
+
+
+VARIANTS = {"double": run_double, "pool": run_pool, "evaluation": run_evaluation}
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_worker_that_raises_surfaces_its_traceback(variant):
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="injected failure in CounterEnv.step") as caught:
+        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="raise"))
+    assert "Traceback" in caught.value.traceback and caught.value.exitcode == 1
+    assert time.monotonic() - start < 3
+    assert no_children_left()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_killed_worker_surfaces_its_signal(variant):
+    start = time.monotonic()
+    with pytest.raises(WorkerError, match="killed by SIGKILL") as caught:
+        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="sigkill"))
+    assert caught.value.signal == "SIGKILL" and caught.value.traceback is None
+    assert time.monotonic() - start < 3
+    assert no_children_left()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_hung_worker_times_out(variant):
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="nothing within 1.5 s; workers still alive"):
+        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="hang"))
+    assert time.monotonic() - start < 5
+    assert no_children_left()
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_learner_that_stops_mid_rollout_leaves_no_child(variant):
+    if variant == "evaluation":
+        batches = evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=3)
+    elif variant == "double":
+        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3)
+    else:
+        batches = pool.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2,
+                               n_buffers=3, n_per_batch=1, timeout=3)
+    for count, _ in enumerate(batches):
+        if count == 1:
+            break  # the learner has had enough
+    start = time.monotonic()
+    batches.close()
+    assert time.monotonic() - start < 2
+    assert no_children_left()
+
+
+def test_bad_arguments_are_rejected_before_any_worker_starts():
+    factory = counter_factory()
+    with pytest.raises(ValueError, match="n_buffers: expected at least n_actors=4 buffers, got 2"):
+        next(pool.rollout(factory, PolicyActor(), 3, n_actors=4, n_buffers=2, n_per_batch=1))
+    with pytest.raises(ValueError, match="n_per_batch: expected at most n_buffers=2, got 3"):
+        next(pool.rollout(factory, PolicyActor(), 3, n_actors=1, n_buffers=2, n_per_batch=3))
+    with pytest.raises(ValueError, match="timeout"):
+        next(double.rollout(factory, PolicyActor(), 3, 2, timeout=0))
+    with pytest.raises(ValueError, match="start_method"):
+        next(double.rollout(factory, PolicyActor(), 3, 2, start_method="teleport"))
+    with pytest.raises(ValueError, match="n_envs"):
+        next(evaluation.evaluate(factory, PolicyActor(), n_envs=0))
+    assert no_children_left()

@@ -1,0 +1,130 @@
+"""Backend arrays and zero-copy views of them.
+
+``cpu`` arrays are numpy arrays; ``cuda`` arrays are numba device arrays; ``sim`` arrays
+are the simulator's device arrays, which wrap a host numpy buffer. torch is imported only
+when a torch view is asked for.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from kernelgym.core.backends import simulator_enabled
+
+__all__ = ["to_torch", "to_numpy", "to_dlpack", "to_backend", "byte_view", "is_device_array", "is_torch_tensor"]
+
+
+def is_torch_tensor(obj) -> bool:
+    """Whether ``obj`` is a torch tensor (without importing torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _simulator_buffer(array):
+    """The host numpy buffer behind a simulator device array, or ``None``."""
+    if not simulator_enabled():
+        return None
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    return array._ary if isinstance(array, FakeCUDAArray) else None
+
+
+def is_device_array(obj) -> bool:
+    """Whether ``obj`` is a numba device array (a simulator one in simulator processes)."""
+    if simulator_enabled():
+        return _simulator_buffer(obj) is not None
+    from numba import cuda
+
+    return cuda.is_cuda_array(obj) and not is_torch_tensor(obj)
+
+
+def to_torch(array):
+    """A torch tensor that aliases a backend array (no copy).
+
+    Parameters
+    ----------
+    array : numpy.ndarray, numba device array, simulator device array or torch.Tensor
+        cpu: ``torch.from_numpy``; cuda: ``torch.as_tensor`` through
+        ``__cuda_array_interface__``; sim: a CPU tensor over the simulator's host buffer.
+        A tensor is returned as it is.
+
+    Returns
+    -------
+    torch.Tensor
+        Writes through the tensor change the array and the other way round.
+    """
+    import torch
+
+    if isinstance(array, torch.Tensor):
+        return array
+    if isinstance(array, np.ndarray):
+        return torch.from_numpy(array)
+    buffer = _simulator_buffer(array)
+    if buffer is not None:
+        return torch.from_numpy(buffer)
+    if hasattr(array, "__cuda_array_interface__"):
+        return torch.as_tensor(array, device="cuda")
+    raise TypeError(f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}")
+
+
+def to_numpy(array) -> np.ndarray:
+    """A host numpy array with the values of a backend array.
+
+    Zero-copy for numpy arrays, simulator arrays and CPU tensors; a copy (device to host)
+    for cuda arrays and CUDA tensors.
+    """
+    if isinstance(array, np.ndarray):
+        return array
+    if is_torch_tensor(array):
+        return array.detach().cpu().numpy() if array.is_cuda else array.detach().numpy()
+    buffer = _simulator_buffer(array)
+    if buffer is not None:
+        return buffer
+    if hasattr(array, "copy_to_host"):
+        return array.copy_to_host()
+    raise TypeError(f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}")
+
+
+def to_dlpack(array):
+    """Export a backend array as a DLPack capsule (zero-copy).
+
+    cpu and sim arrays go through numpy's ``__dlpack__``; cuda arrays through torch.
+    """
+    if isinstance(array, np.ndarray):
+        return array.__dlpack__()
+    buffer = _simulator_buffer(array)
+    if buffer is not None:
+        return buffer.__dlpack__()
+    return to_torch(array).__dlpack__()
+
+
+def to_backend(host, backend: str):
+    """A new backend array holding a copy of ``host`` (C-contiguous, same dtype).
+
+    Parameters
+    ----------
+    host : array_like
+        The values.
+    backend : {"cuda", "cpu", "sim"}
+        An already resolved backend name.
+    """
+    values = np.array(host, order="C", copy=True)
+    if backend == "cpu":
+        return values
+    from numba import cuda
+
+    return cuda.to_device(values)
+
+
+def byte_view(array, leading_shape: tuple):
+    """A zero-copy ``uint8`` view of a C-contiguous backend array, shaped
+    ``leading_shape + (bytes per leading index,)``.
+
+    Kernels that copy rows of arrays of any dtype and any number of dims (device-side
+    resets, episode logs) take these views: copying bytes is exact for every dtype.
+    """
+    count = int(np.prod(leading_shape, dtype=np.int64))
+    row_bytes = array.nbytes // count if count else 0
+    return array.reshape(array.size).view(np.uint8).reshape(*leading_shape, row_bytes)

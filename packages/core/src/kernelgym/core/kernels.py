@@ -1,0 +1,193 @@
+"""Write-once kernels: one per-env (or per-agent) body, a cpu loop and a CUDA kernel.
+
+.. code-block:: python
+
+    from kernelgym.core import env_kernel
+
+    @env_kernel
+    def add_one(i, x):
+        x[i] += 1.0
+
+    add_one.launch("cpu", x.shape[0], x)
+
+Nothing compiles when the decorator runs. The first launch with a given number of
+arguments writes a small launcher module (see :mod:`kernelgym.core.codegen`); the cpu
+build is cached on disk, so later processes load it instead of compiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+
+import numpy as np
+
+from kernelgym.core import codegen
+from kernelgym.core.arrays import is_device_array, is_torch_tensor
+from kernelgym.core.backends import resolve_backend, simulator_enabled
+from kernelgym.core.device_functions import device_function, register_cuda_overloads
+
+__all__ = ["EnvKernel", "AgentKernel", "env_kernel", "agent_kernel", "ENV_THREADS_PER_BLOCK", "MAX_AGENT_THREADS"]
+
+ENV_THREADS_PER_BLOCK = 128
+MAX_AGENT_THREADS = 256
+
+_SCALAR_TYPES = (bool, int, float, complex, np.generic)
+
+
+def check_count(name: str, value, minimum: int = 0) -> int:
+    """``value`` as an int ``>= minimum``, else a TypeError/ValueError naming ``name``."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name}: expected an int, got bool {value!r}")
+    try:
+        count = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}") from None
+    if count < minimum:
+        raise ValueError(f"{name}: expected an int >= {minimum}, got {count}")
+    return count
+
+
+def _kernel_argument(backend: str, position: int, value):
+    """Check one launch argument for ``backend`` and convert torch tensors to arrays."""
+    label = f"argument {position}"
+    if isinstance(value, _SCALAR_TYPES):
+        return value
+    if isinstance(value, tuple):
+        return tuple(_kernel_argument(backend, position, item) for item in value)
+    if backend == "cpu":
+        if is_torch_tensor(value) and not value.is_cuda:
+            value = value.detach().numpy()
+        if isinstance(value, np.ndarray):
+            if value.dtype == object:
+                raise TypeError(f"{label}: expected a numeric array, got dtype object")
+            return value
+        raise TypeError(
+            f"{label}: backend 'cpu' expected a numpy array or a scalar, got {type(value).__name__}"
+        )
+    if is_device_array(value):
+        return value
+    if backend == "cuda" and hasattr(value, "__cuda_array_interface__"):
+        from numba import cuda
+
+        # sync=False: consuming a foreign array must not synchronize the host.
+        return cuda.as_cuda_array(value, sync=False)
+    raise TypeError(
+        f"{label}: backend {backend!r} expected a device array or a scalar, got {type(value).__name__}"
+        " (copy host arrays once with CUDADataManager or numba.cuda.to_device)"
+    )
+
+
+class _WriteOnceKernel:
+    kind = ""
+
+    def __init__(self, fn):
+        functools.update_wrapper(self, fn)
+        self.py_func = fn
+        self.body = device_function(fn)
+        self._key = codegen.body_key(fn)
+        codegen.register_body(self._key, self.body)
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.__qualname__}>"
+
+    def _module(self, num_args: int):
+        return codegen.launcher_module(self.kind, self.py_func, self._key, num_args)
+
+    def cpu_launcher(self, num_args: int):
+        """The ``njit(parallel=True, cache=True)`` dispatcher for ``num_args`` arguments."""
+        return self._module(num_args).cpu_launcher
+
+    def cuda_launcher(self, num_args: int):
+        """The ``cuda.jit`` dispatcher (the simulator's kernel in simulator processes)."""
+        if not simulator_enabled():
+            register_cuda_overloads()
+        return self._module(num_args).cuda_launcher
+
+    def _checked_args(self, backend: str, args: tuple) -> tuple:
+        return tuple(_kernel_argument(backend, position, value) for position, value in enumerate(args))
+
+
+class EnvKernel(_WriteOnceKernel):
+    """A per-env body ``body(i, *args)`` run for ``i`` in ``range(num_envs)``."""
+
+    kind = "env"
+
+    def cpu(self, num_envs: int, *args) -> None:
+        """Run the cpu build: a prange loop over the envs."""
+        self.cpu_launcher(len(args))(num_envs, *args)
+
+    def cuda(self, num_envs: int, *args) -> None:
+        """Launch the CUDA kernel, one thread per env (asynchronous on a GPU)."""
+        if num_envs == 0:
+            return
+        threads = min(ENV_THREADS_PER_BLOCK, num_envs)
+        blocks = math.ceil(num_envs / threads)
+        self.cuda_launcher(len(args))[blocks, threads](num_envs, *args)
+
+    def launch(self, backend: str | None, num_envs: int, *args) -> None:
+        """Run the body for every env on ``backend`` ("cuda", "cpu", "sim", "auto" or None).
+
+        Arguments are checked before anything runs: cpu takes numpy arrays (or CPU
+        tensors), cuda and sim take device arrays, every backend takes scalars.
+        """
+        backend = resolve_backend(backend)
+        num_envs = check_count("num_envs", num_envs)
+        args = self._checked_args(backend, args)
+        if backend == "cpu":
+            self.cpu(num_envs, *args)
+        else:
+            self.cuda(num_envs, *args)
+
+
+class AgentKernel(_WriteOnceKernel):
+    """A per-agent body ``body(env, agent, num_agents, *args)``."""
+
+    kind = "agent"
+
+    def cpu(self, num_envs: int, num_agents: int, *args) -> None:
+        """Run the cpu build: prange over envs, the agents of an env in order."""
+        self.cpu_launcher(len(args))(num_envs, num_agents, *args)
+
+    def cuda(self, num_envs: int, num_agents: int, *args) -> None:
+        """Launch one block per env and one thread per agent (asynchronous on a GPU)."""
+        if num_envs == 0 or num_agents == 0:
+            return
+        threads = min(MAX_AGENT_THREADS, num_agents)
+        self.cuda_launcher(len(args))[num_envs, threads](num_envs, num_agents, *args)
+
+    def launch(self, backend: str | None, num_envs: int, num_agents: int, *args) -> None:
+        """Run the body for every (env, agent) pair on ``backend``; see ``EnvKernel.launch``."""
+        backend = resolve_backend(backend)
+        num_envs = check_count("num_envs", num_envs)
+        num_agents = check_count("num_agents", num_agents)
+        args = self._checked_args(backend, args)
+        if backend == "cpu":
+            self.cpu(num_envs, num_agents, *args)
+        else:
+            self.cuda(num_envs, num_agents, *args)
+
+
+def env_kernel(fn) -> EnvKernel:
+    """Decorate a per-env body ``body(i, *args)`` (Numba subset) as a write-once kernel.
+
+    Returns
+    -------
+    EnvKernel
+        ``.launch(backend, num_envs, *args)``, ``.body`` (the ``njit(inline="always")``
+        function), ``.cpu(num_envs, *args)``, ``.cuda(num_envs, *args)``.
+    """
+    return EnvKernel(fn)
+
+
+def agent_kernel(fn) -> AgentKernel:
+    """Decorate a per-agent body ``body(env, agent, num_agents, *args)`` as a write-once kernel.
+
+    Returns
+    -------
+    AgentKernel
+        ``.launch(backend, num_envs, num_agents, *args)``, ``.body``, ``.cpu``, ``.cuda``.
+        Values several agents of an env write go through ``atomic_add``.
+    """
+    return AgentKernel(fn)

@@ -1,0 +1,109 @@
+"""Counter-free device RNG: one xoroshiro128+ stream per row of a ``(num_streams, 2)`` array.
+
+Written as plain integer device functions, so cpu, simulator and CUDA kernels share one
+source and give the same numbers for the same seed. ``numba.cuda.random`` is not used: it
+compiles in object mode under the simulator and breaks cpu ``njit`` users there.
+
+.. code-block:: python
+
+    states = rng.seed_streams(seed=0, num_streams=num_envs)   # host, uint64 (N, 2)
+
+    @env_kernel
+    def noise(i, states, out):
+        out[i] = rng.normal(states, i)
+
+Each stream is owned by one thread at a time (usually stream ``s`` = env or agent index).
+``uniform``, ``uniform_range``, ``randint`` and ``next_uint64`` are bit-identical on every
+backend; ``normal`` uses ``log``/``cos``, whose last bit may differ on a GPU (libdevice).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from kernelgym.core.device_functions import device_function
+
+__all__ = ["seed_streams", "next_uint64", "uniform", "uniform_range", "normal", "randint"]
+
+# Constants as uint64: numba turns uint64-with-int64 arithmetic into float64.
+_U24 = np.uint64(24)
+_U40 = np.uint64(40)
+_U16 = np.uint64(16)
+_U37 = np.uint64(37)
+_U27 = np.uint64(27)
+_U11 = np.uint64(11)
+_ONE = np.uint64(1)
+_TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
+_TWO_PI = 2.0 * math.pi
+
+
+def seed_streams(seed, num_streams: int) -> np.ndarray:
+    """Independent stream states from ``numpy.random.SeedSequence(seed)``.
+
+    Parameters
+    ----------
+    seed : int, sequence of int or None
+        Entropy for ``SeedSequence`` (``None`` draws fresh entropy from the OS).
+    num_streams : int
+        Number of streams (rows).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint64`` array of shape ``(num_streams, 2)``, never an all-zero row.
+    """
+    from kernelgym.core.kernels import check_count
+
+    num_streams = check_count("num_streams", num_streams)
+    words = np.random.SeedSequence(seed).generate_state(2 * num_streams, dtype=np.uint64)
+    states = words.reshape(num_streams, 2)
+    # xoroshiro128+ never leaves the all-zero state; SeedSequence makes one astronomically
+    # unlikely, and this keeps it impossible.
+    states[(states[:, 0] == 0) & (states[:, 1] == 0), 1] = 1
+    return states
+
+
+@device_function
+def next_uint64(states, s):
+    """The next 64 random bits of stream ``s`` (a ``uint64``); advances the stream."""
+    s0 = states[s, 0]
+    s1 = states[s, 1]
+    result = s0 + s1
+    s1 ^= s0
+    states[s, 0] = ((s0 << _U24) | (s0 >> _U40)) ^ s1 ^ (s1 << _U16)
+    states[s, 1] = (s1 << _U37) | (s1 >> _U27)
+    return result
+
+
+@device_function
+def uniform(states, s):
+    """A float64 uniform in ``[0, 1)`` (53 random bits)."""
+    return (next_uint64(states, s) >> _U11) * _TWO_POW_MINUS_53
+
+
+@device_function
+def uniform_range(states, s, low, high):
+    """A float64 uniform in ``[low, high)``."""
+    return low + (high - low) * uniform(states, s)
+
+
+@device_function
+def normal(states, s):
+    """A standard normal float64 (Box-Muller; one of the pair is used)."""
+    u1 = 1.0 - uniform(states, s)  # in (0, 1]: log is finite
+    u2 = uniform(states, s)
+    return math.sqrt(-2.0 * math.log(u1)) * math.cos(_TWO_PI * u2)
+
+
+@device_function
+def randint(states, s, n):
+    """An int64 uniform in ``[0, n)`` for ``n >= 1``, without modulo bias (rejection)."""
+    bound = np.uint64(n)
+    # Largest multiple of bound that fits: draws at or above it would bias small values.
+    limit = np.uint64(0) - ((np.uint64(0) - bound) % bound)
+    draw = next_uint64(states, s)
+    while limit != np.uint64(0) and draw >= limit:
+        draw = next_uint64(states, s)
+    return np.int64(draw % bound)

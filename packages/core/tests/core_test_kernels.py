@@ -1,0 +1,51 @@
+"""Kernels shared by the core tests (module level, so each compiles once per process)."""
+
+from kernelgym.core import agent_kernel, atomic_add, env_kernel, rng
+
+
+@env_kernel
+def affine(i, x, out, scale, shift):
+    for j in range(x.shape[1]):
+        out[i, j] = x[i, j] * scale + shift
+
+
+@env_kernel
+def draw_all(i, states, out, low, high, n):
+    """One row of every rng draw per env (stream i)."""
+    out[i, 0] = rng.uniform(states, i)
+    out[i, 1] = rng.uniform_range(states, i, low, high)
+    out[i, 2] = rng.normal(states, i)
+    out[i, 3] = rng.randint(states, i, n)
+
+
+@env_kernel
+def draw_bits(i, states, out):
+    """``out.shape[1]`` raw 64-bit draws from stream i."""
+    for j in range(out.shape[1]):
+        out[i, j] = rng.next_uint64(states, i)
+
+
+@env_kernel
+def draw_uniforms(i, states, out):
+    for j in range(out.shape[1]):
+        out[i, j] = rng.uniform(states, i)
+
+
+@agent_kernel
+def tally(env, agent, num_agents, totals, visits, per_agent):
+    """Every agent adds agent+1 to its env's total; visits counts (env, agent) calls."""
+    atomic_add(totals, env, agent + 1.0)
+    atomic_add(visits, (env, agent), 1)
+    per_agent[env, agent] = num_agents
+
+
+@env_kernel
+def tick(i, timestep):
+    timestep[i] += 1
+
+
+@env_kernel
+def seed_example_kernel(i, x, y):
+    """The seed's ``cuda_function(X, Y)``: add X to Y for one row."""
+    for j in range(x.shape[1]):
+        y[i, j] += x[i, j]

@@ -1,0 +1,153 @@
+"""Write-once kernels: results against numpy, argument checks, agent layouts, disk cache."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from core_test_kernels import affine, tally
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from kernelgym.core import kernels, to_numpy
+from kernelgym.core.arrays import to_backend
+
+FINITE = st.floats(-1e6, 1e6, allow_nan=False)
+
+
+def _run_affine(backend, x, scale, shift):
+    device_x = to_backend(x, backend)
+    device_out = to_backend(np.zeros_like(x), backend)
+    affine.launch(backend, x.shape[0], device_x, device_out, scale, shift)
+    return to_numpy(device_out).copy()
+
+
+def _run_tally(backend, num_envs, num_agents):
+    totals = to_backend(np.zeros(num_envs), backend)
+    visits = to_backend(np.zeros((num_envs, num_agents), np.int64), backend)
+    per_agent = to_backend(np.zeros((num_envs, num_agents), np.int64), backend)
+    tally.launch(backend, num_envs, num_agents, totals, visits, per_agent)
+    return to_numpy(totals), to_numpy(visits), to_numpy(per_agent)
+
+
+@settings(max_examples=30)
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40), elements=FINITE), FINITE, FINITE)
+def test_env_kernel_matches_numpy_on_cpu(x, scale, shift):
+    np.testing.assert_array_equal(_run_affine("cpu", x, scale, shift), x * scale + shift)
+
+
+@settings(max_examples=20)
+@given(st.integers(0, 50), st.integers(0, 20))
+def test_agent_kernel_visits_every_agent_once_on_cpu(num_envs, num_agents):
+    totals, visits, per_agent = _run_tally("cpu", num_envs, num_agents)
+    np.testing.assert_array_equal(visits, np.ones((num_envs, num_agents)))
+    np.testing.assert_array_equal(totals, np.full(num_envs, num_agents * (num_agents + 1) / 2))
+    np.testing.assert_array_equal(per_agent, np.full((num_envs, num_agents), num_agents))
+
+
+def test_kernel_keeps_its_python_function_and_body():
+    assert affine.py_func(0, np.ones((1, 1)), out := np.zeros((1, 1)), 2.0, 1.0) is None
+    assert out[0, 0] == 3.0
+    assert affine.__name__ == "affine"
+    assert affine.body.py_func is affine.py_func
+    assert affine.body.targetoptions["inline"] == "always"
+
+
+def test_bad_launch_arguments_raise_before_running():
+    x = np.ones((4, 2))
+    out = np.zeros((4, 2))
+    with pytest.raises(ValueError, match="num_envs: expected an int >= 0, got -1"):
+        affine.launch("cpu", -1, x, out, 1.0, 0.0)
+    with pytest.raises(TypeError, match="num_envs: expected an int, got float"):
+        affine.launch("cpu", 2.5, x, out, 1.0, 0.0)
+    with pytest.raises(TypeError, match="num_agents: expected an int, got str"):
+        tally.launch("cpu", 4, "3", x, out, out)
+    with pytest.raises(TypeError, match="argument 1: backend 'cpu' expected a numpy array or a scalar, got list"):
+        affine.launch("cpu", 4, x, [0.0], 1.0, 0.0)
+    with pytest.raises(TypeError, match="argument 0: expected a numeric array, got dtype object"):
+        affine.launch("cpu", 4, np.empty((4, 2), object), out, 1.0, 0.0)
+    with pytest.raises(ValueError, match="backend"):
+        affine.launch("tpu", 4, x, out, 1.0, 0.0)
+    np.testing.assert_array_equal(out, 0.0)
+
+
+def test_cpu_accepts_cpu_tensors_without_copying():
+    import torch
+
+    x = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    out = torch.zeros(3, 2, dtype=torch.float64)
+    affine.launch("cpu", 3, x, out, 2.0, 0.5)
+    assert torch.equal(out, x * 2.0 + 0.5)
+
+
+CACHE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from cached_kernel import double
+
+    x = np.arange(8.0)
+    double.launch("cpu", 8, x)
+    stats = double.cpu_launcher(1).stats
+    print(json.dumps({"hits": sum(stats.cache_hits.values()), "misses": sum(stats.cache_misses.values()),
+                      "x": x.tolist()}))
+    """
+)
+
+
+def test_second_process_loads_the_cpu_build_from_the_disk_cache(tmp_path):
+    (tmp_path / "cached_kernel.py").write_text(
+        "from kernelgym.core import env_kernel\n\n@env_kernel\ndef double(i, x):\n    x[i] *= 2.0\n"
+    )
+    script = tmp_path / "run.py"
+    script.write_text(CACHE_SCRIPT)
+    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    runs = []
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert runs[0]["misses"] == 1 and runs[0]["hits"] == 0
+    assert runs[1]["misses"] == 0 and runs[1]["hits"] == 1
+    assert runs[0]["x"] == runs[1]["x"] == [2.0 * v for v in range(8)]
+    launchers = list((tmp_path / "cache" / "launchers").glob("*.py"))
+    assert [path.name.startswith("env_double_1_") for path in launchers] == [True]
+
+
+@pytest.mark.sim
+@settings(max_examples=10)
+@given(
+    hnp.arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=FINITE),
+    FINITE,
+    FINITE,
+)
+def test_env_kernel_is_bit_identical_on_cpu_and_sim(x, scale, shift):
+    np.testing.assert_array_equal(_run_affine("sim", x, scale, shift), _run_affine("cpu", x, scale, shift))
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("num_envs, num_agents, block", [(3, 5, 256), (2, 7, 3), (1, 1, 256), (4, 0, 256)])
+def test_agent_kernel_on_sim_including_agent_strided_blocks(monkeypatch, num_envs, num_agents, block):
+    monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", block)
+    for got, want in zip(_run_tally("sim", num_envs, num_agents), _run_tally("cpu", num_envs, num_agents)):
+        np.testing.assert_array_equal(got, want)
+    totals, visits, _ = _run_tally("sim", num_envs, num_agents)
+    np.testing.assert_array_equal(visits, np.ones((num_envs, num_agents)))
+
+
+@pytest.mark.sim
+def test_sim_refuses_host_arrays_and_cpu_refuses_device_arrays():
+    x = np.ones((4, 2))
+    device_x = to_backend(x, "sim")
+    with pytest.raises(TypeError, match="argument 0: backend 'sim' expected a device array or a scalar, got ndarray"):
+        affine.launch("sim", 4, x, device_x, 1.0, 0.0)
+    with pytest.raises(TypeError, match="argument 1: backend 'cpu' expected a numpy array"):
+        affine.launch("cpu", 4, x, device_x, 1.0, 0.0)

@@ -1,0 +1,1 @@
+"""Classic-control envs (gymnasium dynamics): CartPole, Pendulum, MountainCar, Acrobot."""

@@ -1,0 +1,198 @@
+"""Pendulum-v1: gymnasium's classic-control pendulum swing-up as a kernelgym env.
+
+Dynamics, reward and observation follow ``gymnasium.envs.classic_control.PendulumEnv``:
+state ``(theta, theta_dot)``, observation ``(cos theta, sin theta, theta_dot)``,
+reward ``-(angle_normalize(theta)**2 + 0.1 * theta_dot**2 + 0.001 * torque**2)``.
+The episode never terminates; it is truncated after 200 steps. Reset draws theta
+from U(-pi, pi) and theta_dot from U(-1, 1).
+
+Actions are a continuous torque of shape ``(1,)``. A torque outside
+``[-max_torque, max_torque]`` (default ``[-2, 2]``) is clipped to that range before it
+is used, as gymnasium does. The state is stored in float32; the arithmetic runs in
+float64 like gymnasium's, so one step matches gymnasium within float32 rounding.
+"""
+
+import dataclasses
+import math
+
+import numba
+import numpy as np
+from gymnasium import spaces
+
+from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.envs.hookspecs import hookimpl
+from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
+
+MAX_EPISODE_STEPS = 200
+RESET_HIGH_THETA = math.pi
+RESET_HIGH_THETA_DOT = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class PendulumParams:
+    """Physical constants (gymnasium's defaults); ``make(..., gravity=9.81)`` overrides."""
+
+    max_speed: float = 8.0
+    max_torque: float = 2.0
+    dt: float = 0.05
+    gravity: float = 10.0
+    mass: float = 1.0
+    length: float = 1.0
+
+    def __post_init__(self):
+        for name in ("max_speed", "max_torque", "dt", "mass", "length"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ValueError(f"PendulumParams {name}: expected a value > 0, got {value!r}")
+
+
+# ------------------------------------------------------------------ physics (one env)
+@numba.njit(inline="always")
+def angle_normalize(angle):
+    """Map an angle to [-pi, pi) as gymnasium's ``angle_normalize`` does."""
+    return ((angle + math.pi) % (2.0 * math.pi)) - math.pi
+
+
+@numba.njit(inline="always")
+def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gravity, mass, length):
+    """One Pendulum step for one env, in float64.
+
+    Returns
+    -------
+    (new_theta, new_theta_dot, reward)
+    """
+    torque = min(max(torque, -max_torque), max_torque)
+    cost = angle_normalize(theta) ** 2 + 0.1 * theta_dot**2 + 0.001 * torque**2
+    new_theta_dot = theta_dot + (
+        3.0 * gravity / (2.0 * length) * math.sin(theta) + 3.0 / (mass * length**2) * torque
+    ) * dt
+    new_theta_dot = min(max(new_theta_dot, -max_speed), max_speed)
+    new_theta = theta + new_theta_dot * dt
+    return new_theta, new_theta_dot, -cost
+
+
+@device_function
+def _write_observation(i, obs, theta, theta_dot):
+    obs[i, 0] = math.cos(theta)
+    obs[i, 1] = math.sin(theta)
+    obs[i, 2] = theta_dot
+
+
+@device_function
+def _reset_env(i, rng_states, obs, theta, theta_dot):
+    theta[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA, RESET_HIGH_THETA)
+    theta_dot[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
+    # the observation is computed from the stored (float32) state, as every later one is
+    _write_observation(i, obs, np.float64(theta[i]), np.float64(theta_dot[i]))
+
+
+# ------------------------------------------------------------------------- kernels
+@env_kernel
+def step_kernel(i, actions, rng_states, reset_mask, obs, rewards, terminated, theta, theta_dot,
+                max_speed, max_torque, dt, gravity, mass, length):
+    """Step env ``i`` (or reset it when its previous step ended the episode)."""
+    if reset_mask[i]:
+        _reset_env(i, rng_states, obs, theta, theta_dot)
+        rewards[i] = 0.0
+    else:
+        new_theta, new_theta_dot, reward = pendulum_transition(
+            np.float64(theta[i]), np.float64(theta_dot[i]), np.float64(actions[i, 0]),
+            max_speed, max_torque, dt, gravity, mass, length,
+        )
+        theta[i] = new_theta
+        theta_dot[i] = new_theta_dot
+        _write_observation(i, obs, np.float64(theta[i]), np.float64(theta_dot[i]))
+        rewards[i] = reward
+    # the pendulum never terminates: only the time limit (the runtime's) ends an episode
+    terminated[i] = False
+
+
+@env_kernel
+def reset_kernel(i, rng_states, reset_mask, obs, theta, theta_dot,
+                 max_speed, max_torque, dt, gravity, mass, length):
+    """Draw a fresh start state for env ``i`` when its reset flag is set."""
+    if reset_mask[i]:
+        _reset_env(i, rng_states, obs, theta, theta_dot)
+
+
+# ---------------------------------------------------------------- CPU reference
+def reference_reset(params, generator):
+    """Single-env reset with a numpy Generator (same distribution as the kernel)."""
+    return {
+        "theta": np.float32(generator.uniform(-RESET_HIGH_THETA, RESET_HIGH_THETA)).reshape(()),
+        "theta_dot": np.float32(generator.uniform(-RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)).reshape(()),
+    }
+
+
+def reference_step(params, state, action, generator=None):
+    """Single-env step in plain numpy, written after gymnasium's ``PendulumEnv.step``."""
+    theta = float(state["theta"])
+    theta_dot = float(state["theta_dot"])
+    torque = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -params.max_torque, params.max_torque))
+    normalized = ((theta + np.pi) % (2 * np.pi)) - np.pi
+    cost = normalized**2 + 0.1 * theta_dot**2 + 0.001 * torque**2
+    new_theta_dot = theta_dot + (
+        3 * params.gravity / (2 * params.length) * np.sin(theta) + 3.0 / (params.mass * params.length**2) * torque
+    ) * params.dt
+    new_theta_dot = np.clip(new_theta_dot, -params.max_speed, params.max_speed)
+    new_theta = theta + new_theta_dot * params.dt
+    new_state = {"theta": np.float32(new_theta).reshape(()), "theta_dot": np.float32(new_theta_dot).reshape(())}
+    return new_state, float(-cost), False
+
+
+def reference_observe(params, state):
+    """Observation ``(cos theta, sin theta, theta_dot)`` of one env state."""
+    theta = float(state["theta"])
+    return np.array([np.cos(theta), np.sin(theta), float(state["theta_dot"])], dtype=np.float32)
+
+
+REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
+
+
+def state_strategy(params):
+    """Hypothesis strategy of single-env states: any angle in [-4 pi, 4 pi], any speed."""
+    from hypothesis import strategies as st
+
+    def floats(bound):
+        bound = float(np.float32(bound))  # hypothesis wants bounds that float32 represents
+        return st.floats(-bound, bound, width=32).map(lambda value: np.float32(value).reshape(()))
+
+    return st.fixed_dictionaries({"theta": floats(4 * math.pi), "theta_dot": floats(params.max_speed)})
+
+
+def check_invariants(params, state):
+    """The angular speed stays within ``[-max_speed, max_speed]``."""
+    theta_dot = float(state["theta_dot"])
+    assert abs(theta_dot) <= params.max_speed, f"theta_dot {theta_dot} outside [-{params.max_speed}, {params.max_speed}]"
+    assert math.isfinite(float(state["theta"])), f"theta {state['theta']} is not finite"
+
+
+def _observation_space(params):
+    high = np.array([1.0, 1.0, params.max_speed], dtype=np.float32)
+    return spaces.Box(low=-high, high=high, dtype=np.float32)
+
+
+def _action_space(params):
+    return spaces.Box(low=-params.max_torque, high=params.max_torque, shape=(1,), dtype=np.float32)
+
+
+SPEC = EnvSpec(
+    id="Pendulum-v1",
+    observation_space=_observation_space,
+    action_space=_action_space,
+    state=(StateArray("theta", np.float32), StateArray("theta_dot", np.float32)),
+    step_kernel=f"{__name__}:step_kernel",
+    reset_kernel=f"{__name__}:reset_kernel",
+    reference=f"{__name__}:REFERENCE",
+    params=PendulumParams(),
+    max_episode_steps=MAX_EPISODE_STEPS,
+    state_strategy=f"{__name__}:state_strategy",
+    invariants=f"{__name__}:check_invariants",
+    description="Pendulum swing-up (gymnasium classic control), continuous torque clipped to [-2, 2]",
+)
+
+
+@hookimpl
+def kernelgym_register_envs():
+    """Provide Pendulum-v1."""
+    return [SPEC]

@@ -1,0 +1,121 @@
+"""A multi-agent kernelgym env as a PettingZoo ``ParallelEnv`` (one env, dicts per agent).
+
+Needs the optional extra ``kernelgym-envs[pettingzoo]``::
+
+    from kernelgym.envs.pettingzoo_adapter import KernelParallelEnv
+
+    env = KernelParallelEnv("TagGridWorld-v0", seed=0)
+    observations, infos = env.reset()
+    while env.agents:
+        actions = {agent: env.action_space(agent).sample() for agent in env.agents}
+        observations, rewards, terminations, truncations, infos = env.step(actions)
+
+Agents are named ``"agent_0"`` ... ``"agent_{A-1}"`` in the env's agent order. The whole
+env ends at once (every agent terminated or truncated together); then ``agents`` is
+empty until the next ``reset``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+try:
+    from pettingzoo import ParallelEnv
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        "kernelgym.envs.pettingzoo_adapter needs PettingZoo: pip install 'kernelgym-envs[pettingzoo]'"
+    ) from error
+
+from kernelgym.envs import registry
+
+__all__ = ["KernelParallelEnv"]
+
+
+class KernelParallelEnv(ParallelEnv):
+    """One copy of a kernelgym env behind PettingZoo's parallel API.
+
+    Parameters
+    ----------
+    env_id : str
+    backend : str or None
+        As in `kernelgym.envs.make` (default "cpu": one env gains nothing from a GPU).
+    seed : int or None
+    render_mode : {"rgb_array"} or None
+    **kwargs
+        Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "is_parallelizable": True}
+
+    def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
+                 **kwargs):
+        if render_mode not in (None, "rgb_array"):
+            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+        self.env = registry.make(env_id, 1, backend=backend, seed=seed, autoreset_mode="next_step", **kwargs)
+        self.metadata = dict(self.metadata, name=self.env.spec.id)
+        self.render_mode = render_mode
+        self.possible_agents = [f"agent_{index}" for index in range(self.env.num_agents)]
+        self.agents = []
+        self._observation_space = self.env.single_observation_space
+        self._action_space = self.env.single_action_space
+        self._action_buffer = np.zeros(self.env.action_space.shape, dtype=self.env.action_space.dtype)
+        self._action_rows = self._action_buffer.reshape(self.env.num_agents, -1)  # a view: one row per agent
+        self._multi_agent = self.env.num_agents > 1
+
+    def observation_space(self, agent):
+        """Every agent has the same observation space."""
+        self._check_agent_name(agent)
+        return self._observation_space
+
+    def action_space(self, agent):
+        """Every agent has the same action space."""
+        self._check_agent_name(agent)
+        return self._action_space
+
+    def reset(self, seed: int | None = None, options: dict | None = None):
+        obs, _ = self.env.reset(seed=seed, options=options, numpy=True)
+        if seed is not None:
+            for index, agent in enumerate(self.possible_agents):
+                self._action_space.seed(seed + index)
+        self.agents = list(self.possible_agents)
+        return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
+
+    def step(self, actions: dict):
+        if not self.agents:
+            raise RuntimeError("step: the episode is over (no agents left); call reset() first")
+        if not isinstance(actions, dict):
+            raise TypeError(f"actions: expected a dict agent -> action, got {type(actions).__name__}")
+        missing = [agent for agent in self.agents if agent not in actions]
+        unknown = [agent for agent in actions if agent not in self.agents]
+        if missing or unknown:
+            raise KeyError(f"actions: expected one action per live agent; missing {missing}, unknown {unknown}")
+        for index, agent in enumerate(self.possible_agents):
+            self._action_rows[index] = np.reshape(actions[agent], -1)
+        obs, rewards, terminated, truncated, _ = self.env.step(self._action_buffer, numpy=True)
+        agents = self.agents
+        observations = self._per_agent(obs[0])
+        reward_row = rewards[0] if self._multi_agent else rewards[:1]
+        rewards_out = {agent: float(reward_row[index]) for index, agent in enumerate(agents)}
+        terminations = {agent: bool(terminated[0]) for agent in agents}
+        truncations = {agent: bool(truncated[0]) for agent in agents}
+        infos = {agent: {} for agent in agents}
+        if terminated[0] or truncated[0]:
+            self.agents = []
+        return observations, rewards_out, terminations, truncations, infos
+
+    def render(self):
+        if self.render_mode is None:
+            raise ValueError("render: this env was made with render_mode=None; pass render_mode='rgb_array'")
+        return self.env.render(0)
+
+    def close(self):
+        self.env.close()
+
+    def _per_agent(self, obs) -> dict:
+        if self._multi_agent:
+            return {agent: np.array(obs[index]) for index, agent in enumerate(self.possible_agents)}
+        return {self.possible_agents[0]: np.array(obs)}
+
+    def _check_agent_name(self, agent):
+        if agent not in self.possible_agents:
+            raise KeyError(f"agent: expected one of {self.possible_agents}, got {agent!r}")

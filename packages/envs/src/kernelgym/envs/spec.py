@@ -1,0 +1,363 @@
+"""How an environment declares itself: `EnvSpec`, `StateArray` and `CPUReference`.
+
+An env module builds one frozen `EnvSpec` and returns it from the
+``kernelgym_register_envs`` hook (see `kernelgym.envs.hookspecs`). The spec names
+everything the runtime needs without importing or compiling kernels: kernels,
+the CPU reference, the renderer and the property-test helpers are given as
+``"module:attr"`` strings and loaded on first use by `EnvSpec.load`.
+
+Kernel contract (arguments the runtime passes, in this order)
+-------------------------------------------------------------
+``kernel_layout="env"`` kernels are launched ``k.launch(backend, num_envs, *args)``
+(core's ``@env_kernel``, body ``body(i, *args)``); ``kernel_layout="agent"`` kernels
+``k.launch(backend, num_envs, num_agents, *args)`` (``@agent_kernel``, body
+``body(env, agent, num_agents, *args)``)::
+
+    step(i, actions, rng_states, reset_mask, obs, rewards, terminated, *state, *params)
+    reset(i, rng_states, reset_mask, obs, *state, *params)
+
+- ``state`` are the `StateArray` buffers in the order of ``EnvSpec.state``, each of
+  shape ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
+- ``params`` are the fields of the params record, in declaration order, as scalars;
+- ``rng_states`` is ``(num_envs, 2)`` uint64: env ``i`` draws only from stream ``i``
+  with ``kernelgym.core.rng`` (``rng.uniform(rng_states, i)``, ...);
+- ``reset_mask`` is ``(num_envs,)`` bool. In ``step``, an env whose flag is set
+  (its previous step ended the episode, gymnasium's NEXT_STEP autoreset) is reset
+  instead of stepped: draw a fresh start state, write its observation, reward 0 and
+  ``terminated`` False. ``reset`` resets exactly the envs whose flag is set.
+- ``step`` writes ``obs[i]``, ``rewards[i]`` (float32; ``(num_envs, num_agents)`` for
+  multi-agent envs) and ``terminated[i]`` (bool, per env). The runtime owns the
+  rest: time limit (``truncated``), ``reset_mask`` for the next step, the episode
+  step counter and the SAME_STEP final observation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["CPUReference", "EnvSpec", "StateArray", "load_reference", "validate_params"]
+
+KERNEL_LAYOUTS = ("env", "agent")
+# The spec fields that may name an object lazily as "module:attr".
+LAZY_FIELDS = ("step_kernel", "reset_kernel", "reference", "render", "state_strategy", "invariants")
+
+
+class CPUReference(NamedTuple):
+    """A plain python/numpy implementation of ONE env, the ground truth for parity tests.
+
+    A state is a dict ``{name: np.ndarray}`` holding one env's slice of every
+    `StateArray` (shape ``shape`` or ``(num_agents, *shape)``).
+
+    Attributes
+    ----------
+    reset : callable
+        ``reset(params, rng: np.random.Generator) -> state``.
+    step : callable
+        ``step(params, state, action, rng) -> (state, reward, terminated)``; must not
+        modify its input state. ``reward`` is a float (``(num_agents,)`` array for
+        multi-agent envs).
+    observe : callable
+        ``observe(params, state) -> obs``.
+    """
+
+    reset: Callable[..., dict[str, np.ndarray]]
+    step: Callable[..., tuple[dict[str, np.ndarray], Any, bool]]
+    observe: Callable[..., np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class StateArray:
+    """One named state buffer of an env.
+
+    Parameters
+    ----------
+    name : str
+        A Python identifier, unique within the spec.
+    dtype : numpy dtype-like
+        Stored exactly (no silent casts).
+    shape : tuple of int, or callable(params) -> tuple of int
+        The trailing shape for one env (or one agent when ``per_agent``).
+    per_agent : bool
+        The buffer has shape ``(num_envs, num_agents, *shape)`` instead of
+        ``(num_envs, *shape)``.
+    initial : int, float or bool
+        The value the buffer holds when allocated.
+    restore_on_reset : bool
+        Whether the runtime writes ``initial`` back for an env that is being reset,
+        before the env's own reset logic runs (so env code needs not re-initialise
+        counters and flags that always start at the same value).
+    """
+
+    name: str
+    dtype: Any
+    shape: tuple[int, ...] | Callable[[Any], tuple[int, ...]] = ()
+    per_agent: bool = False
+    initial: int | float | bool = 0
+    restore_on_reset: bool = False
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name.isidentifier():
+            raise ValueError(f"StateArray name: expected a python identifier, got {self.name!r}")
+        try:
+            dtype = np.dtype(self.dtype)
+        except TypeError as error:
+            raise TypeError(f"StateArray {self.name!r} dtype: expected a numpy dtype, got {self.dtype!r}") from error
+        if dtype.kind not in "biuf":
+            raise TypeError(f"StateArray {self.name!r} dtype: expected a bool, integer or float dtype, got {dtype}")
+        object.__setattr__(self, "dtype", dtype)
+        if not callable(self.shape):
+            object.__setattr__(self, "shape", _check_shape(f"StateArray {self.name!r} shape", self.shape))
+        if not isinstance(self.initial, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(f"StateArray {self.name!r} initial: expected a number or bool, got {self.initial!r}")
+        stored = np.asarray(self.initial).astype(dtype)
+        if stored != self.initial and not (isinstance(self.initial, float) and math.isnan(self.initial)):
+            raise ValueError(f"StateArray {self.name!r} initial: {self.initial!r} is not representable as {dtype}")
+
+    def resolved_shape(self, params) -> tuple[int, ...]:
+        """The trailing shape for these params (``shape`` itself unless it is a callable)."""
+        if callable(self.shape):
+            return _check_shape(f"StateArray {self.name!r} shape", self.shape(params))
+        return self.shape
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvSpec:
+    """Everything the runtime and the tools need to know about one env id.
+
+    Parameters
+    ----------
+    id : str
+        e.g. ``"CartPole-v1"``; also registered with gymnasium as ``"kernelgym/<id>"``.
+    observation_space, action_space : gymnasium.spaces.Space or callable(params) -> Space
+        One agent's spaces (``Box``, ``Discrete`` or ``MultiDiscrete``).
+    state : tuple of StateArray
+        The env's state buffers, in the order the kernels receive them.
+    step_kernel, reset_kernel : str
+        ``"module:attr"`` of core ``@env_kernel``/``@agent_kernel`` objects (see the
+        module docstring for their arguments). Loaded lazily.
+    reference : str or CPUReference
+        The single-env CPU reference implementation (``"module:attr"``).
+    params : frozen dataclass instance or None
+        Default params (gymnax style). Every field is an int, float or bool scalar;
+        ``make(**kwargs)`` overrides fields through `validate_params`.
+    num_agents : int or callable(params) -> int
+    max_episode_steps : int, None or callable(params) -> int or None
+        Episodes are truncated after this many steps (None: never).
+    kernel_layout : {"env", "agent"}
+        One thread per env, or one block per env and one thread per agent.
+    render : str or callable, optional
+        ``render(state: dict[str, np.ndarray], index, params) -> (H, W, 3) uint8``.
+    state_strategy : str or callable, optional
+        ``strategy(params) -> hypothesis strategy`` of single-env state dicts.
+    invariants : str or callable, optional
+        ``check(params, state) -> None``, raising AssertionError when a single-env
+        state breaks a rule the env promises (e.g. agents stay on the grid).
+    description : str
+        One line for ``list_envs`` style listings.
+    distribution, plugin : str or None
+        Filled in by the registry: the distribution and plugin providing the id.
+    """
+
+    id: str
+    observation_space: Any
+    action_space: Any
+    state: tuple[StateArray, ...]
+    step_kernel: str
+    reset_kernel: str
+    reference: Any
+    params: Any = None
+    num_agents: int | Callable[[Any], int] = 1
+    max_episode_steps: int | None | Callable[[Any], int | None] = None
+    kernel_layout: str = "env"
+    render: Any = None
+    state_strategy: Any = None
+    invariants: Any = None
+    description: str = ""
+    distribution: str | None = None
+    plugin: str | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.id, str) or not self.id or "/" in self.id or self.id != self.id.strip():
+            raise ValueError(f"EnvSpec id: expected a non-empty name without '/' or spaces around it, got {self.id!r}")
+        where = f"EnvSpec {self.id!r}"
+        state = tuple(self.state)
+        if not all(isinstance(array, StateArray) for array in state):
+            raise TypeError(f"{where} state: expected StateArray items, got {[type(a).__name__ for a in state]}")
+        names = [array.name for array in state]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"{where} state: duplicate array names {duplicates}")
+        object.__setattr__(self, "state", state)
+        for field in ("step_kernel", "reset_kernel"):
+            _check_reference(where, field, getattr(self, field), must_be_string=True)
+        for field in ("reference", "render", "state_strategy", "invariants"):
+            value = getattr(self, field)
+            if value is not None:
+                _check_reference(where, field, value, must_be_string=False)
+        if self.reference is None:
+            raise ValueError(f"{where} reference: a CPU reference implementation is required")
+        if self.kernel_layout not in KERNEL_LAYOUTS:
+            raise ValueError(f"{where} kernel_layout: expected one of {KERNEL_LAYOUTS}, got {self.kernel_layout!r}")
+        if self.params is not None:
+            _check_params_record(where, self.params)
+        # Resolve the params-dependent parts once, so a broken spec fails at registration.
+        self.resolve(self.params)
+
+    # ----------------------------------------------------------------- lazy parts
+    def load(self, field: str):
+        """Import and return the object a lazy field names (``"module:attr"``)."""
+        if field not in LAZY_FIELDS:
+            raise KeyError(f"EnvSpec.load field: expected one of {LAZY_FIELDS}, got {field!r}")
+        value = getattr(self, field)
+        if isinstance(value, str):
+            return _import_reference(value)
+        return value
+
+    # --------------------------------------------------------- params-dependent parts
+    def resolve(self, params=None) -> ResolvedSpec:
+        """The concrete agents count, spaces, time limit and array shapes for ``params``."""
+        params = self.params if params is None else params
+        where = f"EnvSpec {self.id!r}"
+        num_agents = self.num_agents(params) if callable(self.num_agents) else self.num_agents
+        if isinstance(num_agents, bool) or not isinstance(num_agents, (int, np.integer)) or num_agents < 1:
+            raise ValueError(f"{where} num_agents: expected an int >= 1, got {num_agents!r}")
+        observation_space = _space(where, "observation_space", self.observation_space, params)
+        action_space = _space(where, "action_space", self.action_space, params)
+        if not isinstance(action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete)):
+            raise TypeError(f"{where} action_space: expected Box, Discrete or MultiDiscrete, got {action_space}")
+        if not isinstance(observation_space, spaces.Box):
+            raise TypeError(f"{where} observation_space: expected a Box, got {observation_space}")
+        limit = self.max_episode_steps(params) if callable(self.max_episode_steps) else self.max_episode_steps
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
+            raise ValueError(f"{where} max_episode_steps: expected None or an int >= 1, got {limit!r}")
+        shapes = {}
+        for array in self.state:
+            leading = (int(num_agents),) if array.per_agent else ()
+            shapes[array.name] = leading + array.resolved_shape(params)
+        return ResolvedSpec(
+            num_agents=int(num_agents),
+            observation_space=observation_space,
+            action_space=action_space,
+            max_episode_steps=None if limit is None else int(limit),
+            state_shapes=shapes,
+        )
+
+    def make_params(self, **overrides):
+        """The default params with ``overrides`` applied (see `validate_params`)."""
+        return validate_params(self, overrides)
+
+    def params_tuple(self, params=None) -> tuple:
+        """The params' field values in declaration order: the kernels' trailing scalars."""
+        params = self.params if params is None else params
+        if params is None:
+            return ()
+        return tuple(getattr(params, field.name) for field in dataclasses.fields(params))
+
+
+class ResolvedSpec(NamedTuple):
+    """`EnvSpec` parts that depend on the params, made concrete by `EnvSpec.resolve`."""
+
+    num_agents: int
+    observation_space: spaces.Space
+    action_space: spaces.Space
+    max_episode_steps: int | None
+    state_shapes: dict[str, tuple[int, ...]]  # trailing shape per env, agent dim included
+
+
+def validate_params(spec: EnvSpec, overrides: dict):
+    """Return ``spec.params`` with ``overrides`` applied, checked field by field.
+
+    Raises
+    ------
+    TypeError
+        An unknown field name, or a value of the wrong type (an int field takes an
+        int, a float field an int or float, a bool field a bool).
+    ValueError
+        Whatever the params record's own ``__post_init__`` rejects (e.g. a negative
+        length).
+    """
+    if not overrides:
+        return spec.params
+    if spec.params is None:
+        raise TypeError(f"make({spec.id!r}): this env takes no params, got {sorted(overrides)}")
+    fields = {field.name: field for field in dataclasses.fields(spec.params)}
+    for name, value in overrides.items():
+        if name not in fields:
+            raise TypeError(f"make({spec.id!r}): unknown param {name!r}; expected one of {sorted(fields)}")
+        default = getattr(spec.params, name)
+        if not _same_kind(default, value):
+            raise TypeError(
+                f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
+                f"got {type(value).__name__} {value!r}"
+            )
+    cast = {name: (float(value) if isinstance(getattr(spec.params, name), float) else value)
+            for name, value in overrides.items()}
+    return dataclasses.replace(spec.params, **cast)
+
+
+def load_reference(reference: str):
+    """Import ``"module:attr"`` (``attr`` may be dotted)."""
+    return _import_reference(reference)
+
+
+# ---------------------------------------------------------------------------- helpers
+def _same_kind(default, value) -> bool:
+    if isinstance(default, (bool, np.bool_)):
+        return isinstance(value, (bool, np.bool_))
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if isinstance(default, (int, np.integer)):
+        return isinstance(value, (int, np.integer))
+    return isinstance(value, (int, float, np.integer, np.floating))
+
+
+def _check_params_record(where, params):
+    if not dataclasses.is_dataclass(params) or isinstance(params, type):
+        raise TypeError(f"{where} params: expected a dataclass instance, got {params!r}")
+    if not params.__dataclass_params__.frozen:
+        raise TypeError(f"{where} params: the params dataclass {type(params).__name__} must be frozen")
+    for field in dataclasses.fields(params):
+        value = getattr(params, field.name)
+        if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, got {value!r}")
+
+
+def _check_shape(where, shape) -> tuple[int, ...]:
+    try:
+        shape = tuple(shape)
+    except TypeError as error:
+        raise TypeError(f"{where}: expected a tuple of ints, got {shape!r}") from error
+    if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in shape):
+        raise ValueError(f"{where}: expected a tuple of ints >= 1, got {shape!r}")
+    return tuple(int(n) for n in shape)
+
+
+def _check_reference(where, field, value, must_be_string):
+    if isinstance(value, str):
+        module, _, attr = value.partition(":")
+        if not module or not attr:
+            raise ValueError(f"{where} {field}: expected 'module:attr', got {value!r}")
+    elif must_be_string:
+        raise TypeError(f"{where} {field}: expected a 'module:attr' string (loaded lazily), got {value!r}")
+
+
+def _import_reference(reference: str):
+    module_name, _, attr = reference.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _space(where, field, value, params):
+    space = value(params) if callable(value) and not isinstance(value, spaces.Space) else value
+    if not isinstance(space, spaces.Space):
+        raise TypeError(f"{where} {field}: expected a gymnasium space, got {space!r}")
+    return space

@@ -1,0 +1,1 @@
+"""WarpDrive's multi-agent Tag envs: TagGridWorld and TagContinuous."""

@@ -1,0 +1,204 @@
+"""TagGridWorld: the kernels against the sequential reference, WarpDrive's rules, cpu == sim.
+
+The rollout tests crowd many taggers and runners on a tiny grid so that several
+runners of one env are tagged in the same step: the shared counters and rewards
+written through ``atomic_add`` must match the agent-by-agent reference exactly.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernelgym.core import rng, to_numpy
+from kernelgym.core.arrays import to_backend
+from kernelgym.envs.tag import gridworld
+from kernelgym.envs.tag.gridworld import SPEC, TagGridWorldParams
+
+REFERENCE = gridworld.REFERENCE
+NAMES = [array.name for array in SPEC.state]
+CROWDED = TagGridWorldParams(num_taggers=5, num_runners=4, grid_length=2, episode_length=30)
+
+
+class Batch:
+    """``num_envs`` TagGridWorld envs driven straight through the env's kernels."""
+
+    def __init__(self, backend, params, num_envs, seed=0):
+        self.backend, self.params, self.num_envs = backend, params, num_envs
+        resolved = SPEC.resolve(params)
+        self.num_agents = resolved.num_agents
+        host = {
+            "rng_states": rng.seed_streams(seed, num_envs),
+            "reset_mask": np.ones(num_envs, bool),
+            "obs": np.zeros((num_envs, self.num_agents, *resolved.observation_space.shape), np.float32),
+            "rewards": np.zeros((num_envs, self.num_agents), np.float32),
+            "terminated": np.zeros(num_envs, bool),
+        }
+        for array in SPEC.state:
+            host[array.name] = np.full((num_envs, *resolved.state_shapes[array.name]), array.initial, array.dtype)
+        self.arrays = {name: to_backend(value, backend) for name, value in host.items()}
+        self.actions = None
+        self._launch(gridworld.reset_kernel, ("rng_states", "reset_mask", "obs", *NAMES))
+        self.set_reset_mask(np.zeros(num_envs, bool))
+
+    def _launch(self, kernel, names):
+        args = [self.arrays[name] for name in names]
+        kernel.launch(self.backend, self.num_envs, self.num_agents, *args, *SPEC.params_tuple(self.params))
+
+    def set_reset_mask(self, mask):
+        self.arrays["reset_mask"] = to_backend(np.asarray(mask, bool), self.backend)
+
+    def step(self, actions):
+        self.arrays["actions"] = to_backend(np.asarray(actions, np.int64), self.backend)
+        names = ("actions", "rng_states", "reset_mask", "obs", "rewards", "terminated", *NAMES)
+        self._launch(gridworld.step_kernel, names)
+        return self.host()
+
+    def host(self):
+        return {name: to_numpy(value).copy() for name, value in self.arrays.items()}
+
+
+def env_state(out, env):
+    return {name: out[name][env] for name in NAMES}
+
+
+def assert_state_equal(actual, expected, where):
+    for name in NAMES:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=f"{where}: {name}")
+
+
+def rollout_against_reference(backend, params, num_envs, num_steps, seed):
+    """Step ``num_envs`` envs with random actions, resetting ended episodes (NEXT_STEP), and
+    compare every env with the reference after every step. Returns the tags counted."""
+    batch = Batch(backend, params, num_envs, seed)
+    generator = np.random.default_rng(seed)
+    expected = [REFERENCE.reset(params) for _ in range(num_envs)]
+    out = batch.host()
+    for env in range(num_envs):
+        assert_state_equal(env_state(out, env), expected[env], f"reset env {env}")
+        np.testing.assert_array_equal(out["obs"][env], REFERENCE.observe(params, expected[env]))
+    reset_mask = np.zeros(num_envs, bool)
+    tags = 0
+    for t in range(num_steps):
+        actions = generator.integers(0, 5, size=(num_envs, batch.num_agents))
+        batch.set_reset_mask(reset_mask)
+        out = batch.step(actions)
+        for env in range(num_envs):
+            where = f"step {t} env {env}"
+            if reset_mask[env]:
+                expected[env] = REFERENCE.reset(params)
+                reward, terminated = np.zeros(batch.num_agents, np.float32), False
+            else:
+                previous = expected[env]
+                expected[env], reward, terminated = REFERENCE.step(params, previous, actions[env])
+                # a tagged runner stays out and stays put
+                out_before = ~previous["in_game"]
+                assert not np.any(out["in_game"][env][out_before]), where
+                np.testing.assert_array_equal(out["loc_x"][env][out_before], previous["loc_x"][out_before])
+                tags += int(expected[env]["tagged_now"])
+            assert_state_equal(env_state(out, env), expected[env], where)
+            np.testing.assert_allclose(out["rewards"][env], reward, rtol=1e-6, atol=1e-6, err_msg=where)
+            assert out["terminated"][env] == terminated, where
+            np.testing.assert_array_equal(out["obs"][env], REFERENCE.observe(params, expected[env]), err_msg=where)
+            gridworld.check_invariants(params, env_state(out, env))
+        # the runtime's NEXT_STEP autoreset: ended episodes reset on the next step
+        reset_mask = out["terminated"] | (out["timestep"] >= params.episode_length)
+    return tags
+
+
+def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
+    tags = rollout_against_reference("cpu", CROWDED, num_envs=16, num_steps=60, seed=1)
+    assert tags > 50  # the scenario really tags runners, often several at once
+
+
+@settings(max_examples=8)
+@given(
+    num_taggers=st.integers(1, 6),
+    num_runners=st.integers(1, 5),
+    grid_length=st.integers(1, 4),
+    seed=st.integers(0, 2**16),
+)
+def test_random_configurations_match_the_reference_on_cpu(num_taggers, num_runners, grid_length, seed):
+    params = TagGridWorldParams(num_taggers=num_taggers, num_runners=num_runners, grid_length=grid_length,
+                                episode_length=12)
+    rollout_against_reference("cpu", params, num_envs=5, num_steps=20, seed=seed)
+
+
+def test_warpdrive_rules_for_a_single_runner():
+    params = TagGridWorldParams(num_taggers=2, grid_length=4)
+    batch = Batch("cpu", params, num_envs=1)
+    out = batch.host()
+    assert out["loc_x"][0].tolist() == [2, 2, 0] and out["loc_y"][0].tolist() == [2, 2, 0]
+    # the runner walks into the wall: it pays the wall penalty and earns the step cost
+    out = batch.step([[0, 2, 2]])
+    np.testing.assert_allclose(out["rewards"][0], [-0.01, -0.01, 0.01 - 0.1], rtol=1e-6)
+    assert out["loc_x"][0].tolist() == [2, 1, 0] and not out["terminated"][0]
+    # tagger 1 moves (1, 2) -> (0, 2), (0, 1): no tag yet; the runner moves up to (0, 1): tag
+    batch.step([[0, 2, 0]])
+    out = batch.step([[0, 4, 3]])
+    assert out["loc_x"][0].tolist() == [2, 0, 0] and out["loc_y"][0].tolist() == [2, 1, 1]
+    np.testing.assert_allclose(out["rewards"][0], [10.0, 10.0, -2.0])
+    assert out["terminated"][0] and out["runners_left"][0] == 0
+    obs = out["obs"][0]
+    np.testing.assert_allclose(obs[:, 6:9], [[0.0, 0.0, -1.0]] * 3)  # the tagged runner's type is -1
+    np.testing.assert_allclose(obs[:, 9:12], np.eye(3))
+    np.testing.assert_allclose(obs[:, 12], 3 / 100)
+
+
+def test_observation_has_warpdrives_layout():
+    params = TagGridWorldParams(num_taggers=3, grid_length=10)
+    obs = Batch("cpu", params, num_envs=2).host()["obs"]
+    assert obs.shape == (2, 4, 17)
+    np.testing.assert_allclose(obs[0, 0, :4], [0.5, 0.5, 0.5, 0.0])  # x / grid_length
+    np.testing.assert_allclose(obs[0, 0, 8:12], [0.0, 0.0, 0.0, 1.0])  # types
+    assert SPEC.resolve(params).observation_space.contains(obs[0, 0])
+
+
+def test_spec_declares_agents_limits_and_invariants():
+    resolved = SPEC.resolve(TagGridWorldParams(num_taggers=4, num_runners=2, episode_length=40))
+    assert resolved.num_agents == 6 and resolved.max_episode_steps == 40
+    assert resolved.observation_space.shape == (25,)
+    state = REFERENCE.reset(CROWDED)
+    gridworld.check_invariants(CROWDED, state)
+    with pytest.raises(AssertionError, match="off the grid"):
+        gridworld.check_invariants(CROWDED, state | {"loc_x": state["loc_x"] + 3})
+    with pytest.raises(AssertionError, match="runners_left"):
+        gridworld.check_invariants(CROWDED, state | {"runners_left": np.int32(0)})
+
+
+@settings(max_examples=20)
+@given(SPEC.load("state_strategy")(CROWDED), st.lists(st.integers(0, 4), min_size=9, max_size=9))
+def test_invariants_hold_after_a_step_from_any_state(state, actions):
+    gridworld.check_invariants(CROWDED, state)
+    new_state, reward, terminated = REFERENCE.step(CROWDED, state, actions)
+    gridworld.check_invariants(CROWDED, new_state)
+    assert terminated == (new_state["runners_left"] == 0)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [("num_taggers", 0, "num_taggers: expected an int >= 1, got 0"),
+     ("num_runners", 0, "num_runners: expected an int >= 1, got 0"),
+     ("grid_length", 0, "grid_length: expected an int >= 1, got 0")],
+)
+def test_bad_params_name_the_field(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        TagGridWorldParams(**{field: value})
+
+
+@pytest.mark.sim
+def test_crowded_rollout_matches_the_sequential_reference_in_the_simulator():
+    # the simulator runs each env's agents as concurrent threads: lost atomic updates show here
+    assert rollout_against_reference("sim", CROWDED, num_envs=3, num_steps=12, seed=2) > 5
+
+
+@pytest.mark.sim
+def test_cpu_and_simulator_agree_bit_for_bit():
+    params = TagGridWorldParams(num_taggers=4, num_runners=3, grid_length=3)
+    cpu, sim = Batch("cpu", params, 4, seed=5), Batch("sim", params, 4, seed=5)
+    generator = np.random.default_rng(5)
+    for _ in range(8):
+        actions = generator.integers(0, 5, size=(4, 7))
+        cpu_out, sim_out = cpu.step(actions), sim.step(actions)
+        for name in cpu_out:
+            np.testing.assert_array_equal(cpu_out[name], sim_out[name], err_msg=name)

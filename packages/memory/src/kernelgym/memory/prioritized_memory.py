@@ -1,0 +1,165 @@
+"""``PrioritizedMemory``: proportional prioritized replay over a torch sum tree."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from .base import Memory, _check_int
+from .sum_tree import SumTree
+
+
+def _check_real(value, argument: str, low: float, high: float = float("inf")) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high:
+        raise ValueError(f"{argument}: expected a number in [{low}, {high}], got {value!r}")
+    return float(value)
+
+
+class PrioritizedMemory(Memory):
+    """Samples cells with probability proportional to ``(priority + epsilon) ** alpha``.
+
+    New cells get the largest priority seen so far; :meth:`update_priorities` sets the
+    priorities of sampled cells (e.g. their absolute TD errors). Sampling is stratified and
+    runs entirely on the memory's device.
+
+    Parameters
+    ----------
+    memory_size, num_envs, device, export, export_format, export_directory
+        As for :class:`Memory`.
+    alpha : float
+        How much prioritization is used (0 is uniform).
+    beta : float
+        Importance-sampling correction exponent for the weights (1 fully corrects).
+    epsilon : float
+        Added to priorities so that no written cell has probability 0.
+    seed, episode_end_names
+        As for :class:`Memory`.
+    """
+
+    def __init__(
+        self,
+        memory_size: int,
+        num_envs: int = 1,
+        device=None,
+        export: bool = False,
+        export_format: str = "pt",
+        export_directory: str = "",
+        *,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        epsilon: float = 1e-6,
+        **kwargs,
+    ) -> None:
+        super().__init__(memory_size, num_envs, device, export, export_format, export_directory, **kwargs)
+        self.alpha = _check_real(alpha, "alpha", 0.0)
+        self.beta = _check_real(beta, "beta", 0.0)
+        self.epsilon = _check_real(epsilon, "epsilon", 0.0)
+        self._tree = SumTree(self._capacity, self.device)
+        self._max_weight = 1.0  # largest (priority + epsilon) ** alpha so far: new cells get it
+
+    def _on_written(self, start: int, count: int) -> None:
+        self._tree.fill_range(start, count, self._max_weight)
+
+    def reset(self) -> None:
+        super().reset()
+        self._tree.clear()
+        self._max_weight = 1.0
+
+    def sample(
+        self,
+        names,
+        batch_size: int,
+        mini_batches: int = 1,
+        sequence_length: int = 1,
+        *,
+        return_mask: bool = False,
+        return_weights: bool = False,
+    ):
+        """Sample ``batch_size`` rows (or sequences starting at) prioritized cells.
+
+        ``return_mask`` appends the validity mask (as for :class:`RandomMemory`);
+        ``return_weights`` then appends importance-sampling weights
+        ``(count * P(i)) ** -beta``, normalised by the largest in the batch.
+        """
+        views = self._views_for(names)
+        batch_size = _check_int(batch_size, "batch_size")
+        mini_batches = _check_int(mini_batches, "mini_batches")
+        if mini_batches > batch_size:
+            raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
+        sequence_length = _check_int(sequence_length, "sequence_length")
+        count = self._check_not_empty()
+        starts = self._tree.sample(batch_size, self.generator)
+        # strata come out in cell order: shuffle so that mini-batches are alike
+        starts = starts[torch.randperm(batch_size, generator=self.generator, device=self.device)]
+        if sequence_length == 1:
+            indexes, valid = starts, torch.ones(batch_size, dtype=torch.bool, device=self.device)
+        else:
+            cells, valid = self._sequences(starts, 0, sequence_length)
+            indexes, valid = cells.view(-1), valid.view(-1)
+        self.sampling_indexes = indexes
+        extras = [valid] if return_mask else []
+        if return_weights:
+            probabilities = self._tree.leaves[starts] / self._tree.total()
+            weights = (count * probabilities) ** -self.beta
+            weights = (weights / weights.max()).to(torch.get_default_dtype())
+            extras.append(weights.repeat_interleave(sequence_length))
+        return self._gather(views, indexes, mini_batches, sequence_length, extras)
+
+    def update_priorities(self, indexes, priorities) -> None:
+        """Set the priorities of written cells (e.g. to absolute TD errors).
+
+        Parameters
+        ----------
+        indexes : 1-d int tensor or sequence
+            Flat cell indexes, e.g. ``get_sampling_indexes()``.
+        priorities : 1-d real tensor or sequence
+            Finite, non-negative, one per index. If an index repeats, one of its
+            priorities is kept.
+        """
+        indexes = torch.as_tensor(indexes, device=self.device)
+        priorities = torch.as_tensor(priorities, device=self.device)
+        if indexes.dim() != 1 or indexes.dtype.is_floating_point or indexes.dtype.is_complex or indexes.dtype == torch.bool:
+            raise TypeError(f"indexes: expected a 1-d integer tensor, got {indexes.dtype} of shape {tuple(indexes.shape)}")
+        if priorities.dtype.is_complex or priorities.dtype == torch.bool:
+            raise TypeError(f"priorities: expected real numbers, got {priorities.dtype}")
+        priorities = priorities.reshape(-1).to(torch.float64)
+        if priorities.shape != indexes.shape:
+            raise ValueError(f"priorities: expected {indexes.numel()} values (one per index), got {priorities.numel()}")
+        if not indexes.numel():
+            return
+        count = len(self)
+        # one host synchronisation for every check
+        low, high, finite, smallest = torch.stack(
+            (indexes.min().double(), indexes.max().double(), torch.isfinite(priorities).all().double(), priorities.min())
+        ).tolist()
+        if low < 0 or high >= count:
+            raise ValueError(f"indexes: expected written cells in [0, {count}), got values in [{int(low)}, {int(high)}]")
+        if not finite or smallest < 0:
+            raise ValueError(f"priorities: expected finite values >= 0, got {priorities.tolist() if priorities.numel() <= 8 else 'non-finite or negative values'}")
+        weights = (priorities + self.epsilon) ** self.alpha
+        self._tree.update(indexes.long(), weights)
+        self._max_weight = max(self._max_weight, float(weights.max()))
+
+    def get_priorities(self) -> torch.Tensor:
+        """Sampling weight ``(priority + epsilon) ** alpha`` of every cell (0 for unwritten), flat."""
+        return self._tree.leaves.clone()
+
+    def _extra_state(self) -> dict[str, torch.Tensor]:
+        return {"priority": self._tree.leaves.detach().cpu().clone()}
+
+    def _check_extra_state(self, extra: dict[str, torch.Tensor]) -> None:
+        priority = extra.get("priority")
+        if priority is None:
+            return
+        if priority.shape != (self._capacity,) or priority.dtype != torch.float64 or not bool(torch.isfinite(priority).all()) or bool((priority < 0).any()):
+            raise ValueError("path: the file's priorities must be finite non-negative float64 values")
+
+    def _load_extra_state(self, extra: dict[str, torch.Tensor]) -> None:
+        priority = extra.get("priority")
+        if priority is None:  # a file from another memory: written cells start equal
+            priority = torch.zeros(self._capacity, dtype=torch.float64)
+            priority[: len(self)] = 1.0
+        priority = priority.to(self.device)
+        self._tree.set_all(priority)
+        self._max_weight = max(1.0, float(priority.max())) if priority.numel() else 1.0

@@ -1,0 +1,88 @@
+"""``RandomMemory``: uniform sampling, with or without replacement, of rows or sequences."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import Memory, _check_int
+
+
+class RandomMemory(Memory):
+    """A memory sampled uniformly at random among its written cells.
+
+    Parameters
+    ----------
+    memory_size, num_envs, device, export, export_format, export_directory
+        As for :class:`Memory`.
+    replacement : bool
+        Sample with replacement (the batch size is always honoured). Without replacement a
+        batch larger than the number of written cells raises ``ValueError``.
+    seed, episode_end_names
+        As for :class:`Memory`.
+    """
+
+    def __init__(
+        self,
+        memory_size: int,
+        num_envs: int = 1,
+        device=None,
+        export: bool = False,
+        export_format: str = "pt",
+        export_directory: str = "",
+        replacement: bool = True,
+        **kwargs,
+    ) -> None:
+        super().__init__(memory_size, num_envs, device, export, export_format, export_directory, **kwargs)
+        self._replacement = bool(replacement)
+
+    def sample(self, names, batch_size: int, mini_batches: int = 1, sequence_length: int = 1, *, return_mask: bool = False):
+        """Sample ``batch_size`` rows (or sequences) uniformly among the written cells.
+
+        Parameters
+        ----------
+        names : list or tuple of str
+        batch_size : int
+            Rows, or sequences when ``sequence_length > 1``.
+        mini_batches : int
+            Split into this many mini-batches (sizes differ by at most one sequence).
+        sequence_length : int
+            Steps per sequence: each sampled cell starts a sequence that follows its
+            environment forward and stops at the end of its episode or at the write
+            pointer; later steps repeat its last valid row.
+        return_mask : bool
+            Append the bool mask of valid rows to each mini-batch.
+
+        Returns
+        -------
+        list of list of torch.Tensor
+            ``[mini_batch][name]`` of shape (rows, data shape); sequences are consecutive
+            runs of ``sequence_length`` rows.
+        """
+        views = self._views_for(names)
+        batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
+        starts = self._draw(batch_size, self._check_not_empty())
+        if sequence_length == 1:
+            indexes, valid = starts, None
+        else:
+            cells, valid = self._sequences(starts, 0, sequence_length)
+            indexes, valid = cells.view(-1), valid.view(-1)
+        self.sampling_indexes = indexes
+        extras = ()
+        if return_mask:
+            extras = (torch.ones(indexes.shape, dtype=torch.bool, device=self.device) if valid is None else valid,)
+        return self._gather(views, indexes, mini_batches, sequence_length, extras)
+
+    def _check_sample_sizes(self, batch_size, mini_batches, sequence_length) -> tuple[int, int, int]:
+        batch_size = _check_int(batch_size, "batch_size")
+        mini_batches = _check_int(mini_batches, "mini_batches")
+        if mini_batches > batch_size:
+            raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
+        return batch_size, mini_batches, _check_int(sequence_length, "sequence_length")
+
+    def _draw(self, batch_size: int, count: int) -> torch.Tensor:
+        """``batch_size`` written cells, uniformly (written cells are always 0 .. count - 1)."""
+        if self._replacement:
+            return torch.randint(0, count, (batch_size,), generator=self.generator, device=self.device)
+        if batch_size > count:
+            raise ValueError(f"batch_size: sampling without replacement needs at most {count} (the written cells), got {batch_size}")
+        return torch.randperm(count, generator=self.generator, device=self.device)[:batch_size]

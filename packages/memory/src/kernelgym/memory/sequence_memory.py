@@ -1,0 +1,73 @@
+"""``SequenceMemory``: episode-aware sequences with burn-in, for recurrent policies."""
+
+from __future__ import annotations
+
+import torch
+
+from .base import _check_int
+from .random_memory import RandomMemory
+
+
+class SequenceMemory(RandomMemory):
+    """Samples fixed-length sequences that never cross an episode boundary or the write pointer.
+
+    Each sequence starts at a uniformly drawn written cell and follows its environment for
+    ``sequence_length`` steps, preceded by up to ``burn_in`` earlier steps of the same
+    episode (to warm up a recurrent state without training on them). Steps outside the
+    episode or the written data are masked out and repeat the nearest valid step.
+
+    Parameters
+    ----------
+    memory_size, num_envs, device, export, export_format, export_directory, replacement
+        As for :class:`RandomMemory`.
+    sequence_length : int
+        Default number of trained steps per sequence.
+    burn_in : int
+        Default number of warm-up steps before them.
+    seed, episode_end_names
+        As for :class:`Memory`; episode boundaries come from the ``episode_end_names`` tensors.
+    """
+
+    def __init__(
+        self,
+        memory_size: int,
+        num_envs: int = 1,
+        device=None,
+        export: bool = False,
+        export_format: str = "pt",
+        export_directory: str = "",
+        replacement: bool = True,
+        *,
+        sequence_length: int = 8,
+        burn_in: int = 0,
+        **kwargs,
+    ) -> None:
+        super().__init__(memory_size, num_envs, device, export, export_format, export_directory, replacement, **kwargs)
+        self.sequence_length = _check_int(sequence_length, "sequence_length")
+        self.burn_in = _check_int(burn_in, "burn_in", minimum=0)
+
+    def sample(self, names, batch_size: int, mini_batches: int = 1, sequence_length: int | None = None, *, burn_in: int | None = None):
+        """Sample ``batch_size`` sequences.
+
+        Returns
+        -------
+        list of list of torch.Tensor
+            ``[mini_batch]``: one tensor per name of shape
+            (sequences, burn_in + sequence_length, data shape), then the bool mask of shape
+            (sequences, burn_in + sequence_length). The first ``burn_in`` steps are the
+            warm-up; valid steps form one run, so a recurrent state starts at the first one.
+        """
+        views = self._views_for(names)
+        length = self.sequence_length if sequence_length is None else sequence_length
+        burn_in = self.burn_in if burn_in is None else _check_int(burn_in, "burn_in", minimum=0)
+        batch_size, mini_batches, length = self._check_sample_sizes(batch_size, mini_batches, length)
+        starts = self._draw(batch_size, self._check_not_empty())
+        steps = burn_in + length
+        cells, valid = self._sequences(starts, -burn_in, steps)
+        self.sampling_indexes = cells
+        flat = cells.view(-1)
+        columns = [torch.index_select(view, 0, flat).view(batch_size, steps, *view.shape[1:]) for view in views]
+        columns.append(valid)
+        if mini_batches == 1:
+            return [columns]
+        return [list(batch) for batch in zip(*(column.tensor_split(mini_batches) for column in columns))]

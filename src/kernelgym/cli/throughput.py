@@ -1,0 +1,149 @@
+"""`kernelgym bench`: env-steps/s of a kernelgym env beside gymnasium's vector env.
+
+Both sides step the same number of envs with random actions drawn before the clock
+starts (a few batches, cycled), after one untimed warm-up round that compiles the
+kernels. A repeat times ``steps`` calls to ``step``; the table reports the median
+over repeats. On the cuda backend the clock stops only after the device finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import time
+from typing import Callable
+
+import gymnasium
+import torch
+from rich.console import Console
+from rich.table import Table
+from tqdm import tqdm
+
+import kernelgym.envs as kge
+
+__all__ = ["Throughput", "bench_env", "gymnasium_counterpart", "print_throughput_table"]
+
+ACTION_BATCHES = 4  # distinct random action batches cycled through while timing
+
+
+@dataclasses.dataclass(frozen=True)
+class Throughput:
+    """Median env-steps/s at one ``num_envs`` (``gymnasium_*`` None without a counterpart)."""
+
+    num_envs: int
+    kernelgym_steps_per_s: float
+    gymnasium_steps_per_s: float | None = None
+    gymnasium_vector_env: str | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        """kernelgym's steps/s over gymnasium's."""
+        if not self.gymnasium_steps_per_s:
+            return None
+        return self.kernelgym_steps_per_s / self.gymnasium_steps_per_s
+
+
+def gymnasium_counterpart(env_id: str) -> str | None:
+    """``env_id`` when gymnasium registers an env of that id itself (not kernelgym's copy)."""
+    spec = gymnasium.envs.registry.get(env_id)
+    return env_id if spec is not None and spec.namespace != "kernelgym" else None
+
+
+def make_gymnasium_vector_env(env_id: str, num_envs: int):
+    """gymnasium's own vector env for ``env_id`` (e.g. CartPoleVectorEnv), else a SyncVectorEnv."""
+    has_vector_env = gymnasium.envs.registry[env_id].vector_entry_point is not None
+    mode = "vector_entry_point" if has_vector_env else "sync"
+    return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+
+
+def time_repeats(step: Callable, actions: list, steps: int, repeats: int, finish: Callable,
+                 progress: tqdm) -> list[float]:
+    """Seconds per repeat of ``steps`` calls ``step(action)``, after one warm-up round."""
+    for action in actions:
+        step(action)
+    finish()
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for i in range(steps):
+            step(actions[i % len(actions)])
+        finish()
+        seconds.append(time.perf_counter() - start)
+        progress.update(1)
+    return seconds
+
+
+def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repeats: int,
+                      progress: tqdm) -> float:
+    """Median env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``."""
+    env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        actions = [torch.as_tensor(env.action_space.sample(), device=env.device) for _ in range(ACTION_BATCHES)]
+        on_gpu = env.device.type == "cuda"
+        finish = (lambda: torch.cuda.synchronize(env.device)) if on_gpu else (lambda: None)
+        seconds = time_repeats(env.step, actions, steps, repeats, finish, progress)
+    finally:
+        env.close()
+    return num_envs * steps / statistics.median(seconds)
+
+
+def measure_gymnasium(env_id: str, num_envs: int, steps: int, repeats: int, progress: tqdm) -> tuple[float, str]:
+    """Median env-steps/s of gymnasium's vector env, and that vector env's class name."""
+    env = make_gymnasium_vector_env(env_id, num_envs)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(0)
+        actions = [env.action_space.sample() for _ in range(ACTION_BATCHES)]
+        seconds = time_repeats(env.step, actions, steps, repeats, lambda: None, progress)
+        name = type(env.unwrapped).__name__
+    finally:
+        env.close()
+    return num_envs * steps / statistics.median(seconds), name
+
+
+def bench_env(env_id: str, num_envs: list[int], backend: str, steps: int = 200, repeats: int = 3,
+              with_gymnasium: bool = True, progress: bool = True) -> list[Throughput]:
+    """Measure ``env_id`` at every ``num_envs`` (and gymnasium's counterpart, if any).
+
+    Parameters
+    ----------
+    env_id : str
+        A registered kernelgym env id.
+    num_envs : list of int
+    backend : str
+        A concrete kernelgym backend (``"cuda"``, ``"cpu"`` or ``"sim"``).
+    steps, repeats : int
+        Calls to ``step`` per timed repeat, and timed repeats (the median is kept).
+    with_gymnasium : bool
+        Also measure gymnasium's vector env when gymnasium has ``env_id``.
+    progress : bool
+        Show a tqdm bar (one tick per timed repeat).
+    """
+    counterpart = gymnasium_counterpart(env_id) if with_gymnasium else None
+    total = len(num_envs) * repeats * (2 if counterpart else 1)
+    rows = []
+    with tqdm(total=total, unit="repeat", desc=f"bench {env_id}", disable=not progress) as bar:
+        for n in num_envs:
+            bar.set_postfix(num_envs=n, side="kernelgym")
+            ours = measure_kernelgym(env_id, n, backend, steps, repeats, bar)
+            theirs, name = None, None
+            if counterpart:
+                bar.set_postfix(num_envs=n, side="gymnasium")
+                theirs, name = measure_gymnasium(counterpart, n, steps, repeats, bar)
+            rows.append(Throughput(n, ours, theirs, name))
+    return rows
+
+
+def print_throughput_table(env_id: str, backend: str, rows: list[Throughput]) -> None:
+    """Print the medians and ratios as a table."""
+    table = Table(title=f"{env_id}: env-steps/s (median), kernelgym backend {backend}")
+    for column in ("num_envs", f"kernelgym ({backend})", "gymnasium", "ratio"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        theirs = "n/a" if row.gymnasium_steps_per_s is None else (
+            f"{row.gymnasium_steps_per_s:,.0f} ({row.gymnasium_vector_env})")
+        ratio = "n/a" if row.ratio is None else f"{row.ratio:.1f}x"
+        table.add_row(f"{row.num_envs:,}", f"{row.kernelgym_steps_per_s:,.0f}", theirs, ratio)
+    Console(width=200).print(table)
