@@ -17,6 +17,8 @@ from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments
 from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
 
 MAX_LEN, LIMIT, N_STEPS = 4, 3, 5
+# these envs and actors use no OpenMP threads, so the quickest start method is safe
+FORK = {"start_method": "fork"}
 
 
 def no_children_left():
@@ -46,7 +48,9 @@ def as_fragment(parts):
 def test_double_rollout_records_match_the_plain_model_and_are_reproducible():
     runs = []
     for _ in range(2):
-        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(1), N_STEPS, 3, entropy=42, timeout=3)
+        batches = double.rollout(
+            counter_factory(MAX_LEN, LIMIT), PolicyActor(1), N_STEPS, 3, entropy=42, timeout=3, **FORK
+        )
         runs.append([suply_clone(batch) for _, batch in zip(range(3), batches)])
         batches.close()
     expected = reference_fragments(seeded_envs(env_seeds(SeedSequence(42), 3), MAX_LEN, LIMIT), 3, N_STEPS, 1)
@@ -65,7 +69,7 @@ def suply_clone(fragment):
 
 def test_double_rollout_publishes_new_parameters_one_fragment_later():
     actor = PolicyActor(0)
-    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=3)
+    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=3, **FORK)
     fragments = []
     for batch in batches:
         fragments.append(suply_clone(batch))
@@ -83,8 +87,16 @@ def test_double_rollout_publishes_new_parameters_one_fragment_later():
 def test_pool_with_one_actor_stacks_consecutive_fragments():
     n_per_batch = 2
     batches = pool.rollout(
-        counter_factory(MAX_LEN, LIMIT), PolicyActor(2), N_STEPS, n_actors=1, n_per_actor=3,
-        n_buffers=3, n_per_batch=n_per_batch, entropy=9, timeout=3,
+        counter_factory(MAX_LEN, LIMIT),
+        PolicyActor(2),
+        N_STEPS,
+        n_actors=1,
+        n_per_actor=3,
+        n_buffers=3,
+        n_per_batch=n_per_batch,
+        entropy=9,
+        timeout=3,
+        **FORK,
     )
     received = [as_fragment(part) for _, batch in zip(range(2), batches) for part in split(suply_clone(batch), 2)]
     batches.close()
@@ -98,8 +110,16 @@ def test_pool_with_one_actor_stacks_consecutive_fragments():
 def test_pool_with_two_actors_keeps_each_workers_fragments_in_order():
     n_actors, n_per_actor = 2, 2
     batches = pool.rollout(
-        counter_factory(MAX_LEN, LIMIT), PolicyActor(0), N_STEPS, n_actors=n_actors, n_per_actor=n_per_actor,
-        n_buffers=4, n_per_batch=2, entropy=5, timeout=3,
+        counter_factory(MAX_LEN, LIMIT),
+        PolicyActor(0),
+        N_STEPS,
+        n_actors=n_actors,
+        n_per_actor=n_per_actor,
+        n_buffers=4,
+        n_per_batch=2,
+        entropy=5,
+        timeout=3,
+        **FORK,
     )
     received = [as_fragment(part) for _, batch in zip(range(3), batches) for part in split(suply_clone(batch), 2)]
     batches.close()
@@ -110,8 +130,7 @@ def test_pool_with_two_actors_keeps_each_workers_fragments_in_order():
     position = [0] * n_actors
     for fragment in received:
         matches = [
-            w for w in range(n_actors)
-            if np.array_equal(fragment.state.obs.numpy(), expected[w][position[w]]["obs"])
+            w for w in range(n_actors) if np.array_equal(fragment.state.obs.numpy(), expected[w][position[w]]["obs"])
         ]
         assert len(matches) == 1, "every fragment is the next one of exactly one worker"
         w = matches[0]
@@ -126,21 +145,39 @@ def test_pool_takes_a_vector_env_per_worker():
             [lambda: CounterEnv(MAX_LEN, LIMIT) for _ in range(4)], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
         )
 
-    batches = pool.rollout(factory, ConstantActor(1), N_STEPS, n_actors=2, n_per_actor=4, n_buffers=2, n_per_batch=2,
-                           entropy=0, timeout=3)
+    batches = pool.rollout(
+        factory,
+        ConstantActor(1),
+        N_STEPS,
+        n_actors=2,
+        n_per_actor=4,
+        n_buffers=2,
+        n_per_batch=2,
+        entropy=0,
+        timeout=3,
+        **FORK,
+    )
     batch = next(batches)
     state = batch.state
     assert state.obs.shape == (N_STEPS + 1, 8, 2)
-    assert torch.equal(state.rew[1:][~state.fin[1:] | state.fin[1:]], torch.full((N_STEPS * 8,), 1.5))
+    assert torch.equal(state.rew[1:], torch.full((N_STEPS, 8), 1.5))  # action 1 everywhere
     assert torch.equal(state.fin[1:], state.terminated[1:] | state.truncated[1:])
     batches.close()
     assert no_children_left()
 
 
-def test_pool_runs_under_forkserver_with_a_closure_factory():
-    max_len = 2
-    batches = pool.rollout(lambda seed=None: CounterEnv(max_len, 9), ConstantActor(2), 3, n_actors=1, n_per_actor=1,
-                           n_buffers=1, n_per_batch=1, start_method="forkserver", timeout=30)
+def test_pool_runs_under_the_default_forkserver_with_a_closure_factory():
+    max_len = 2  # captured by the closure: the factory travels by cloudpickle
+    batches = pool.rollout(
+        lambda seed=None: CounterEnv(max_len, 9),
+        ConstantActor(2),
+        3,
+        n_actors=1,
+        n_per_actor=1,
+        n_buffers=1,
+        n_per_batch=1,
+        timeout=30,
+    )
     batch = next(batches)
     assert torch.equal(batch.state.rew[1:, 0], torch.full((3,), 2.5))
     batches.close()
@@ -149,7 +186,7 @@ def test_pool_runs_under_forkserver_with_a_closure_factory():
 
 def test_background_evaluation_returns_episode_returns():
     factory = lambda seed=None: CounterEnv(min_len=3, max_len=3, limit=9)  # noqa: E731
-    results = evaluation.evaluate(factory, ConstantActor(2), n_envs=2, entropy=0, timeout=3)
+    results = evaluation.evaluate(factory, ConstantActor(2), n_envs=2, entropy=0, timeout=3, **FORK)
     for _, returns in zip(range(2), results):
         np.testing.assert_array_equal(returns, [7.5, 7.5])
     results.close()
@@ -157,18 +194,28 @@ def test_background_evaluation_returns_episode_returns():
 
 
 def run_double(factory):
-    batches = double.rollout(factory, PolicyActor(), N_STEPS, 2, entropy=0, timeout=1.5)
+    batches = double.rollout(factory, PolicyActor(), N_STEPS, 2, entropy=0, timeout=1.5, **FORK)
     return [next(batches) for _ in range(3)]
 
 
 def run_pool(factory):
-    batches = pool.rollout(factory, PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2, n_buffers=2, n_per_batch=1,
-                           entropy=0, timeout=1.5)
+    batches = pool.rollout(
+        factory,
+        PolicyActor(),
+        N_STEPS,
+        n_actors=2,
+        n_per_actor=2,
+        n_buffers=2,
+        n_per_batch=1,
+        entropy=0,
+        timeout=1.5,
+        **FORK,
+    )
     return [next(batches) for _ in range(3)]
 
 
 def run_evaluation(factory):
-    results = evaluation.evaluate(factory, PolicyActor(), n_envs=2, entropy=0, timeout=1.5)
+    results = evaluation.evaluate(factory, PolicyActor(), n_envs=2, entropy=0, timeout=1.5, **FORK)
     return [next(results) for _ in range(3)]
 
 
@@ -207,12 +254,21 @@ def test_a_hung_worker_times_out(variant):
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_learner_that_stops_mid_rollout_leaves_no_child(variant):
     if variant == "evaluation":
-        batches = evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=3)
+        batches = evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=3, **FORK)
     elif variant == "double":
-        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3)
+        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
     else:
-        batches = pool.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2,
-                               n_buffers=3, n_per_batch=1, timeout=3)
+        batches = pool.rollout(
+            counter_factory(MAX_LEN, LIMIT),
+            PolicyActor(),
+            N_STEPS,
+            n_actors=2,
+            n_per_actor=2,
+            n_buffers=3,
+            n_per_batch=1,
+            timeout=3,
+            **FORK,
+        )
     for count, _ in enumerate(batches):
         if count == 1:
             break  # the learner has had enough
@@ -235,3 +291,41 @@ def test_bad_arguments_are_rejected_before_any_worker_starts():
     with pytest.raises(ValueError, match="n_envs"):
         next(evaluation.evaluate(factory, PolicyActor(), n_envs=0))
     assert no_children_left()
+
+
+def _learner(variant, pids):
+    """A learner process that reports its workers' pids and then keeps training."""
+    if variant == "double":
+        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
+    else:
+        batches = pool.rollout(
+            counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2, n_buffers=3,
+            n_per_batch=1, timeout=3, **FORK,
+        )
+    next(batches)
+    pids.put([process.pid for process in multiprocessing.active_children()])
+    time.sleep(60)  # "training" until killed
+
+
+def _gone(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] in "ZX"  # exited, awaiting its reaper
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("variant", ["double", "pool"])
+def test_workers_exit_when_their_learner_is_killed(variant):
+    mp = multiprocessing.get_context("fork")
+    pids = mp.Queue()
+    learner = mp.Process(target=_learner, args=(variant, pids))
+    learner.start()
+    workers = pids.get(timeout=10)
+    assert workers
+    learner.kill()
+    learner.join(5)
+    deadline = time.monotonic() + 3
+    while not all(_gone(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in workers)

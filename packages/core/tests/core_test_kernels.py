@@ -49,3 +49,14 @@ def seed_example_kernel(i, x, y):
     """The seed's ``cuda_function(X, Y)``: add X to Y for one row."""
     for j in range(x.shape[1]):
         y[i, j] += x[i, j]
+
+
+@env_kernel
+def scaled_lookup(i, out, table, scale, offset):
+    """out[i] = table[i % rows, 0] * scale + offset: data, constants, meta and literals."""
+    out[i] = table[i % table.shape[0], 0] * scale + offset
+
+
+@agent_kernel
+def agent_sum(env, agent, num_agents, values, totals):
+    atomic_add(totals, env, values[env, agent])

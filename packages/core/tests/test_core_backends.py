@@ -10,7 +10,7 @@ from kernelgym.core import BackendUnavailableError, resolve_backend
 from kernelgym.core.backends import gpu_usable, simulator_enabled
 
 
-def test_cpu_is_always_available(monkeypatch):
+def test_cpu_is_always_available():
     assert resolve_backend("cpu") == "cpu"
     assert resolve_backend("  CPU ") == "cpu"
 

@@ -89,6 +89,19 @@ def test_push_pull_round_trip_keeps_values_dtype_and_shape(values):
     assert not dm.host_data["v"].flags.writeable
 
 
+@pytest.mark.sim
+@settings(max_examples=15)
+@given(DTYPES.flatmap(lambda dtype: hnp.arrays(dtype, hnp.array_shapes(min_dims=1, max_dims=4, min_side=0, max_side=4))))
+def test_push_pull_round_trip_on_sim(values):
+    dm = CUDADataManager(backend="sim")
+    feed = DataFeed()
+    feed.add_data("v", values)
+    dm.push_data_to_device(feed)
+    assert not isinstance(dm.device_data("v"), np.ndarray)
+    assert dm.get_dtype("v") == values.dtype and dm.get_shape("v") == values.shape
+    assert same_bits(dm.pull_data_from_device("v"), values)
+
+
 @st.composite
 def reset_cases(draw):
     num_envs = draw(st.integers(1, 6))
@@ -292,6 +305,8 @@ def feed_of(**entries):
         ({"obj": (np.array([1, "a"], dtype=object), {})}, TypeError, "obj: expected numeric or bool data, got dtype object"),
         ({"rag": ([[1, 2], [3]], {})}, ValueError, "rag: cannot make an array"),
         ({"txt": (np.array(["a", "b"]), {})}, TypeError, "txt: expected numeric or bool data, got dtype <U1"),
+        ({"gen": ((i for i in range(3)), {})}, TypeError, "gen: expected numeric or bool data, got dtype object"),
+        ({"odd_type": ({1, 2}, {})}, TypeError, "odd_type: expected numeric or bool data"),
         ({"short": (np.zeros((3, 2)), {"save_copy_and_apply_at_reset": True})}, ValueError,
          r"short: save_copy_and_apply_at_reset needs the leading dim to be num_envs=4, got shape \(3, 2\)"),
         ({"scal": (5.0, {"log_data_across_episode": True})}, ValueError, "scal: log_data_across_episode needs the leading dim"),

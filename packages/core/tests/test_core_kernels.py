@@ -57,6 +57,13 @@ def test_kernel_keeps_its_python_function_and_body():
     assert affine.body.targetoptions["inline"] == "always"
 
 
+def test_kernels_pickle_by_reference():
+    import pickle
+
+    assert pickle.loads(pickle.dumps(affine)) is affine
+    assert pickle.loads(pickle.dumps(tally)) is tally
+
+
 def test_bad_launch_arguments_raise_before_running():
     x = np.ones((4, 2))
     out = np.zeros((4, 2))

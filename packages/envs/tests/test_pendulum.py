@@ -136,3 +136,15 @@ def test_cpu_and_simulator_agree_bit_for_bit(transitions):
     sim = run_step("sim", theta, theta_dot, torque, reset_mask=mask, seed=3)
     for name in cpu:
         np.testing.assert_array_equal(cpu[name], sim[name], err_msg=name)
+
+
+def test_make_truncates_after_200_steps_and_never_terminates():
+    import kernelgym.envs as kge
+
+    env = kge.make("Pendulum-v1", num_envs=3, backend="cpu", seed=0)
+    env.reset(seed=0)
+    actions = np.zeros((3, 1), np.float32)
+    for step in range(1, 201):
+        _, _, terminated, truncated, _ = env.step(actions, numpy=True)
+        assert not terminated.any()
+        assert truncated.all() == (step == 200) and truncated.any() == (step == 200)

@@ -202,3 +202,29 @@ def test_cpu_and_simulator_agree_bit_for_bit():
         cpu_out, sim_out = cpu.step(actions), sim.step(actions)
         for name in cpu_out:
             np.testing.assert_array_equal(cpu_out[name], sim_out[name], err_msg=name)
+
+
+def test_make_gives_multi_agent_views_and_separates_terminated_from_truncated():
+    import kernelgym.envs as kge
+
+    # grid_length 1: the taggers start on the runner's cell, so staying put tags it at once
+    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=2, grid_length=1,
+                   episode_length=3)
+    obs, _ = env.reset(seed=0)
+    assert tuple(obs.shape) == (2, 3, 13) and env.num_agents == 3
+    obs, rewards, terminated, truncated, _ = env.step(np.zeros((2, 3), np.int64), numpy=True)
+    assert rewards.shape == (2, 3) and terminated.all() and not truncated.any()
+    np.testing.assert_allclose(rewards, [[10.0, 10.0, -2.0]] * 2)
+    # a runner that is never caught: the episode is truncated, not terminated, at episode_length
+    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=1, grid_length=6,
+                   episode_length=3)
+    env.reset(seed=0)
+    for step in range(1, 4):
+        _, _, terminated, truncated, _ = env.step(np.zeros((2, 2), np.int64), numpy=True)
+        assert not terminated.any() and truncated.all() == (step == 3)
+
+
+@pytest.mark.gpu
+def test_crowded_rollout_matches_the_sequential_reference_on_a_gpu():
+    # real concurrent threads: a non-atomic counter update loses tags here
+    assert rollout_against_reference("cuda", CROWDED, num_envs=64, num_steps=60, seed=3) > 200

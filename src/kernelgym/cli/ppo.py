@@ -64,7 +64,9 @@ class PPOConfig:
     time_limit_s : float
         Stop after this many seconds of training.
     torch_threads : int
-        Threads for torch's CPU kernels (the env's own CPU threads are Numba's).
+        Threads for torch's CPU kernels. One: the MLP is too small to gain from more,
+        and a second OpenMP team spinning beside Numba's env threads slowed a shared
+        2-core machine down tenfold.
     """
 
     env_id: str = "CartPole-v1"
@@ -86,7 +88,7 @@ class PPOConfig:
     return_window: int = 100
     max_env_steps: int = 3_000_000
     time_limit_s: float = 300.0
-    torch_threads: int = 2
+    torch_threads: int = 1
 
     def __post_init__(self):
         for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size",
@@ -240,11 +242,11 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     device = env.device
     agent = PPOAgent(obs_space.shape[0], int(action_space.n), config.hidden_size).to(device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate, eps=1e-5)
-    collector = DeviceCollector(env, agent, n_steps=config.num_steps)
+    collector = DeviceCollector(env, agent, n_steps=config.num_steps, seed=config.seed)
 
     # --- the transitions of one fragment, (num_steps, num_envs, ...) on the env's device
     T, N = config.num_steps, config.num_envs
-    memory = RandomMemory(memory_size=T, num_envs=N, device=device, replacement=False)
+    memory = RandomMemory(memory_size=T, num_envs=N, device=device, replacement=False, seed=config.seed)
     memory.create_tensor("obs", obs_space.shape[0], dtype=torch.float32)
     memory.create_tensor("actions", 1, dtype=torch.int64)
     memory.create_tensor("log_probs", 1, dtype=torch.float32)

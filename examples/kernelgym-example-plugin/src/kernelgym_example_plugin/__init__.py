@@ -1,1 +1,1 @@
-"""Example kernelgym env plugin (filled by the envs work)."""
+"""An example kernelgym env plugin: GoRight-v0, a slippery one-dimensional corridor."""

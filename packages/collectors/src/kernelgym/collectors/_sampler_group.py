@@ -83,20 +83,28 @@ class SamplerGroup:
         self.first_index = first_index
         self.auto_resample_when_done = auto_resample_when_done
         self._samplers: list[Any] = []
-        for local, kwargs in enumerate(sampler_fn_args):
-            sampler = self._guard(local, make_sampler_fn, **kwargs)
-            if not isinstance(sampler, TaskSamplerProtocol):
-                failure = TypeError(
-                    "make_sampler_fn must return a TaskSampler (next_task, set_seed, reset, close), "
-                    f"got {type(sampler).__name__}"
-                )
-                raise SamplerFailures([SamplerFailure(first_index + local, failure)])
-            self._samplers.append(sampler)
-        self._tasks: list[Any] = [None] * len(self._samplers)
+        self._tasks: list[Any] = [None] * len(sampler_fn_args)
         # a held slot stores the result its later steps repeat (see the module docstring)
-        self._held: list[RLStepResult | None] = [None] * len(self._samplers)
-        for local in range(len(self._samplers)):
-            self._sample_next(local, {})
+        self._held: list[RLStepResult | None] = [None] * len(sampler_fn_args)
+        try:
+            for local, kwargs in enumerate(sampler_fn_args):
+                sampler = self._guard(local, make_sampler_fn, **kwargs)
+                if not isinstance(sampler, TaskSamplerProtocol):
+                    failure = TypeError(
+                        "make_sampler_fn must return a TaskSampler (next_task, set_seed, reset, close), "
+                        f"got {type(sampler).__name__}"
+                    )
+                    raise SamplerFailures([SamplerFailure(first_index + local, failure)])
+                self._samplers.append(sampler)
+            for local in range(len(self._samplers)):
+                self._sample_next(local, {})
+        except SamplerFailures:
+            for sampler in self._samplers:  # release what was made; the first failure is the news
+                try:
+                    sampler.close()
+                except Exception:
+                    pass
+            raise
         self._active = list(range(len(self._samplers))) if active is None else list(active)
 
     # -- helpers ---------------------------------------------------------------------

@@ -76,7 +76,9 @@ class DeviceCollector:
             raise ValueError(f"n_steps: expected a positive int, got {n_steps!r}")
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
             if not hasattr(env, attribute):
-                raise TypeError(f"env: expected a kernelgym KernelVectorEnv (with .{attribute}), got {type(env).__name__}")
+                raise TypeError(
+                    f"env: expected a kernelgym KernelVectorEnv (with .{attribute}), got {type(env).__name__}"
+                )
         if not callable(getattr(actor, "step", None)):
             raise TypeError(f"actor: expected an Actor with .step(...), got {type(actor).__name__}")
         mode = _autoreset_mode(env)

@@ -17,20 +17,24 @@ samplers per process, and adds failure handling:
 
 from __future__ import annotations
 
+import bisect
 import math
+import multiprocessing
 import os
 import pickle
+import selectors
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import Connection, wait
+from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
 from kernelgym.collectors._sampler_group import SamplerFailures, SamplerGroup
-from kernelgym.collectors._worker import FAILED, unpack_results, worker_main
+from kernelgym.collectors._worker import FAILED, PackedArray, packable, unpack_results, worker_main
 from kernelgym.collectors.tasks import RLStepResult
 from kernelgym.collectors.worker_errors import (
     WorkerCrashedError,
@@ -102,11 +106,11 @@ class _VectorTasksBase:
                 raise TypeError(f"sampler_fn_args[{index}] must be a dict of keyword args, got {type(kwargs).__name__}")
         if not isinstance(auto_resample_when_done, bool):
             raise TypeError(f"auto_resample_when_done must be a bool, got {auto_resample_when_done!r}")
-        self._make_sampler_fn = make_sampler_fn
         self._sampler_fn_args = [dict(kwargs) for kwargs in sampler_fn_args]
         self._num_samplers = len(sampler_fn_args)
         self.auto_resample_when_done = auto_resample_when_done
         self._is_closed = False
+        self._owner_pid = os.getpid()
         self._active = list(range(self._num_samplers))  # unpaused sampler indices, in order
         self._group_firsts = [0]  # first sampler index of each group
         self._routes: list[tuple[int, int, int]] = []
@@ -124,10 +128,7 @@ class _VectorTasksBase:
     # -- bookkeeping --------------------------------------------------------------------------
 
     def _group_of(self, sampler: int) -> int:
-        group = 0
-        while group + 1 < len(self._group_firsts) and self._group_firsts[group + 1] <= sampler:
-            group += 1
-        return group
+        return bisect.bisect_right(self._group_firsts, sampler) - 1
 
     def _update_routes(self) -> None:
         routes: list[list[int]] = []
@@ -155,10 +156,10 @@ class _VectorTasksBase:
         group = self._group_of(sampler)
         return group, sampler - self._group_firsts[group]
 
-    def _per_task(self, name: str, values: Any, default: Any = None) -> list[Any]:
-        """One value per unpaused task from a single value or a list of them."""
+    def _per_task(self, name: str, values: Any) -> list[Any]:
+        """One value per unpaused task from a single value (a str or None) or a list of them."""
         if values is None or isinstance(values, str):
-            return [values if values is not None else default] * len(self._active)
+            return [values] * len(self._active)
         values = list(values)
         if len(values) != len(self._active):
             raise ValueError(f"{name} must have one entry per unpaused task ({len(self._active)}), got {len(values)}")
@@ -299,7 +300,7 @@ class _VectorTasksBase:
 
     def reset_all(self) -> None:
         """Reset every unpaused sampler to its initial state (not its RNG) and sample a task."""
-        self._concat("reset_all", lambda start, stop: ())
+        self._broadcast("reset_all", lambda start, stop: ())
 
     def set_seeds(self, seeds: Sequence[int]) -> None:
         """Seed each unpaused sampler; the seeds apply from its next task on.
@@ -382,7 +383,8 @@ class _VectorTasksBase:
         self.close()
 
     def __del__(self) -> None:
-        if getattr(self, "_is_closed", True) is False:
+        # a forked child that inherited this object must not close the parent's workers
+        if getattr(self, "_is_closed", True) is False and self._owner_pid == os.getpid():
             self.close()
 
 
@@ -411,7 +413,8 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
             self._group = SamplerGroup(make_sampler_fn, self._sampler_fn_args, 0, auto_resample_when_done)
         except SamplerFailures as exc:
             self._is_closed = True
-            raise self._local_error(exc) from None
+            error = self._local_error(exc)
+            raise error from error.__cause__
         self._update_routes()
 
     def _local_error(self, exc: SamplerFailures) -> WorkerError:
@@ -422,7 +425,8 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
         try:
             return getattr(self._group, command)(*args)
         except SamplerFailures as exc:
-            raise self._local_error(exc) from None
+            error = self._local_error(exc)
+            raise error from error.__cause__
 
     def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         self._check_open()
@@ -435,13 +439,19 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
         try:
             self._group.close()
         except SamplerFailures as exc:
-            raise self._local_error(exc) from None
+            error = self._local_error(exc)
+            raise error from error.__cause__
 
 
 class _Worker:
-    """One worker process, its end of the pipe and the samplers it hosts."""
+    """One worker process, its end of the pipe and the samplers it hosts.
 
-    __slots__ = ("index", "process", "connection", "first", "count")
+    ``selector`` waits on the pipe and the process sentinel together; it is made once
+    because building one per wait (``multiprocessing.connection.wait``) costs more than
+    the rest of a step's bookkeeping.
+    """
+
+    __slots__ = ("index", "process", "connection", "first", "count", "selector", "unanswered")
 
     def __init__(self, index: int, process: Any, connection: Connection, first: int, count: int):
         self.index = index
@@ -449,9 +459,19 @@ class _Worker:
         self.connection = connection
         self.first = first
         self.count = count
+        self.unanswered = 1  # the worker reports once its samplers are made
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(connection, selectors.EVENT_READ)
+        self.selector.register(process.sentinel, selectors.EVENT_READ)
 
-    def send(self, command: str, args: tuple) -> None:
-        self.connection.send_bytes(pickle.dumps((command, args), pickle.HIGHEST_PROTOCOL))
+    def send(self, message: bytes) -> None:
+        """Send an ``encode``d command; a dead worker is not an error here (the wait for
+        its reply reports it)."""
+        try:
+            self.connection.send_bytes(message)
+        except BrokenPipeError:
+            pass
+        self.unanswered += 1
 
     def stop(self) -> None:
         """Stop the process (terminate, then kill) and release the pipe."""
@@ -462,7 +482,17 @@ class _Worker:
             self.process.kill()
             self.process.join()
         self.process.join()
+        self.selector.close()
         self.connection.close()
+
+
+def encode(command: str, args: tuple) -> bytes:
+    """A command for a worker; encode every message of a call before sending any, so that
+    an argument that does not pickle leaves no worker with an unanswered command."""
+    try:
+        return pickle.dumps((command, args), pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise TypeError(f"the arguments of {command!r} must be picklable to reach the workers: {exc!r}") from exc
 
 
 def _usable_cpus() -> int:
@@ -525,8 +555,6 @@ class VectorSampledTasks(_VectorTasksBase):
                 raise ValueError(
                     f"multiprocessing_start_method must be one of {START_METHODS}, got {multiprocessing_start_method!r}"
                 )
-            import multiprocessing
-
             mp_ctx = multiprocessing.get_context(multiprocessing_start_method)
         if max_processes is not None and (
             not isinstance(max_processes, int) or isinstance(max_processes, bool) or max_processes < 1
@@ -593,18 +621,21 @@ class VectorSampledTasks(_VectorTasksBase):
 
     def _receive(self, worker: _Worker, deadline: float | None) -> tuple | WorkerError:
         """The worker's next reply, or the error saying why none will come."""
-        connection = worker.connection
-        if not connection.poll():
-            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait((connection, worker.process.sentinel), timeout)
-            if not ready:
-                return self._lost(worker, timed_out=True)
-            if connection not in ready and not connection.poll():
-                return self._lost(worker, timed_out=False)
-        try:
-            return pickle.loads(connection.recv_bytes())
-        except (EOFError, OSError):
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        ready = [key.fileobj for key, _ in worker.selector.select(timeout)]
+        if not ready:
+            return self._lost(worker, timed_out=True)
+        if worker.connection not in ready and not worker.connection.poll():  # exited without a reply
             return self._lost(worker, timed_out=False)
+        try:
+            data = worker.connection.recv_bytes()
+        except (EOFError, OSError):  # the pipe closed: the process is gone
+            return self._lost(worker, timed_out=False)
+        worker.unanswered -= 1
+        try:
+            return pickle.loads(data)
+        except Exception:  # e.g. a class the parent cannot import: report it, keep the protocol in step
+            return (FAILED, [(None, "the parent could not unpickle the reply:\n" + traceback.format_exc(), None)])
 
     def _restart(self, error: WorkerError) -> None:
         old = self._workers[error.process_index]
@@ -619,12 +650,14 @@ class VectorSampledTasks(_VectorTasksBase):
                 reply if isinstance(reply, WorkerError) else self._remote_error(old.index, reply[1])
             )
         error.restarted = True
-        warnings.warn(WorkerRestartWarning(str(error)), stacklevel=4)
+        warnings.warn(WorkerRestartWarning(str(error)), stacklevel=5)  # the caller of step()
 
     def _deadline(self) -> float | None:
         return None if self._read_timeout is None else time.monotonic() + self._read_timeout
 
-    def _remote_error(self, process_index: int, failures: list) -> WorkerError:
+    @staticmethod
+    def _rebuild_failures(process_index: int, failures: list) -> list[tuple]:
+        """A worker's portable failures as ``_error_from_failures`` takes them."""
         rebuilt = []
         for sampler_index, traceback_text, exception_bytes in failures:
             try:
@@ -632,9 +665,14 @@ class VectorSampledTasks(_VectorTasksBase):
             except Exception:
                 exception = None
             rebuilt.append((process_index, sampler_index, traceback_text, exception))
-        return self._error_from_failures(rebuilt)
+        return rebuilt
 
-    def _gather(self, workers: list[_Worker], substitute_lost: bool = False) -> tuple[list[Any], dict[int, WorkerError]]:
+    def _remote_error(self, process_index: int, failures: list) -> WorkerError:
+        return self._error_from_failures(self._rebuild_failures(process_index, failures))
+
+    def _gather(
+        self, workers: list[_Worker], substitute_lost: bool = False, raise_failures: bool = True
+    ) -> tuple[list[Any], dict[int, WorkerError]]:
         """Every worker's reply value, in order, after all have answered.
 
         A lost worker is restarted (``restart_on_failure``) or every worker is stopped; its
@@ -642,7 +680,11 @@ class VectorSampledTasks(_VectorTasksBase):
         the errors by process index. Failures in user code raise ``WorkerError``.
         """
         deadline = self._deadline()
-        replies = [self._receive(worker, deadline) for worker in workers]
+        replies = []
+        for worker in workers:
+            replies.append(self._receive(worker, deadline))
+            if isinstance(replies[-1], WorkerError):
+                worker.unanswered = 0
         lost = {worker.index: reply for worker, reply in zip(workers, replies) if isinstance(reply, WorkerError)}
         if lost:
             if not self.restart_on_failure:
@@ -654,30 +696,36 @@ class VectorSampledTasks(_VectorTasksBase):
                 self._restart(error)
             if not substitute_lost:
                 raise next(iter(lost.values()))
-        failed = [(worker.index, reply[1]) for worker, reply in zip(workers, replies) if worker.index not in lost and reply[0] == FAILED]
-        if failed:
-            errors = [self._remote_error(index, failures) for index, failures in failed]
-            if len(errors) > 1:
-                errors[0].message += f" (and failures in {len(errors) - 1} more worker processes)"
-            raise errors[0]
+        failures = [
+            failure
+            for worker, reply in zip(workers, replies)
+            if worker.index not in lost and reply[0] == FAILED
+            for failure in self._rebuild_failures(worker.index, reply[1])
+        ]
+        if failures and raise_failures:
+            raise self._error_from_failures(failures)
         return [None if worker.index in lost else reply[1] for worker, reply in zip(workers, replies)], lost
 
     def _check_ready(self) -> None:
         self._check_open()
         if self._waiting:
             raise RuntimeError("an async_step() is waiting: call wait_step() first")
+        # a call interrupted (Ctrl-C) before it read every reply leaves some: skip them
+        while behind := [worker for worker in self._workers if worker.unanswered]:
+            self._gather(behind, substitute_lost=True, raise_failures=False)
 
     def _command_group(self, group: int, command: str, args: tuple) -> Any:
         self._check_ready()
         worker = self._workers[group]
-        worker.send(command, args)
+        worker.send(encode(command, args))
         return self._gather([worker])[0][0]
 
     def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         self._check_ready()
+        messages = [encode(command, args_for(start, stop)) for _, start, stop in self._routes]
         workers = [self._workers[group] for group, _, _ in self._routes]
-        for worker, (_, start, stop) in zip(workers, self._routes):
-            worker.send(command, args_for(start, stop))
+        for worker, message in zip(workers, messages):
+            worker.send(message)
         return self._gather(workers)[0]
 
     # -- public API ----------------------------------------------------------------------------
@@ -701,8 +749,10 @@ class VectorSampledTasks(_VectorTasksBase):
         """Send one action per unpaused task; collect the results with ``wait_step``."""
         self._check_ready()
         self._check_actions(actions)
-        for group, start, stop in self._routes:
-            self._workers[group].send("step", (actions[start:stop],))
+        pack = PackedArray.pack if packable(actions) else lambda part: part
+        messages = [encode("step", (pack(actions[start:stop]),)) for _, start, stop in self._routes]
+        for (group, _, _), message in zip(self._routes, messages):
+            self._workers[group].send(message)
         self._waiting = True
 
     def wait_step(self) -> list[RLStepResult]:
@@ -737,22 +787,24 @@ class VectorSampledTasks(_VectorTasksBase):
             return
         self._is_closed = True
         deadline = time.monotonic() + CLOSE_TIMEOUT
-        pending = [self._workers[group] for group, _, _ in self._routes] if self._waiting else []
         self._waiting = False
-        for worker in pending:  # the answers to an unfinished async_step come first
-            if not worker.connection.closed:
-                self._receive(worker, deadline)
         closing = []
         for worker in self._workers:
             try:
-                worker.send("close", ())
+                worker.send(encode("close", ()))
                 closing.append(worker)
-            except OSError:  # it is gone already
+            except OSError:  # its pipe is closed: it was stopped already
                 pass
         for worker in closing:
-            reply = self._receive(worker, deadline)
+            reply = None
+            while worker.unanswered and not isinstance(reply, WorkerError):  # the close reply comes last
+                reply = self._receive(worker, deadline)
             if isinstance(reply, tuple) and reply[0] == FAILED:
-                warnings.warn(f"closing the samplers failed: {self._remote_error(worker.index, reply[1])}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"closing the samplers failed: {self._remote_error(worker.index, reply[1])}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         for worker in self._workers:
             worker.process.join(max(0.0, deadline - time.monotonic()))
             worker.stop()

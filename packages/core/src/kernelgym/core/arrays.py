@@ -118,13 +118,18 @@ def to_backend(host, backend: str):
     return cuda.to_device(values)
 
 
-def byte_view(array, leading_shape: tuple):
-    """A zero-copy ``uint8`` view of a C-contiguous backend array, shaped
-    ``leading_shape + (bytes per leading index,)``.
+def byte_view(array, leading_shape: tuple, unit=np.uint8):
+    """A zero-copy view of a C-contiguous backend array as ``unit`` words, shaped
+    ``leading_shape + (words per leading index,)``.
 
     Kernels that copy rows of arrays of any dtype and any number of dims (device-side
-    resets, episode logs) take these views: copying bytes is exact for every dtype.
+    resets, episode logs) take these views: copying raw bytes is exact for every dtype.
+    ``unit`` must divide the bytes per leading index (``np.uint64`` when they are a
+    multiple of 8, which copies 8 bytes at a time; ``np.uint8`` always works).
     """
     count = int(np.prod(leading_shape, dtype=np.int64))
     row_bytes = array.nbytes // count if count else 0
-    return array.reshape(array.size).view(np.uint8).reshape(*leading_shape, row_bytes)
+    words = row_bytes // np.dtype(unit).itemsize
+    if words * np.dtype(unit).itemsize != row_bytes:
+        raise ValueError(f"unit: {np.dtype(unit)} does not divide the {row_bytes} bytes per row")
+    return array.reshape(array.size).view(unit).reshape(*leading_shape, words)

@@ -6,12 +6,15 @@ only for functions defined in a source file, so each launcher is written as a sm
 module into the user cache directory (never site-packages) and imported from there.
 
 The file name holds a hash of the body's source, so an edited body gets a new launcher
-(as with any ``cache=True`` function, edits to *other* functions the body calls are not
-seen by Numba's cache; clear the cache directory after editing those).
+and so does a new version of kernelgym.core's device code (rng, atomic_add). As with
+any ``cache=True`` function, edits to *other* functions the body calls (your own helpers
+in other files) are not seen by Numba's cache: clear the cache directory after editing
+those.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -93,13 +96,23 @@ def _closure_fingerprint(fn) -> bytes:
         return uuid.uuid4().bytes
 
 
+@functools.lru_cache(maxsize=1)
+def _core_device_code_fingerprint() -> bytes:
+    """A hash of kernelgym.core's own device code, which launchers inline: a new
+    kernelgym version must not reuse launchers compiled against the old one."""
+    digest = hashlib.sha256()
+    for module in ("device_functions.py", "rng.py", "builtin_kernels.py"):
+        digest.update((Path(__file__).parent / module).read_bytes())
+    return digest.digest()
+
+
 def body_key(fn) -> str:
     """A key that changes whenever the body's source, name or captured values change."""
     try:
         source = inspect.getsource(fn).encode()
     except (OSError, TypeError):
         source = marshal.dumps(fn.__code__)
-    digest = hashlib.sha256()
+    digest = hashlib.sha256(_core_device_code_fingerprint())
     for part in (TEMPLATE_VERSION.encode(), fn.__module__.encode(), fn.__qualname__.encode(), source):
         digest.update(part)
         digest.update(b"\0")

@@ -57,6 +57,8 @@ def _host_values(name: str, data) -> np.ndarray:
         values = np.array(data, order="C", copy=True)
     except ValueError as error:
         raise ValueError(f"{name}: cannot make an array of the data (ragged nested lists?): {error}") from None
+    except TypeError as error:
+        raise TypeError(f"{name}: cannot make a numpy array of a {type(data).__name__}: {error}") from None
     if values.dtype.kind not in _NUMERIC_KINDS:
         raise TypeError(
             f"{name}: expected numeric or bool data, got dtype {values.dtype}"
@@ -386,10 +388,19 @@ class CUDADataManager:
             else:
                 entry.device.copy_to_device(entry.host)
 
-    def _rows(self, names, leading_shape):
-        views = tuple(byte_view(self._data[name].device, leading_shape) for name in names)
-        # an empty tuple has no element type for the kernel: pass one zero-width array
-        return views or (to_backend(np.zeros((*leading_shape, 0), np.uint8), self.backend),)
+    def _rows(self, names, leading_shape) -> tuple:
+        """Raw views of ``names``: (uint64 views, uint8 views), each a non-empty tuple."""
+        groups = ([], [])
+        for name in names:
+            device = self._data[name].device
+            row_bytes = device.nbytes // int(np.prod(leading_shape))
+            wide = row_bytes % 8 == 0
+            groups[0 if wide else 1].append(byte_view(device, leading_shape, np.uint64 if wide else np.uint8))
+        # an empty tuple has no element type for the kernel: pad with a zero-width array
+        return tuple(
+            tuple(group) or (to_backend(np.zeros((*leading_shape, 0), unit), self.backend),)
+            for group, unit in zip(groups, (np.uint64, np.uint8))
+        )
 
     def _require(self, what: str, **needed) -> None:
         for name, value in needed.items():
@@ -407,13 +418,11 @@ class CUDADataManager:
         self._require("reset_done_envs", num_envs=self.num_envs)
         if self._reset_rows is None:
             names = self._reset_data_list
-            self._reset_rows = (
-                self._rows(names, (self.num_envs,)),
-                self._rows([name + AT_RESET_SUFFIX for name in names], (self.num_envs,)),
-            )
-        live, saved = self._reset_rows
+            live_words, live_bytes = self._rows(names, (self.num_envs,))
+            saved_words, saved_bytes = self._rows([name + AT_RESET_SUFFIX for name in names], (self.num_envs,))
+            self._reset_rows = (live_words, saved_words, live_bytes, saved_bytes)
         builtin_kernels.reset_done_envs.launch(
-            self.backend, self.num_envs, self._data[DONE].device, self._data[TIMESTEP].device, live, saved
+            self.backend, self.num_envs, self._data[DONE].device, self._data[TIMESTEP].device, *self._reset_rows
         )
 
     def log_step(self) -> None:
@@ -428,11 +437,11 @@ class CUDADataManager:
             return
         if self._log_rows is None:
             names = self._log_data_list
-            self._log_rows = (
-                self._rows(names, (self.num_envs,)),
-                self._rows([name + FOR_LOG_SUFFIX for name in names], (self.episode_length + 1, self.num_envs)),
+            live_words, live_bytes = self._rows(names, (self.num_envs,))
+            log_words, log_bytes = self._rows(
+                [name + FOR_LOG_SUFFIX for name in names], (self.episode_length + 1, self.num_envs)
             )
-        live, logs = self._log_rows
+            self._log_rows = (live_words, log_words, live_bytes, log_bytes)
         builtin_kernels.log_step.launch(
-            self.backend, self.num_envs, self._data[TIMESTEP].device, self.episode_length, live, logs
+            self.backend, self.num_envs, self._data[TIMESTEP].device, self.episode_length, *self._log_rows
         )

@@ -23,6 +23,7 @@ import warnings
 from kernelgym.core import kernels
 from kernelgym.core.backends import BackendUnavailableError, simulator_enabled
 from kernelgym.core.data_manager import CUDADataManager
+from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import AgentKernel, EnvKernel
 
 __all__ = ["FunctionManager", "LAYOUTS"]
@@ -112,7 +113,7 @@ class FunctionManager:
         if isinstance(kernel, (EnvKernel, AgentKernel)):
             inferred = "per_env" if isinstance(kernel, EnvKernel) else "per_agent"
             if layout not in (None, inferred):
-                raise ValueError(f"{name}: a {type(kernel).__name__} launches {inferred}, got layout={layout!r}")
+                raise ValueError(f"{name}: an {type(kernel).__name__} launches {inferred}, got layout={layout!r}")
             if cpu is not None:
                 raise ValueError(f"{name}: a write-once kernel builds its own cpu version; do not pass cpu")
             layout = inferred
@@ -146,6 +147,8 @@ class FunctionManager:
             )
         if layout == "per_agent" and self.data_manager.num_agents is None:
             raise ValueError(f"{name}: layout 'per_agent' needs the data manager's num_agents, which is None")
+        if self.backend == "cuda":
+            register_cuda_overloads()  # hand-written kernels may call atomic_add too
         self._functions[name] = _Registered(name, kernel, cpu, layout, num_args, run_in_simulator)
         return kernel
 

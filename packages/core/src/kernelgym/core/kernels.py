@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
+import sys
 
 import numpy as np
 
@@ -88,12 +89,26 @@ class _WriteOnceKernel:
         self.body = device_function(fn)
         self._key = codegen.body_key(fn)
         codegen.register_body(self._key, self.body)
+        self._modules = {}  # argument count -> launcher module
 
     def __repr__(self):
         return f"<{type(self).__name__} {self.__qualname__}>"
 
+    def __reduce__(self):
+        # A module-level kernel pickles as a reference (workers import it); any other
+        # is rebuilt from its Python function (with cloudpickle, for local functions).
+        found = sys.modules.get(self.__module__)
+        for part in self.__qualname__.split("."):
+            found = getattr(found, part, None)
+        if found is self:
+            return self.__qualname__
+        return (type(self), (self.py_func,))
+
     def _module(self, num_args: int):
-        return codegen.launcher_module(self.kind, self.py_func, self._key, num_args)
+        module = self._modules.get(num_args)
+        if module is None:
+            module = self._modules[num_args] = codegen.launcher_module(self.kind, self.py_func, self._key, num_args)
+        return module
 
     def cpu_launcher(self, num_args: int):
         """The ``njit(parallel=True, cache=True)`` dispatcher for ``num_args`` arguments."""

@@ -73,7 +73,9 @@ class KernelParallelEnv(ParallelEnv):
         return self._action_space
 
     def reset(self, seed: int | None = None, options: dict | None = None):
-        obs, _ = self.env.reset(seed=seed, options=options, numpy=True)
+        """Start a new episode; ``seed`` re-seeds the env. kernelgym envs take no reset
+        options: ``options`` is accepted for the PettingZoo API and not used."""
+        obs, _ = self.env.reset(seed=seed, numpy=True)
         if seed is not None:
             for index, agent in enumerate(self.possible_agents):
                 self._action_space.seed(seed + index)

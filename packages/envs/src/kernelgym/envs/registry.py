@@ -102,8 +102,8 @@ class _Registry:
 
     def _collect(self) -> dict[str, EnvSpec]:
         specs: dict[str, EnvSpec] = {}
-        for plugin in self._manager.get_plugins():
-            name, distribution = self._origins.get(id(plugin), (self._manager.get_name(plugin), None))
+        for registered_name, plugin in self._manager.list_name_plugin():  # registration order
+            name, distribution = self._origins.get(id(plugin), (registered_name, None))
             hook = getattr(plugin, "kernelgym_register_envs")
             try:
                 provided = list(hook())

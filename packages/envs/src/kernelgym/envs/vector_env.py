@@ -542,8 +542,8 @@ class KernelVectorEnv:
 
     def _raise_bad_action(self, actions, flat_index: int):
         host = np.asarray(actions)
-        position = np.unravel_index(flat_index, host.shape)
-        value = host[position]
+        position = tuple(int(k) for k in np.unravel_index(flat_index, host.shape))
+        value = host[position].item()
         if self._discrete:
             raise ValueError(
                 f"actions: expected values in {self.single_action_space}, got {value!r} at index {position}"

@@ -91,7 +91,7 @@ class PrioritizedMemory(Memory):
         count = self._check_not_empty()
         starts = self._tree.sample(batch_size, self.generator)
         # strata come out in cell order: shuffle so that mini-batches are alike
-        starts = starts[torch.randperm(batch_size, generator=self.generator, device=self.device)]
+        starts = torch.index_select(starts, 0, torch.randperm(batch_size, generator=self.generator, device=self.device))
         if sequence_length == 1:
             indexes, valid = starts, torch.ones(batch_size, dtype=torch.bool, device=self.device)
         else:
@@ -100,7 +100,7 @@ class PrioritizedMemory(Memory):
         self.sampling_indexes = indexes
         extras = [valid] if return_mask else []
         if return_weights:
-            probabilities = self._tree.leaves[starts] / self._tree.total()
+            probabilities = torch.index_select(self._tree.leaves, 0, starts) / self._tree.total()
             weights = (count * probabilities) ** -self.beta
             weights = (weights / weights.max()).to(torch.get_default_dtype())
             extras.append(weights.repeat_interleave(sequence_length))

@@ -52,10 +52,10 @@ class SumTree:
         """Set the given leaves (int64) to ``values`` and update their ancestors."""
         self._refresh()
         nodes = leaves + self.leaf_offset
-        self.tree[nodes] = values.to(torch.float64)
+        self.tree.index_copy_(0, nodes, values.to(torch.float64))
         for _ in range(self.depth):
             nodes = nodes // 2
-            self.tree[nodes] = self._children[nodes].sum(1)
+            self.tree.index_copy_(0, nodes, torch.index_select(self._children, 0, nodes).sum(1))
 
     def set_all(self, values: torch.Tensor) -> None:
         """Replace every leaf and rebuild all sums."""

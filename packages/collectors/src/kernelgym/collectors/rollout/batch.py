@@ -139,8 +139,11 @@ class VectorEnvBatch:
         if len(done):
             # the observation that ended the episode, before the reset replaced it
             final = info["final_obs"]
-            for j in done:
-                setitem(final_obs, suply(numpy.asarray, final[j]), index=j)
+            if isinstance(final, numpy.ndarray) and final.dtype == object:  # gymnasium's per-env list
+                for j in done:
+                    setitem(final_obs, suply(numpy.asarray, final[j]), index=j)
+            else:  # one batched array (kernelgym): a single indexed copy per leaf
+                suply(lambda dst, src: dst.__setitem__(done, numpy.asarray(src)[done]), final_obs, final)
         return state.fin.copy()
 
     def close(self) -> None:

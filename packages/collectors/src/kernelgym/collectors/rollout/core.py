@@ -257,8 +257,12 @@ def episode(envs, actor, *, device=None) -> Iterator[tuple]:
         setitem(nxt.npy.obs, env.npy["final_obs"][0], index=slice(None))
         nxt.npy.stepno[:] = stepno
         if on_device:
-            yield current, hx, info, suply(torch.Tensor.to, nxt.pyt, device=device), suply(
-                torch.Tensor.to, env.pyt, device=device
+            yield (
+                current,
+                hx,
+                info,
+                suply(torch.Tensor.to, nxt.pyt, device=device),
+                suply(torch.Tensor.to, env.pyt, device=device),
             )
         else:
             yield current, hx, info, nxt.pyt, env.pyt

@@ -79,7 +79,7 @@ def rollout(
     sticky: bool = False,
     clone: bool = True,
     device=None,
-    start_method: str | None = None,
+    start_method: str | None = "forkserver",
     timeout: float = 10.0,
     affinity=None,
     entropy=None,
@@ -100,7 +100,9 @@ def rollout(
         (fragment ``k + 1`` is being collected while the learner trains on ``k``).
     device : where the yielded fragments go (CPU: the shared buffer itself, valid
         until the next iteration).
-    start_method : ``"fork"``, ``"forkserver"``, ``"spawn"`` or None (the default).
+    start_method : ``"forkserver"`` (default), ``"fork"``, ``"spawn"`` or None (the
+        platform's default). ``"fork"`` starts fastest but is unsafe once the learner
+        has used OpenMP threads (numba's parallel CPU kernels: kernelgym envs).
     timeout : float
         Seconds to wait for a fragment before raising
         ``TimeoutError``; a dead worker raises :class:`~.workers.WorkerError` as soon

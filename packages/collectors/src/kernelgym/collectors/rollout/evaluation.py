@@ -57,7 +57,7 @@ def evaluate(
     n_steps: int | None = None,
     *,
     clone: bool = True,
-    start_method: str | None = None,
+    start_method: str | None = "forkserver",
     timeout: float = 10.0,
     affinity=None,
     entropy=None,
@@ -112,7 +112,9 @@ def evaluate(
                 workers.processes[0].join(timeout)
                 workers.check()
                 raise
-            yield workers.wait(connection_receiver(learner_end), timeout=timeout, what="evaluation: waiting for returns")
+            yield workers.wait(
+                connection_receiver(learner_end), timeout=timeout, what="evaluation: waiting for returns"
+            )
     finally:
         workers.shutdown()
         learner_end.close()

@@ -61,7 +61,7 @@ def rollout(
     pinned: bool = False,
     clone: bool = True,
     device=None,
-    start_method: str | None = None,
+    start_method: str | None = "forkserver",
     timeout: float = 10.0,
     affinity=None,
     entropy=None,
@@ -133,7 +133,20 @@ def rollout(
         mp,
         _pool_worker,
         [
-            (ss, lock, empty, ready, spawner, buffers, shared, n_per_actor, clone, sticky, _device(affinity[i]), timeout)
+            (
+                ss,
+                lock,
+                empty,
+                ready,
+                spawner,
+                buffers,
+                shared,
+                n_per_actor,
+                clone,
+                sticky,
+                _device(affinity[i]),
+                timeout,
+            )
             for i, ss in enumerate(worker_ss)
         ],
         name="pool",
@@ -141,7 +154,11 @@ def rollout(
     try:
         while True:
             for j in range(n_per_batch):
-                index = workers.wait(lambda slice_s: ready.get(timeout=slice_s), timeout=timeout, what="pool rollout: waiting for a fragment")
+                index = workers.wait(
+                    lambda slice_s: ready.get(timeout=slice_s),
+                    timeout=timeout,
+                    what="pool rollout: waiting for a fragment",
+                )
                 copy_(batch_slices[j], buffers[index])
                 empty.put(index)
             yield batch

@@ -65,7 +65,11 @@ def get_context(start_method: str | None = None):
     methods = multiprocessing.get_all_start_methods()
     if start_method is not None and start_method not in methods:
         raise ValueError(f"start_method: expected one of {methods}, got {start_method!r}")
-    return torch.multiprocessing.get_context(start_method)
+    mp = torch.multiprocessing.get_context(start_method)
+    if mp.get_start_method() == "forkserver":
+        # the fork server imports torch once; each worker forks from it ready to go
+        mp.set_forkserver_preload(["torch", "kernelgym.collectors.rollout"])
+    return mp
 
 
 def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callable[[], None], what: str) -> Any:
@@ -210,7 +214,11 @@ class Workers:
         when stopped)."""
         for process in self.processes:
             if process.exitcode is not None:
-                raise WorkerError(process.name, exitcode=process.exitcode, traceback=self._traceback_of(process.name, process.exitcode))
+                raise WorkerError(
+                    process.name,
+                    exitcode=process.exitcode,
+                    traceback=self._traceback_of(process.name, process.exitcode),
+                )
 
     def wait(self, receive: Callable[[float], Any], *, timeout: float, what: str) -> Any:
         """Wait for ``receive`` (see :func:`poll_until`) while watching the workers."""

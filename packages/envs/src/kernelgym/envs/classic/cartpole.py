@@ -79,12 +79,12 @@ def step(i, actions, rng_states, reset_mask, obs, rewards, terminated,
         total_mass = masspole + masscart
         polemass_length = masspole * length
         force = force_mag if actions[i] == 1 else -force_mag
-        # float() makes the arithmetic float64 everywhere: compiled code would widen the
-        # float32 loads anyway, but the simulator's numpy scalars would stay float32.
-        position = float(x[i])
-        velocity = float(x_dot[i])
-        angle = float(theta[i])
-        angular_velocity = float(theta_dot[i])
+        # np.float64 makes the arithmetic float64 on every backend: numba's float() keeps a
+        # float32 a float32, and the simulator's numpy float32 scalars would stay float32.
+        position = np.float64(x[i])
+        velocity = np.float64(x_dot[i])
+        angle = np.float64(theta[i])
+        angular_velocity = np.float64(theta_dot[i])
         costheta = math.cos(angle)
         sintheta = math.sin(angle)
         temp = (force + polemass_length * angular_velocity * angular_velocity * sintheta) / total_mass
@@ -107,8 +107,8 @@ def step(i, actions, rng_states, reset_mask, obs, rewards, terminated,
         theta[i] = angle
         theta_dot[i] = angular_velocity
         # Thresholds are checked on the stored (float32) state, as the observation shows it.
-        stored_x = float(x[i])
-        stored_theta = float(theta[i])
+        stored_x = np.float64(x[i])
+        stored_theta = np.float64(theta[i])
         done = (
             stored_x < -x_threshold or stored_x > x_threshold
             or stored_theta < -theta_threshold_radians or stored_theta > theta_threshold_radians

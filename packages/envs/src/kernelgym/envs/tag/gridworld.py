@@ -32,7 +32,7 @@ from gymnasium import spaces
 from kernelgym.core import agent_kernel, atomic_add, device_function
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
-from kernelgym.envs.tag._common import PhasedKernel
+from kernelgym.envs.tag._common import RESET_INPUTS, STEP_INPUTS, PhasedKernel, kernel_arguments
 
 NUM_ACTIONS = 5
 # (dx, dy) of actions stay, +x, -x, +y, -y
@@ -99,10 +99,9 @@ def _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
 
 # ------------------------------------------------------------------ step phases
 @agent_kernel
-def _step_move(env, agent, num_agents, actions, rng_states, reset_mask, obs, rewards, terminated,
+def _step_move(env, agent, num_agents, actions, reset_mask, rewards,
                loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-               num_taggers, num_runners, grid_length, episode_length,
-               wall_hit_penalty, tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger):
+               num_taggers, num_runners, grid_length, wall_hit_penalty):
     """Phase 1: reset the env (NEXT_STEP autoreset) or move every agent still in the game."""
     if reset_mask[env]:
         _reset_agent(env, agent, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
@@ -127,10 +126,8 @@ def _step_move(env, agent, num_agents, actions, rng_states, reset_mask, obs, rew
 
 
 @agent_kernel
-def _step_tag(env, agent, num_agents, actions, rng_states, reset_mask, obs, rewards, terminated,
-              loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-              num_taggers, num_runners, grid_length, episode_length,
-              wall_hit_penalty, tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger):
+def _step_tag(env, agent, num_agents, reset_mask, rewards, loc_x, loc_y, in_game, runners_left, tagged_now,
+              num_taggers, tag_penalty_for_runner):
     """Phase 2: each runner still in the game checks whether a tagger shares its cell."""
     if reset_mask[env] or agent < num_taggers or not in_game[env, agent]:
         return
@@ -145,10 +142,9 @@ def _step_tag(env, agent, num_agents, actions, rng_states, reset_mask, obs, rewa
 
 
 @agent_kernel
-def _step_finish(env, agent, num_agents, actions, rng_states, reset_mask, obs, rewards, terminated,
+def _step_finish(env, agent, num_agents, reset_mask, obs, rewards, terminated,
                  loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                 num_taggers, num_runners, grid_length, episode_length,
-                 wall_hit_penalty, tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger):
+                 num_taggers, grid_length, episode_length, tag_reward_for_tagger, step_cost_for_tagger):
     """Phase 3: tag and step rewards, observations, and the terminated flag."""
     if not reset_mask[env]:
         tags = tagged_now[env]
@@ -165,15 +161,10 @@ def _step_finish(env, agent, num_agents, actions, rng_states, reset_mask, obs, r
         terminated[env] = runners_left[env] == 0 and not reset_mask[env]
 
 
-step_kernel = PhasedKernel(_step_move, _step_tag, _step_finish)
-
-
 # ----------------------------------------------------------------- reset phases
 @agent_kernel
-def _reset_start(env, agent, num_agents, rng_states, reset_mask, obs,
-                 loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                 num_taggers, num_runners, grid_length, episode_length,
-                 wall_hit_penalty, tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger):
+def _reset_start(env, agent, num_agents, reset_mask, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
+                 num_taggers, num_runners, grid_length):
     """Put every agent of a flagged env on its start cell."""
     if reset_mask[env]:
         _reset_agent(env, agent, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
@@ -181,17 +172,12 @@ def _reset_start(env, agent, num_agents, rng_states, reset_mask, obs,
 
 
 @agent_kernel
-def _reset_observe(env, agent, num_agents, rng_states, reset_mask, obs,
-                   loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                   num_taggers, num_runners, grid_length, episode_length,
-                   wall_hit_penalty, tag_reward_for_tagger, tag_penalty_for_runner, step_cost_for_tagger):
+def _reset_observe(env, agent, num_agents, reset_mask, obs, loc_x, loc_y, in_game, timestep,
+                   num_taggers, grid_length, episode_length):
     """The first observation of every agent of a flagged env."""
     if reset_mask[env]:
         _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
                        num_taggers, grid_length, episode_length)
-
-
-reset_kernel = PhasedKernel(_reset_start, _reset_observe)
 
 
 # ---------------------------------------------------------------- CPU reference
@@ -322,6 +308,10 @@ SPEC = EnvSpec(
     invariants=f"{__name__}:check_invariants",
     description="WarpDrive's tag on a grid: taggers chase runners (multi-agent)",
 )
+
+
+step_kernel = PhasedKernel(kernel_arguments(STEP_INPUTS, SPEC), _step_move, _step_tag, _step_finish)
+reset_kernel = PhasedKernel(kernel_arguments(RESET_INPUTS, SPEC), _reset_start, _reset_observe)
 
 
 @hookimpl

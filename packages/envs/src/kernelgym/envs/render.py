@@ -1,0 +1,174 @@
+"""Pictures of one env of a batch as RGB ``(H, W, 3)`` uint8 numpy arrays, drawn with numpy.
+
+No display, no pygame: every shape is a boolean mask over pixel coordinates. Each
+renderer has the signature an `EnvSpec.render` names::
+
+    render(state, index, params) -> np.ndarray
+
+``state`` maps the env's state array names to numpy arrays of the *whole batch*
+(``KernelVectorEnv.render`` copies them from the device), ``index`` picks the env and
+``params`` is the env's params record. Pixel rows grow downwards; the renderers flip
+the world's y axis so that "up" in the env is up in the picture.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["render_cartpole", "render_tag_gridworld", "render_tag_continuous"]
+
+WHITE = (255, 255, 255)
+BLACK = (0, 0, 0)
+GRID_GREY = (200, 200, 200)
+OUT_GREY = (150, 150, 150)
+TAGGER_RED = (214, 39, 40)
+RUNNER_BLUE = (31, 119, 180)
+CART_BROWN = (101, 67, 33)
+POLE_TAN = (202, 152, 101)
+AXLE_BLUE = (129, 132, 203)
+
+
+# ------------------------------------------------------------------ drawing helpers
+def blank_canvas(height: int, width: int, color=WHITE) -> np.ndarray:
+    """A ``(height, width, 3)`` uint8 picture filled with ``color``."""
+    canvas = np.empty((height, width, 3), dtype=np.uint8)
+    canvas[...] = color
+    return canvas
+
+
+def _box(canvas, x0, y0, x1, y1):
+    """Integer pixel bounds of a float box, clipped to the canvas (may be empty)."""
+    height, width = canvas.shape[:2]
+    left, right = max(int(math.floor(x0)), 0), min(int(math.ceil(x1)) + 1, width)
+    top, bottom = max(int(math.floor(y0)), 0), min(int(math.ceil(y1)) + 1, height)
+    return left, right, top, bottom
+
+
+def fill_rectangle(canvas, x0, y0, x1, y1, color) -> None:
+    """Fill the pixels whose centres lie in ``[x0, x1] x [y0, y1]``."""
+    left, right, top, bottom = _box(canvas, x0, y0, x1, y1)
+    if left >= right or top >= bottom:
+        return
+    ys, xs = np.mgrid[top:bottom, left:right]
+    inside = (xs >= x0) & (xs <= x1) & (ys >= y0) & (ys <= y1)
+    canvas[top:bottom, left:right][inside] = color
+
+
+def fill_circle(canvas, cx, cy, radius, color) -> None:
+    """Fill a disc of ``radius`` pixels centred on ``(cx, cy)``."""
+    left, right, top, bottom = _box(canvas, cx - radius, cy - radius, cx + radius, cy + radius)
+    if left >= right or top >= bottom:
+        return
+    ys, xs = np.mgrid[top:bottom, left:right]
+    inside = (xs - cx) ** 2 + (ys - cy) ** 2 <= radius**2
+    canvas[top:bottom, left:right][inside] = color
+
+
+def draw_segment(canvas, x0, y0, x1, y1, width, color) -> None:
+    """Draw a straight bar of ``width`` pixels from ``(x0, y0)`` to ``(x1, y1)``."""
+    half = width / 2.0
+    left, right, top, bottom = _box(canvas, min(x0, x1) - half, min(y0, y1) - half,
+                                    max(x0, x1) + half, max(y0, y1) + half)
+    if left >= right or top >= bottom:
+        return
+    ys, xs = np.mgrid[top:bottom, left:right]
+    dx, dy = x1 - x0, y1 - y0
+    length_squared = dx * dx + dy * dy
+    # the distance of every pixel to the nearest point of the segment
+    t = np.zeros_like(xs, dtype=np.float64) if length_squared == 0 else np.clip(
+        ((xs - x0) * dx + (ys - y0) * dy) / length_squared, 0.0, 1.0)
+    inside = (xs - (x0 + t * dx)) ** 2 + (ys - (y0 + t * dy)) ** 2 <= half * half
+    canvas[top:bottom, left:right][inside] = color
+
+
+def _check_index(state, index, name) -> int:
+    num_envs = len(state[name])
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)) or not 0 <= index < num_envs:
+        raise ValueError(f"render index: expected an int in [0, {num_envs}), got {index!r}")
+    return int(index)
+
+
+# ------------------------------------------------------------------------ CartPole
+def render_cartpole(state, index, params, width: int = 600, height: int = 400) -> np.ndarray:
+    """CartPole env ``index``: the track, the cart at ``x`` and the pole at angle ``theta``.
+
+    Drawn like gymnasium's pygame renderer (600 x 400, the track spans
+    ``[-x_threshold, x_threshold]`` and a bit more, the pole is ``2 * length`` long).
+    """
+    index = _check_index(state, index, "x")
+    canvas = blank_canvas(height, width)
+    world_width = params.x_threshold * 2
+    scale = width / world_width
+    pole_length = scale * (2 * params.length)
+    cart_width, cart_height, pole_width = 50.0, 30.0, 10.0
+    track_y = height - 100.0  # pixel row of the track, as gymnasium's carty = 100 from the bottom
+    cart_x = float(state["x"][index]) * scale + width / 2.0
+    theta = float(state["theta"][index])
+    canvas[int(track_y), :] = BLACK
+    fill_rectangle(canvas, cart_x - cart_width / 2, track_y - cart_height, cart_x + cart_width / 2, track_y,
+                   CART_BROWN)
+    axle_y = track_y - cart_height * 0.75
+    # theta = 0 is upright, positive theta leans right (towards +x)
+    tip_x = cart_x + pole_length * math.sin(theta)
+    tip_y = axle_y - pole_length * math.cos(theta)
+    draw_segment(canvas, cart_x, axle_y, tip_x, tip_y, pole_width, POLE_TAN)
+    fill_circle(canvas, cart_x, axle_y, pole_width / 2, AXLE_BLUE)
+    return canvas
+
+
+# --------------------------------------------------------------------- TagGridWorld
+def render_tag_gridworld(state, index, params, size: int = 400) -> np.ndarray:
+    """TagGridWorld env ``index``: the grid's cells, taggers red, runners blue, tagged runners grey."""
+    index = _check_index(state, index, "loc_x")
+    cells = params.grid_length + 1  # positions 0 .. grid_length inclusive
+    cell = max(size // cells, 4)
+    side = cell * cells
+    canvas = blank_canvas(side + 1, side + 1)
+    for line in range(cells + 1):
+        canvas[line * cell, :] = GRID_GREY
+        canvas[:, line * cell] = GRID_GREY
+    xs, ys, in_game = state["loc_x"][index], state["loc_y"][index], state["in_game"][index]
+    # runners first, so a tagger standing on a runner's cell is drawn over it
+    order = list(range(params.num_taggers, len(xs))) + list(range(params.num_taggers))
+    for agent in order:
+        if agent < params.num_taggers:
+            color = TAGGER_RED
+        else:
+            color = RUNNER_BLUE if in_game[agent] else OUT_GREY
+        centre_x = (int(xs[agent]) + 0.5) * cell
+        centre_y = (cells - int(ys[agent]) - 0.5) * cell
+        fill_circle(canvas, centre_x, centre_y, cell * 0.35, color)
+    return canvas
+
+
+# -------------------------------------------------------------------- TagContinuous
+def render_tag_continuous(state, index, params, size: int = 400) -> np.ndarray:
+    """TagContinuous env ``index``: the square, agents as discs with a heading tick.
+
+    Taggers are red, runners blue, runners out of the game grey.
+    """
+    index = _check_index(state, index, "loc_x")
+    margin = 10
+    canvas = blank_canvas(size + 2 * margin, size + 2 * margin)
+    scale = size / params.grid_length
+    for edge in (margin, margin + size):
+        canvas[edge, margin:margin + size + 1] = BLACK
+        canvas[margin:margin + size + 1, edge] = BLACK
+    radius = max(3.0, size * 0.015)
+    xs, ys = state["loc_x"][index], state["loc_y"][index]
+    directions, in_game = state["direction"][index], state["in_game"][index]
+    order = list(range(params.num_taggers, len(xs))) + list(range(params.num_taggers))
+    for agent in order:
+        if agent < params.num_taggers:
+            color = TAGGER_RED
+        else:
+            color = RUNNER_BLUE if in_game[agent] else OUT_GREY
+        centre_x = margin + float(xs[agent]) * scale
+        centre_y = margin + size - float(ys[agent]) * scale
+        fill_circle(canvas, centre_x, centre_y, radius, color)
+        heading = float(directions[agent])
+        draw_segment(canvas, centre_x, centre_y, centre_x + 2.2 * radius * math.cos(heading),
+                     centre_y - 2.2 * radius * math.sin(heading), 2.0, color)
+    return canvas

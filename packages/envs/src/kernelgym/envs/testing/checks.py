@@ -1,0 +1,414 @@
+"""The kit's checks: each one a hypothesis property of an env on one backend.
+
+A check is a function ``check(harness, config) -> note or None`` that raises
+AssertionError when the env breaks the property; hypothesis has then shrunk the
+failing input, and its "Falsifying example" / "Failing test case" note is attached to
+the exception. `CHECKS` lists them in the order the report shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from kernelgym.envs.testing import strategies
+from kernelgym.envs.testing.canary import launch_padded
+from kernelgym.envs.testing.episodes import EpisodeModel
+from kernelgym.envs.testing.harness import EnvHarness
+
+__all__ = ["CHECKS", "Check", "CheckConfig"]
+
+# Steps per rollout (sim runs every thread as Python: fewer there).
+MAX_ROLLOUT_STEPS = {"cpu": 40, "cuda": 40, "sim": 8}
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckConfig:
+    """How hard to look: hypothesis examples per check and the seed that reproduces a run."""
+
+    max_examples: int
+    seed: int | None = None
+
+    def run(self, test: Callable) -> None:
+        """Run a ``@given`` test with these settings (no example database: runs are reproducible by seed)."""
+        test = settings(
+            settings.default,
+            max_examples=self.max_examples,
+            deadline=None,
+            database=None,
+            report_multiple_bugs=False,
+            print_blob=False,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                   HealthCheck.filter_too_much, HealthCheck.large_base_example],
+        )(test)
+        if self.seed is not None:
+            test = hypothesis_seed(self.seed)(test)
+        test()
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One named property: ``run(harness, config)`` and what it promises."""
+
+    name: str
+    run: Callable[[EnvHarness, CheckConfig], str | None]
+    description: str
+
+
+def _fail(problems: list[str], what: str) -> None:
+    if problems:
+        raise AssertionError(f"{what}:\n" + "\n".join(problems))
+
+
+def _rollout_steps(harness: EnvHarness) -> st.SearchStrategy[int]:
+    return st.integers(1, MAX_ROLLOUT_STEPS[harness.backend])
+
+
+def _batch_states(harness: EnvHarness, min_envs: int = 1):
+    """(num_envs, start states or None): a rollout starts from ``reset`` or from drawn states."""
+    states = strategies.states(harness.spec, harness.params, harness.reference)
+
+    @st.composite
+    def build(draw):
+        count = draw(strategies.num_envs(harness.backend, min_envs))
+        if not draw(st.booleans()):
+            return count, None
+        distinct = draw(st.lists(states, min_size=1, max_size=min(count, 4)))
+        return count, tuple(distinct[i % len(distinct)] for i in range(count))
+
+    return build()
+
+
+def _start(harness: EnvHarness, env, start_states) -> None:
+    if start_states is not None:
+        env.set_state(harness.stack_states(start_states))
+
+
+# ------------------------------------------------------------------------ parity
+def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
+    """One step from drawn states matches the CPU reference; flagged envs reset correctly."""
+    batches = strategies.batches(harness.spec, harness.params, harness.backend)
+
+    @given(batch=batches, seed=strategies.seeds())
+    def parity(batch, seed):
+        env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
+        prev = harness.load_batch(env, batch, seed)
+        result = harness.step(env, batch.actions)
+        problems = []
+        for index in range(batch.num_envs):
+            new_state = result.env_slice(index)
+            obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
+            if batch.pending[index]:
+                found = harness.reset_problems(new_state, obs, reward, terminated)
+                found = ["reset branch: " + text for text in found]
+                if result.truncated[index]:
+                    found.append("reset branch: truncated True, expected False")
+                if found:
+                    problems.append(harness.env_problem(index, found))
+                continue
+            prev_env = {name: value[index] for name, value in prev.items()}
+            found = harness.step_problems(prev_env, batch.actions[index], new_state, obs, reward, terminated)
+            if found:
+                problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
+        _fail(problems, "kernel and CPU reference disagree")
+
+    config.run(parity)
+
+
+# ------------------------------------------------------------------- determinism
+def _trajectory(harness: EnvHarness, env, seed: int, actions_seed: int, steps: int) -> list:
+    env.reset(seed=seed)
+    generator = np.random.default_rng(actions_seed)
+    prefix = (env.num_envs, *harness.agent_shape)
+    results = []
+    for _ in range(steps):
+        results.append(harness.step(env, strategies.random_actions(harness.action_space, prefix, generator)))
+    return results
+
+
+def _first_difference(a: list, b: list, num_envs: int) -> str | None:
+    for step, (left, right) in enumerate(zip(a, b)):
+        for index in range(num_envs):
+            differing = left.differences(right, index)
+            if differing:
+                return f"step {step + 1}, env {index}: {', '.join(differing)} differ"
+    return None
+
+
+def check_determinism(harness: EnvHarness, config: CheckConfig) -> str | None:
+    """The same seed gives bitwise-identical trajectories; different seeds give different ones."""
+
+    @given(count=strategies.num_envs(harness.backend), seed=strategies.seeds(), other_seed=strategies.seeds(),
+           actions_seed=strategies.seeds(), steps=_rollout_steps(harness), limit=st.integers(1, 10))
+    def determinism(count, seed, other_seed, actions_seed, steps, limit):
+        first = harness.make_env(count, seed, max_episode_steps=limit, fresh=True)
+        second = harness.make_env(count, seed, max_episode_steps=limit, fresh=True)
+        reference = _trajectory(harness, first, seed, actions_seed, steps)
+        difference = _first_difference(reference, _trajectory(harness, second, seed, actions_seed, steps), count)
+        assert difference is None, f"two envs made with seed {seed} diverged: {difference}"
+        difference = _first_difference(reference, _trajectory(harness, first, seed, actions_seed, steps), count)
+        assert difference is None, f"reset(seed={seed}) did not replay the trajectory: {difference}"
+        if harness.random_start and other_seed != seed:
+            other = _trajectory(harness, second, other_seed, actions_seed, steps)
+            assert _first_difference(reference, other, count) is not None, (
+                f"seeds {seed} and {other_seed} gave identical trajectories, but the reference draws random starts"
+            )
+
+    config.run(determinism)
+    if not harness.random_start:
+        return "the reference's start state is fixed, so different seeds may give the same trajectory"
+    return None
+
+
+def check_batch_invariance(harness: EnvHarness, config: CheckConfig) -> None:
+    """Env i's trajectory (same seed, same actions) does not depend on the batch size."""
+    sizes = strategies.NUM_ENVS[harness.backend]
+
+    @given(pair=st.lists(st.sampled_from(sizes), min_size=2, max_size=2, unique=True), seed=strategies.seeds(),
+           actions_seed=strategies.seeds(), steps=_rollout_steps(harness), limit=st.integers(1, 10))
+    def batch_invariance(pair, seed, actions_seed, steps, limit):
+        small, large = sorted(pair)
+        small_env = harness.make_env(small, seed, max_episode_steps=limit)
+        large_env = harness.make_env(large, seed, max_episode_steps=limit)
+        generator = np.random.default_rng(actions_seed)
+        for step in range(steps):
+            actions = strategies.random_actions(harness.action_space, (large, *harness.agent_shape), generator)
+            small_result = harness.step(small_env, actions[:small])
+            large_result = harness.step(large_env, actions)
+            for index in range(small):
+                differing = small_result.differences(large_result, index)
+                assert not differing, (
+                    f"step {step + 1}: env {index} of {small} and env {index} of {large} differ in "
+                    f"{', '.join(differing)}"
+                )
+
+    config.run(batch_invariance)
+
+
+def check_no_cross_talk(harness: EnvHarness, config: CheckConfig) -> None:
+    """Changing env j's state, action or reset flag changes nothing in any other env."""
+    batches = strategies.batches(harness.spec, harness.params, harness.backend, min_envs=2)
+    states = strategies.states(harness.spec, harness.params, harness.reference)
+
+    @given(batch=batches, seed=strategies.seeds(), data=st.data())
+    def no_cross_talk(batch, seed, data):
+        changed = data.draw(st.integers(0, batch.num_envs - 1), label="changed env")
+        other = batch.replace(
+            changed,
+            data.draw(states, label="its new state"),
+            data.draw(strategies.actions(harness.action_space) if not harness.agent_shape
+                      else strategies.batch_actions(harness.action_space, 1, harness.num_agents).map(lambda a: a[0]),
+                      label="its new action"),
+            data.draw(st.booleans(), label="its new reset flag"),
+        )
+        env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
+        harness.load_batch(env, batch, seed)
+        base = harness.step(env, batch.actions)
+        harness.load_batch(env, other, seed)
+        varied = harness.step(env, other.actions)
+        for index in range(batch.num_envs):
+            if index == changed:
+                continue
+            differing = base.differences(varied, index)
+            assert not differing, f"changing env {changed} changed env {index}'s {', '.join(differing)}"
+
+    config.run(no_cross_talk)
+
+
+# ---------------------------------------------------------------------- episodes
+def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
+    """Resets follow exactly the done step, counters restart, flags stay distinct, SAME_STEP keeps final obs."""
+
+    @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
+           limit=st.integers(1, 6), steps=_rollout_steps(harness), mode=st.sampled_from(["next_step", "same_step"]))
+    def autoreset(start, seed, actions_seed, limit, steps, mode):
+        count, start_states = start
+        env = harness.make_env(count, seed, autoreset_mode=mode, max_episode_steps=limit)
+        _start(harness, env, start_states)
+        model = EpisodeModel(harness, count, limit, same_step=mode == "same_step")
+        generator = np.random.default_rng(actions_seed)
+        for step in range(steps):
+            actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
+            prev = env.get_state()
+            result = harness.step(env, actions)
+            _fail(model.step_problems(prev, actions, result), f"step {step + 1} ({mode}, time limit {limit})")
+
+    config.run(autoreset)
+
+
+def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:
+    """Random rollouts at the spec's own time limit; ``inspect(result, env_index)`` lists problems."""
+
+    @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
+           steps=_rollout_steps(harness))
+    def rollout(start, seed, actions_seed, steps):
+        count, start_states = start
+        env = harness.make_env(count, seed)
+        first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
+        _fail([harness.env_problem(i, found) for i in range(count) if (found := inspect(first, i))], "after reset")
+        _start(harness, env, start_states)
+        generator = np.random.default_rng(actions_seed)
+        for step in range(steps):
+            actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
+            result = harness.step(env, actions)
+            _fail([harness.env_problem(i, found) for i in range(count) if (found := inspect(result, i))],
+                  f"step {step + 1}")
+
+    rollout.__name__ = rollout.__qualname__ = name
+    config.run(rollout)
+
+
+class _Reset:
+    """What ``reset`` shows, shaped like a step result (reward 0, no flags)."""
+
+    def __init__(self, obs, state, count, agent_shape):
+        self.obs, self.state = obs, state
+        self.rewards = np.zeros((count, *agent_shape), np.float32)
+        self.terminated = self.truncated = np.zeros(count, bool)
+
+    def env_slice(self, index):
+        return {name: value[index] for name, value in self.state.items()}
+
+
+def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
+    """Observations lie in the observation space; no NaN or inf in observations or rewards."""
+    obs_shape = (*harness.agent_shape, *harness.observation_space.shape)
+
+    def inspect(result, index):
+        problems = []
+        if result.obs.shape[1:] != obs_shape:
+            problems.append(f"observation shape {result.obs.shape[1:]}, expected {obs_shape}")
+        if result.rewards.dtype != np.float32 or result.rewards.shape[1:] != harness.agent_shape:
+            problems.append(f"rewards {result.rewards.dtype}{result.rewards.shape}, expected float32 per agent")
+        return problems + harness.space_problems(result.obs[index], result.rewards[index])
+
+    _rollout_check(harness, config, "observations", inspect)
+
+
+def check_invariants(harness: EnvHarness, config: CheckConfig) -> str | None:
+    """The spec's invariants hold in every reached state; the agent count is conserved."""
+    agents = harness.num_agents
+    per_agent = [array.name for array in harness.spec.state if array.per_agent]
+
+    def inspect(result, index):
+        problems = []
+        state = result.env_slice(index)
+        for name in per_agent:
+            if np.shape(state[name])[:1] != (agents,):
+                problems.append(f"state {name!r} holds {np.shape(state[name])[:1]} agents, expected {agents}")
+        if agents > 1 and (result.obs.shape[1] != agents or result.rewards.shape[1] != agents):
+            problems.append(f"obs/rewards hold {result.obs.shape[1]}/{result.rewards.shape[1]} agents, expected {agents}")
+        return problems + harness.invariant_problems(state)
+
+    _rollout_check(harness, config, "invariants", inspect)
+    if harness.invariants is None:
+        return "the spec declares no invariants (EnvSpec.invariants); only agent counts were checked"
+    return None
+
+
+# -------------------------------------------------------------------- bad input
+def check_invalid_actions(harness: EnvHarness, config: CheckConfig) -> None:
+    """Invalid actions raise the documented error (or are clipped) and corrupt nothing."""
+    batches = strategies.batches(harness.spec, harness.params, harness.backend)
+
+    @given(batch=batches, seed=strategies.seeds(), data=st.data())
+    def invalid_actions(batch, seed, data):
+        bad = data.draw(strategies.invalid_actions(harness.action_space, batch.num_envs, harness.num_agents),
+                        label="invalid actions")
+        env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
+        if bad.expected == "clip":
+            harness.load_batch(env, batch, seed)
+            clipped_run = harness.step(env, bad.actions)
+            harness.load_batch(env, batch, seed)
+            low, high = harness.action_space.low, harness.action_space.high
+            expected_run = harness.step(env, np.clip(bad.actions, low, high).astype(bad.actions.dtype))
+            for index in range(batch.num_envs):
+                differing = clipped_run.differences(expected_run, index)
+                assert not differing, (
+                    f"env {index}: an action outside the Box was not clipped to it: {', '.join(differing)} "
+                    "differ from a step with the clipped action"
+                )
+            return
+        harness.load_batch(env, batch, seed)
+        before = env.get_state()
+        before_outputs = [np.array(view) for view in env.numpy()]
+        try:
+            env.step(bad.actions)
+        except bad.expected as error:
+            assert "actions" in str(error), f"the error does not name the argument 'actions': {error}"
+        except Exception as error:  # noqa: BLE001 - any other error is the finding
+            raise AssertionError(
+                f"step({bad.kind} actions) raised {type(error).__name__}: {error}; expected {bad.expected.__name__}"
+            ) from error
+        else:
+            raise AssertionError(f"step({bad.kind} actions) raised nothing; expected {bad.expected.__name__}")
+        changed = [name for name, value in env.get_state().items() if not np.array_equal(value, before[name])]
+        changed += [name for name, old, new in zip(("obs", "rewards", "terminated", "truncated"), before_outputs,
+                                                     env.numpy()) if not np.array_equal(old, new, equal_nan=True)]
+        assert not changed, f"a refused step({bad.kind} actions) changed {changed}"
+        after_refusal = harness.step(env, batch.actions)
+        harness.load_batch(env, batch, seed)
+        untouched = harness.step(env, batch.actions)
+        for index in range(batch.num_envs):
+            differing = after_refusal.differences(untouched, index)
+            assert not differing, (
+                f"env {index}: the step after a refused step differs from one without it in {', '.join(differing)}"
+            )
+
+    config.run(invalid_actions)
+
+
+def check_out_of_bounds(harness: EnvHarness, config: CheckConfig) -> None:
+    """The step and reset kernels write only their own envs' rows (canary-padded buffers)."""
+    batches = strategies.batches(harness.spec, harness.params, harness.backend)
+
+    @given(batch=batches, seed=strategies.seeds())
+    def out_of_bounds(batch, seed):
+        state = harness.stack_states(batch.states)
+        pending = np.array(batch.pending, dtype=np.bool_)
+        problems = launch_padded(harness, "step_kernel", state, batch.actions, pending, seed)
+        everyone = np.ones(batch.num_envs, dtype=np.bool_)
+        problems += launch_padded(harness, "reset_kernel", state, batch.actions, everyone, seed)
+        _fail(problems, "out-of-bounds writes")
+
+    config.run(out_of_bounds)
+
+
+def check_stateful(harness: EnvHarness, config: CheckConfig) -> None:
+    """Random reset / step / set_state / refused-step sequences agree with the reference model."""
+    # get_state_machine_test is run_state_machine_as_test's @given test, which a seed can pin
+    from hypothesis.stateful import get_state_machine_test
+
+    from kernelgym.envs.testing.stateful import env_state_machine
+
+    test_settings = settings(
+        settings.default, max_examples=max(1, config.max_examples // 2), stateful_step_count=15,
+        deadline=None, database=None, report_multiple_bugs=False, print_blob=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
+    stateful = get_state_machine_test(env_state_machine(harness), settings=test_settings)
+    if config.seed is not None:
+        stateful = hypothesis_seed(config.seed)(stateful)
+    stateful()
+
+
+CHECKS: tuple[Check, ...] = tuple(
+    Check(name, function, function.__doc__.strip())
+    for name, function in (
+        ("parity", check_parity),
+        ("determinism", check_determinism),
+        ("batch_invariance", check_batch_invariance),
+        ("no_cross_talk", check_no_cross_talk),
+        ("autoreset", check_autoreset),
+        ("observations", check_observations),
+        ("invariants", check_invariants),
+        ("invalid_actions", check_invalid_actions),
+        ("out_of_bounds", check_out_of_bounds),
+        ("stateful", check_stateful),
+    )
+)

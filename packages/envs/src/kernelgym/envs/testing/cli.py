@@ -1,0 +1,88 @@
+"""``kernelgym check ENV_ID``: `main_check` runs `check_env` and prints the report."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+__all__ = ["main_check"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from kernelgym.envs.testing.runner import check_names
+
+    parser = argparse.ArgumentParser(
+        prog="kernelgym check",
+        description="Property-test kernelgym envs against their CPU reference (hypothesis).",
+    )
+    parser.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="registered env ids (kernelgym list)")
+    parser.add_argument("--backend", default="cpu", choices=["auto", "cpu", "sim", "cuda"],
+                        help="where the kernels run (default: cpu; sim re-runs under NUMBA_ENABLE_CUDASIM=1)")
+    parser.add_argument("--max-examples", type=int, default=None,
+                        help="hypothesis examples per check (default: 20, 4 on sim)")
+    parser.add_argument("--checks", default=None,
+                        help=f"comma-separated subset of: {','.join(check_names())}")
+    parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")
+    return parser
+
+
+def main_check(argv=None) -> int:
+    """Check the given env ids, print a report for each, and return 0 if all passed else 1.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        Arguments after ``kernelgym check`` (default ``sys.argv[1:]``), e.g.
+        ``["CartPole-v1", "--backend", "cpu", "--max-examples", "20"]``.
+
+    Returns
+    -------
+    int
+        The process exit code: 0 every check passed, 1 otherwise.
+    """
+    args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    if args.backend == "sim" and not _simulator_on():
+        return _rerun_in_simulator(argv)
+    from kernelgym.core import BackendUnavailableError
+    from kernelgym.envs.testing.report import format_report
+    from kernelgym.envs.testing.runner import check_env
+
+    checks = None if args.checks is None else [name.strip() for name in args.checks.split(",") if name.strip()]
+    exit_code = 0
+    for env_id in args.env_ids:
+        try:
+            report = check_env(env_id, backend=args.backend, max_examples=args.max_examples,
+                               checks=checks, seed=args.seed)
+        except (KeyError, TypeError, ValueError, BackendUnavailableError) as error:
+            message = error.args[0] if isinstance(error, KeyError) and error.args else error
+            print(f"kernelgym check {env_id}: {message}", file=sys.stderr)
+            exit_code = 1
+            continue
+        print(format_report(report), flush=True)
+        if not report.passed:
+            exit_code = 1
+    return exit_code
+
+
+def _simulator_on() -> bool:
+    if "numba" in sys.modules:
+        from kernelgym.core.backends import simulator_enabled
+
+        return simulator_enabled()
+    return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _rerun_in_simulator(argv) -> int:
+    """The simulator must be on before numba is imported: run the check in a child process that sets it."""
+    print("kernelgym check: backend 'sim' needs NUMBA_ENABLE_CUDASIM=1 before numba is imported; "
+          "running the check in a child process with it set", file=sys.stderr, flush=True)
+    environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    command = [sys.executable, "-m", "kernelgym.envs.testing.cli", *arguments]
+    return subprocess.run(command, env=environment, check=False).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main_check())

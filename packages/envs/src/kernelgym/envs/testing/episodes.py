@@ -1,0 +1,117 @@
+"""`EpisodeModel`: the per-env bookkeeping the runtime promises, as a reference model.
+
+It follows every env through a sequence of steps and says what each step must show:
+a reset exactly on the step after an episode ended (NEXT_STEP) or within it
+(SAME_STEP, keeping the final observation), truncation exactly when the step counter
+reaches the time limit and the counter restarting after every reset, ``terminated``
+exactly when the CPU reference says so, and everything else a stepped env shows
+matching ``reference.step``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelgym.envs.testing.harness import EnvHarness, StepResult
+
+__all__ = ["EpisodeModel"]
+
+
+class EpisodeModel:
+    """Episode step counters and pending resets of a batch of envs.
+
+    Parameters
+    ----------
+    harness : EnvHarness
+    num_envs : int
+    max_episode_steps : int or None
+        The env's time limit (None: no truncation).
+    same_step : bool
+        The env's autoreset mode is SAME_STEP (else NEXT_STEP).
+    """
+
+    def __init__(self, harness: EnvHarness, num_envs: int, max_episode_steps: int | None, same_step: bool):
+        self.harness = harness
+        self.max_episode_steps = max_episode_steps
+        self.same_step = same_step
+        self.steps = np.zeros(num_envs, dtype=np.int64)
+        self.pending = np.zeros(num_envs, dtype=bool)
+
+    def restart(self, index: int | None = None) -> None:
+        """Env ``index`` (or every env) starts a fresh episode: after ``reset`` or ``set_state``."""
+        where = slice(None) if index is None else index
+        self.steps[where] = 0
+        self.pending[where] = False
+
+    def start_problems(self, obs: np.ndarray, state: dict) -> list[str]:
+        """Every env must show a start state and its observation (after ``reset``)."""
+        harness = self.harness
+        found = []
+        for index in range(len(self.steps)):
+            env_state = {name: value[index] for name, value in state.items()}
+            problems = harness.start_state_problems(env_state) + harness.observation_problems(obs[index], env_state)
+            problems += harness.invariant_problems(env_state)
+            if problems:
+                found.append(harness.env_problem(index, problems))
+        return found
+
+    def step_problems(self, prev: dict, actions: np.ndarray, result: StepResult) -> list[str]:
+        """Check one step of every env against the model and the reference; advance the model."""
+        found = []
+        for index in range(len(self.steps)):
+            prev_env = {name: value[index] for name, value in prev.items()}
+            problems = self._env_step(index, prev_env, actions[index], result)
+            if problems:
+                found.append(self.harness.env_problem(index, problems, prev_env, actions[index]))
+        return found
+
+    def _env_step(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
+        harness = self.harness
+        new_state = result.env_slice(index)
+        obs, reward = result.obs[index], result.rewards[index]
+        terminated, truncated = bool(result.terminated[index]), bool(result.truncated[index])
+        if self.pending[index]:
+            # NEXT_STEP: the step after the episode ended is the reset.
+            problems = ["pending reset: " + text for text in harness.reset_problems(new_state, obs, reward, terminated)]
+            if truncated:
+                problems.append("truncated True on a reset step, expected False")
+            self.restart(index)
+            return problems
+        self.steps[index] += 1
+        limit = self.max_episode_steps
+        problems = []
+        expected_truncated = limit is not None and self.steps[index] >= limit
+        if truncated != expected_truncated:
+            problems.append(
+                f"truncated {truncated} after {self.steps[index]} steps of the episode, time limit {limit}"
+            )
+        done = terminated or truncated
+        if self.same_step and done:
+            problems += self._same_step_reset(index, prev, action, result)
+            self.restart(index)
+            return problems
+        if self.same_step and bool(result.final_mask[index]):
+            problems.append("info['_final_obs'] True for an env whose episode did not end")
+        problems += harness.step_problems(prev, action, new_state, obs, reward, terminated)
+        self.pending[index] = done and not self.same_step
+        return problems
+
+    def _same_step_reset(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
+        """SAME_STEP: the step's reward and flags, the final observation kept, a fresh start."""
+        harness = self.harness
+        expected_state, expected_reward, expected_terminated = harness.reference_step(prev, action)
+        problems = []
+        if not bool(result.final_mask[index]):
+            problems.append("info['_final_obs'] False for an env whose episode ended (SAME_STEP)")
+        else:
+            problems += ["final observation: " + text
+                         for text in harness.observation_problems(result.final_obs[index], expected_state)]
+        if not harness._close(np.asarray(result.rewards[index], np.float64), expected_reward):
+            problems.append(f"reward {result.rewards[index]!r}, reference {expected_reward!r}")
+        if bool(result.terminated[index]) != expected_terminated:
+            problems.append(f"terminated {bool(result.terminated[index])}, reference {expected_terminated}")
+        new_state = result.env_slice(index)
+        problems += ["after the same-step reset: " + text
+                     for text in harness.start_state_problems(new_state)
+                     + harness.observation_problems(result.obs[index], new_state)]
+        return problems

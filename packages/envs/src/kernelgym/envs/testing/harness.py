@@ -1,0 +1,329 @@
+"""`EnvHarness`: one env spec on one backend, and the oracle the checks compare with.
+
+The oracle is the env's own CPU reference (``EnvSpec.reference``): a stepped env must
+land where ``reference.step`` lands, a reset env must land on a start state that
+``reference.reset`` could have drawn, and every observation must be
+``reference.observe`` of the state it shows. The kernel and the reference draw random
+numbers differently, so start states are compared with the *envelope* of many
+reference resets: elements that every reference reset gives the same value must match
+exactly, the others must fall inside the envelope (widened by half its width).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+from kernelgym.core import resolve_backend
+from kernelgym.envs.spec import EnvSpec
+
+__all__ = ["EnvHarness", "StepResult"]
+
+START_SAMPLES = 512  # reference resets sampled to learn the start-state envelope
+START_MARGIN = 0.5  # the envelope is widened by this fraction of its width on each side
+
+
+class StepResult:
+    """Host copies of everything one ``step`` produced (outputs, info and the new state)."""
+
+    __slots__ = ("obs", "rewards", "terminated", "truncated", "final_obs", "final_mask", "state")
+
+    def __init__(self, env, outputs):
+        obs, rewards, terminated, truncated, info = outputs
+        self.obs = np.array(obs)
+        self.rewards = np.array(rewards)
+        self.terminated = np.array(terminated)
+        self.truncated = np.array(truncated)
+        self.final_obs = np.array(info["final_obs"]) if "final_obs" in info else None
+        self.final_mask = np.array(info["_final_obs"]) if "_final_obs" in info else None
+        self.state = env.get_state()
+
+    def env_slice(self, index: int) -> dict:
+        return {name: value[index] for name, value in self.state.items()}
+
+    def differences(self, other: StepResult, index: int) -> list[str]:
+        """Names of what differs, bitwise, between two results for env ``index``."""
+        found = []
+        for name in ("obs", "rewards", "terminated", "truncated"):
+            if not _same_bits(getattr(self, name)[index], getattr(other, name)[index]):
+                found.append(name)
+        for name, value in self.state.items():
+            if not _same_bits(value[index], other.state[name][index]):
+                found.append(f"state {name!r}")
+        return found
+
+
+class EnvHarness:
+    """An env spec made concrete for one backend and one params record.
+
+    Parameters
+    ----------
+    env : str or EnvSpec
+        A registered env id or a spec (registered or not).
+    backend : {"auto", "cpu", "sim", "cuda"}
+    params : dict, params record or None
+        Overrides of the spec's params (a dict), a complete params record, or None
+        for the spec's defaults.
+    rtol, atol : float
+        Tolerances for floating-point comparisons with the reference (integers and
+        bools are always compared exactly).
+    """
+
+    def __init__(self, env, backend: str | None = "auto", params=None, rtol: float = 1e-5, atol: float = 1e-6):
+        if isinstance(env, str):
+            from kernelgym.envs.registry import get_spec
+
+            env = get_spec(env)
+        if not isinstance(env, EnvSpec):
+            raise TypeError(f"env: expected an env id (str) or an EnvSpec, got {type(env).__name__} {env!r}")
+        for name, value in (("rtol", rtol), ("atol", atol)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+                raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
+        self.spec = env
+        self.backend = resolve_backend(backend)
+        if params is None or isinstance(params, dict):
+            self.overrides = dict(params or {})
+            self.params = env.make_params(**self.overrides)
+        else:
+            self.params = params
+            self.overrides = None
+        resolved = env.resolve(self.params)
+        self.num_agents = resolved.num_agents
+        self.observation_space = resolved.observation_space
+        self.action_space = resolved.action_space
+        self.max_episode_steps = resolved.max_episode_steps
+        self.state_shapes = resolved.state_shapes
+        self.state_dtypes = {array.name: array.dtype for array in env.state}
+        self.reference = env.load("reference")
+        self.invariants = env.load("invariants")
+        self.rtol, self.atol = float(rtol), float(atol)
+        self.agent_shape = (self.num_agents,) if self.num_agents > 1 else ()
+        self._envs: dict = {}
+
+    def __repr__(self):
+        return f"EnvHarness({self.spec.id!r}, backend={self.backend!r})"
+
+    # ------------------------------------------------------------------------ envs
+    def make_env(self, num_envs: int, seed: int = 0, autoreset_mode: str = "next_step",
+                 max_episode_steps: int | None = None, fresh: bool = False):
+        """A `KernelVectorEnv` of this spec, reset with ``seed``.
+
+        Envs are cached per (size, mode, time limit) unless ``fresh``; a cached env is
+        re-seeded by ``reset(seed=...)``, which restarts it completely.
+        """
+        from kernelgym.envs.vector_env import KernelVectorEnv
+
+        key = (num_envs, autoreset_mode, max_episode_steps)
+        env = None if fresh else self._envs.get(key)
+        if env is None:
+            # a complete params record is handed to the runtime field by field
+            kwargs = self.overrides if self.overrides is not None else _fields(self.params)
+            env = KernelVectorEnv(self.spec, num_envs, backend=self.backend, seed=seed,
+                                  autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps, **kwargs)
+            if not fresh:
+                self._envs[key] = env
+        env.reset(seed=seed)
+        return env
+
+    def step(self, env, actions) -> StepResult:
+        """Step ``env`` with numpy ``actions`` and return host copies of what it produced."""
+        return StepResult(env, env.step(actions, numpy=True))
+
+    def stack_states(self, states) -> dict[str, np.ndarray]:
+        """Single-env state dicts stacked into a batch in the spec's dtypes."""
+        return {
+            name: np.stack([np.asarray(state[name]) for state in states]).astype(dtype, copy=False)
+            for name, dtype in self.state_dtypes.items()
+        }
+
+    def load_batch(self, env, batch, seed: int) -> dict[str, np.ndarray]:
+        """Put a `strategies.Batch` into ``env`` through the public API; returns the state.
+
+        ``env`` must have a time limit of 1 step when any env of the batch is pending a
+        reset: one step then flags every env, and ``set_state`` clears the flag again
+        for the envs that should step.
+        """
+        env.reset(seed=seed)
+        stacked = self.stack_states(batch.states)
+        env.set_state(stacked)
+        if any(batch.pending):
+            if env.max_episode_steps != 1:
+                raise ValueError(f"load_batch env: pending resets need max_episode_steps=1, got {env.max_episode_steps}")
+            env.step(batch.actions)
+            for index, pending in enumerate(batch.pending):
+                if not pending:
+                    env.set_state({name: value[index] for name, value in stacked.items()}, index=index)
+        return env.get_state()
+
+    # ------------------------------------------------------------------- reference
+    def reference_step(self, state: dict, action) -> tuple[dict, np.ndarray, bool]:
+        """``reference.step`` on one env, checking that it leaves its input alone."""
+        before = {name: np.array(value, copy=True) for name, value in state.items()}
+        new_state, reward, terminated = self.reference.step(self.params, state, action, np.random.default_rng(0))
+        changed = [name for name in before if not _same_bits(before[name], state[name])]
+        if changed:
+            raise AssertionError(f"the CPU reference's step modified its input state {changed}; it must return a new one")
+        reward = np.asarray(reward, dtype=np.float64).reshape(self.agent_shape)
+        return new_state, reward, bool(terminated)
+
+    def reference_observe(self, state: dict) -> np.ndarray:
+        return np.asarray(self.reference.observe(self.params, state))
+
+    @functools.cached_property
+    def start_envelope(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        """Per state array, elementwise (low, high) over `START_SAMPLES` reference resets."""
+        samples = [self.reference.reset(self.params, np.random.default_rng(k)) for k in range(START_SAMPLES)]
+        envelope = {}
+        for name, shape in self.state_shapes.items():
+            if name not in samples[0]:
+                raise AssertionError(f"the CPU reference's reset returned no {name!r}; it returned {sorted(samples[0])}")
+            values = np.stack([np.asarray(sample[name], dtype=np.float64) for sample in samples])
+            if values.shape[1:] != shape:
+                raise AssertionError(
+                    f"the CPU reference's reset returned {name!r} of shape {values.shape[1:]}; the spec says {shape}"
+                )
+            envelope[name] = (values.min(axis=0), values.max(axis=0))
+        return envelope
+
+    @property
+    def random_start(self) -> bool:
+        """Whether the reference draws start states at random (else every start is the same)."""
+        return any(np.any(low != high) for low, high in self.start_envelope.values())
+
+    # ---------------------------------------------------------------------- oracle
+    def start_state_problems(self, state: dict) -> list[str]:
+        """Why ``state`` is not a start state the reference could draw (empty if it is)."""
+        problems = []
+        for name, (low, high) in self.start_envelope.items():
+            value = np.asarray(state[name], dtype=np.float64)
+            if value.shape != low.shape:
+                problems.append(f"state {name!r} has shape {value.shape}, reference resets give {low.shape}")
+                continue
+            fixed = low == high
+            margin = START_MARGIN * (high - low)
+            exact = not _is_float(self.state_dtypes[name])
+            wrong = np.where(fixed, ~self._close_elements(value, low, exact),
+                             (value < low - margin) | (value > high + margin) | np.isnan(value))
+            if np.any(wrong):
+                problems.append(
+                    f"state {name!r} = {_show(state[name])} is no start state: reference resets give "
+                    f"{_envelope_text(low, high)}"
+                )
+        return problems
+
+    def step_problems(self, prev: dict, action, new_state: dict, obs, reward, terminated) -> list[str]:
+        """Differences between a stepped env and ``reference.step`` from ``prev``."""
+        expected_state, expected_reward, expected_terminated = self.reference_step(prev, action)
+        problems = self.state_differences(new_state, expected_state)
+        if not self._close(np.asarray(reward, np.float64), expected_reward):
+            problems.append(f"reward {_show(reward)}, reference {_show(np.float32(expected_reward))}")
+        if bool(terminated) != expected_terminated:
+            # A state that differs from the reference by rounding alone may sit on the
+            # other side of a threshold; a bitwise-equal state may not.
+            exact = all(_same_bits(np.asarray(new_state[name]).astype(self.state_dtypes[name]),
+                                   np.asarray(expected_state[name]).astype(self.state_dtypes[name]))
+                        for name in self.state_dtypes)
+            if exact:
+                problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
+        problems += self.observation_problems(obs, new_state)
+        return problems
+
+    def reset_problems(self, new_state: dict, obs, reward, terminated) -> list[str]:
+        """What is wrong with an env that should have just been reset."""
+        problems = self.start_state_problems(new_state)
+        if np.any(np.asarray(reward) != 0):
+            problems.append(f"reward {_show(reward)} on a reset step, expected 0")
+        if bool(terminated):
+            problems.append("terminated True on a reset step, expected False")
+        problems += self.observation_problems(obs, new_state)
+        return problems
+
+    def observation_problems(self, obs, state: dict) -> list[str]:
+        """``obs`` is not ``reference.observe(state)``."""
+        expected = self.reference_observe(state)
+        if np.shape(obs) != expected.shape or not self._close(np.asarray(obs, np.float64), expected):
+            return [f"observation {_show(obs)}, reference.observe gives {_show(expected.astype(np.float32))}"]
+        return []
+
+    def state_differences(self, state: dict, expected: dict) -> list[str]:
+        problems = []
+        for name, dtype in self.state_dtypes.items():
+            value, want = np.asarray(state[name]), np.asarray(expected[name])
+            if value.shape != want.shape:
+                problems.append(f"state {name!r} has shape {value.shape}, reference {want.shape}")
+            elif not self._close(value.astype(np.float64), want.astype(np.float64), exact=not _is_float(dtype)):
+                problems.append(f"state {name!r} = {_show(value)}, reference {_show(want.astype(dtype))}")
+        return problems
+
+    def space_problems(self, obs, reward) -> list[str]:
+        """Observation outside the observation space, or NaN/inf in obs or reward."""
+        problems = []
+        obs = np.asarray(obs)
+        if not np.all(np.isfinite(obs)):
+            problems.append(f"observation {_show(obs)} has NaN or inf")
+        else:
+            space = self.observation_space
+            if obs.dtype != space.dtype:
+                problems.append(f"observation dtype {obs.dtype}, the observation space says {space.dtype}")
+            if np.any(obs < space.low) or np.any(obs > space.high):
+                problems.append(f"observation {_show(obs)} outside the observation space {space}")
+        if not np.all(np.isfinite(reward)):
+            problems.append(f"reward {_show(reward)} has NaN or inf")
+        return problems
+
+    def invariant_problems(self, state: dict) -> list[str]:
+        """The spec's declared invariants (``EnvSpec.invariants``) broken by ``state``."""
+        if self.invariants is None:
+            return []
+        try:
+            self.invariants(self.params, state)
+        except AssertionError as error:
+            return [f"invariant broken: {error} (state {_state_text(state)})"]
+        return []
+
+    def _close(self, value, expected, exact: bool = False) -> bool:
+        """Whether every element of ``value`` matches ``expected`` (within tolerance for floats)."""
+        value, expected = np.asarray(value, np.float64), np.asarray(expected, np.float64)
+        return value.shape == expected.shape and bool(np.all(self._close_elements(value, expected, exact)))
+
+    def _close_elements(self, value, expected, exact: bool = False) -> np.ndarray:
+        if exact:
+            return value == expected
+        return np.isclose(value, expected, rtol=self.rtol, atol=self.atol) & np.isfinite(value)
+
+    def env_problem(self, index: int, problems: list[str], prev: dict | None = None, action=None) -> str:
+        """A readable account of env ``index``'s problems, with its input."""
+        lines = [f"env {index}: " + "; ".join(problems)]
+        if prev is not None:
+            lines.append(f"  from state {_state_text(prev)}")
+        if action is not None:
+            lines.append(f"  with action {_show(action)}")
+        return "\n".join(lines)
+
+
+def _fields(params) -> dict:
+    return {} if params is None else {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
+
+
+def _is_float(dtype) -> bool:
+    return np.dtype(dtype).kind == "f"
+
+
+def _same_bits(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _show(value) -> str:
+    return np.array2string(np.asarray(value), separator=", ", threshold=24, precision=8)
+
+
+def _state_text(state: dict) -> str:
+    return "{" + ", ".join(f"{name}: {_show(value)}" for name, value in state.items()) + "}"
+
+
+def _envelope_text(low, high) -> str:
+    if np.all(low == high):
+        return f"always {_show(low)}"
+    return f"values in [{_show(low)}, {_show(high)}]"

@@ -1,0 +1,110 @@
+"""`Report` and `CheckResult`: what `check_env` found, and `format_report` to print it."""
+
+from __future__ import annotations
+
+import dataclasses
+import platform
+
+__all__ = ["CheckResult", "Report", "format_report"]
+
+PASSED, FAILED, ERROR = "passed", "failed", "error"
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """The outcome of one check.
+
+    Attributes
+    ----------
+    name : str
+    status : {"passed", "failed", "error"}
+        ``failed``: the env broke the property; ``error``: the check could not run
+        (e.g. a kernel raised), which counts as a failure too.
+    seconds : float
+    message : str
+        What went wrong (empty when passed).
+    example : str
+        The shrunk failing example, as hypothesis printed it (empty when passed).
+    note : str
+        A remark on a passed check (e.g. a part that does not apply to this env).
+    """
+
+    name: str
+    status: str
+    seconds: float
+    message: str = ""
+    example: str = ""
+    note: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+
+@dataclasses.dataclass(frozen=True)
+class Report:
+    """Everything `check_env` found about one env on one backend.
+
+    Attributes
+    ----------
+    env_id, backend : str
+    max_examples : int
+        Hypothesis examples per check.
+    seed : int
+        Reproduces the run: ``check_env(..., seed=seed)`` / ``kernelgym check --seed``.
+    results : tuple of CheckResult
+    seconds : float
+        Wall time of all checks (compilation included).
+    """
+
+    env_id: str
+    backend: str
+    max_examples: int
+    seed: int
+    results: tuple[CheckResult, ...]
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        """Whether every check passed."""
+        return all(result.passed for result in self.results)
+
+    @property
+    def failures(self) -> tuple[CheckResult, ...]:
+        return tuple(result for result in self.results if not result.passed)
+
+    def __getitem__(self, name: str) -> CheckResult:
+        for result in self.results:
+            if result.name == name:
+                return result
+        raise KeyError(f"check name: expected one of {[r.name for r in self.results]}, got {name!r}")
+
+
+def format_report(report: Report) -> str:
+    """A readable text report: one line per check, then each failure with its shrunk example."""
+    width = max((len(result.name) for result in report.results), default=10)
+    verdict = "PASSED" if report.passed else f"FAILED ({len(report.failures)} of {len(report.results)} checks)"
+    lines = [
+        f"kernelgym check {report.env_id} on backend {report.backend!r}: {verdict}",
+        f"  {report.max_examples} examples per check, seed {report.seed}, {report.seconds:.1f} s "
+        f"(python {platform.python_version()}, {platform.machine()})",
+        "",
+    ]
+    for result in report.results:
+        mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR "}[result.status]
+        line = f"  [{mark}] {result.name:<{width}}  {result.seconds:7.2f} s"
+        if result.note:
+            line += f"  ({result.note})"
+        lines.append(line)
+    for result in report.failures:
+        lines += ["", f"--- {result.name}: {result.status}", _indent(result.message)]
+        if result.example:
+            lines += ["  shrunk example:", _indent(result.example, 4)]
+    if not report.passed:
+        lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
+                      f"--max-examples {report.max_examples} --seed {report.seed}"]
+    return "\n".join(lines)
+
+
+def _indent(text: str, spaces: int = 2) -> str:
+    return "\n".join(" " * spaces + line for line in text.splitlines())

@@ -1,0 +1,119 @@
+"""`check_env`: run the kit's checks on one env and return a `Report`."""
+
+from __future__ import annotations
+
+import random
+import time
+import traceback
+
+from kernelgym.envs.testing.checks import CHECKS, CheckConfig
+from kernelgym.envs.testing.harness import EnvHarness
+from kernelgym.envs.testing.report import ERROR, FAILED, PASSED, CheckResult, Report
+
+__all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
+
+# Hypothesis examples per check (the simulator runs every thread as Python).
+DEFAULT_MAX_EXAMPLES = {"cpu": 20, "cuda": 20, "sim": 4}
+
+
+def check_names() -> list[str]:
+    """The names of the kit's checks, in the order they run."""
+    return [check.name for check in CHECKS]
+
+
+def check_env(env, backend: str | None = "auto", max_examples: int | None = None, checks=None,
+              seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6) -> Report:
+    """Property-test an env: every check of the kit, each a hypothesis search.
+
+    Parameters
+    ----------
+    env : str or EnvSpec
+        A registered env id, or an `EnvSpec` (which need not be registered).
+    backend : {"auto", "cpu", "sim", "cuda"} or None
+        ``sim`` needs ``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported.
+    max_examples : int, optional
+        Hypothesis examples per check; default 20 (4 on ``sim``).
+    checks : iterable of str, optional
+        Names of the checks to run (`check_names`); default all.
+    seed : int, optional
+        Seeds hypothesis; the report records the seed used, which reproduces the run.
+    params : dict, optional
+        Overrides of the env's params (as ``make(**params)``).
+    rtol, atol : float
+        Tolerances of floating-point comparisons with the CPU reference.
+
+    Returns
+    -------
+    Report
+        Per-check pass/fail, the shrunk failing example, and timings.
+
+    Raises
+    ------
+    KeyError
+        Unknown env id or check name.
+    TypeError, ValueError
+        Bad arguments, before any check runs.
+    kernelgym.core.BackendUnavailableError
+        The backend cannot run in this process.
+    """
+    selected = _select(checks)
+    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
+                                     or max_examples < 1):
+        raise ValueError(f"max_examples: expected None or an int >= 1, got {max_examples!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
+    if params is not None and not isinstance(params, dict):
+        raise TypeError(f"params: expected None or a dict of param overrides, got {type(params).__name__}")
+    harness = EnvHarness(env, backend, params=params, rtol=rtol, atol=atol)
+    examples = DEFAULT_MAX_EXAMPLES[harness.backend] if max_examples is None else max_examples
+    seed = random.randrange(2**32) if seed is None else seed
+    config = CheckConfig(max_examples=examples, seed=seed)
+    started = time.perf_counter()
+    results = tuple(_run_one(check, harness, config) for check in selected)
+    return Report(harness.spec.id, harness.backend, examples, seed, results, time.perf_counter() - started)
+
+
+def _select(checks) -> list:
+    if checks is None:
+        return list(CHECKS)
+    if isinstance(checks, str):
+        checks = [checks]
+    names = list(checks)
+    known = {check.name: check for check in CHECKS}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise KeyError(f"checks: unknown check names {unknown}; expected names from {list(known)}")
+    if not names:
+        raise ValueError("checks: expected at least one check name, got none")
+    return [known[name] for name in names]
+
+
+def _run_one(check, harness, config) -> CheckResult:
+    started = time.perf_counter()
+    try:
+        note = check.run(harness, config)
+    except AssertionError as error:
+        return CheckResult(check.name, FAILED, time.perf_counter() - started, _message(error), _example(error))
+    except Exception as error:  # noqa: BLE001 - a crashing kernel or reference is a finding, not a kit crash
+        message = f"{type(error).__name__}: {error}\n" + _location(error)
+        return CheckResult(check.name, ERROR, time.perf_counter() - started, message, _example(error))
+    return CheckResult(check.name, PASSED, time.perf_counter() - started, note=note or "")
+
+
+def _location(error: BaseException) -> str:
+    """Where the error was raised (the innermost frame), to find the kernel or reference at fault."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    frame = frames[-1]
+    return f"raised at {frame.filename}:{frame.lineno} in {frame.name}"
+
+
+def _message(error: BaseException) -> str:
+    return str(error) or type(error).__name__
+
+
+def _example(error: BaseException) -> str:
+    """The failing example hypothesis attached to the exception (its notes)."""
+    notes = getattr(error, "__notes__", None) or []
+    return "\n".join(note for note in notes if note.strip())

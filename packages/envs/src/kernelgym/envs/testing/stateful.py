@@ -1,0 +1,95 @@
+"""A hypothesis state machine: random reset / step / set_state / bad-step sequences.
+
+The machine drives one `KernelVectorEnv` and an `EpisodeModel` side by side; after
+every rule the env must agree with the model and the CPU reference, observations must
+lie in the observation space and the spec's invariants must hold in every env.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from kernelgym.envs.testing import strategies
+from kernelgym.envs.testing.episodes import EpisodeModel
+
+__all__ = ["env_state_machine"]
+
+NUM_ENVS = 3  # a prime: one partly filled block on a GPU
+MAX_EPISODE_STEPS = 4  # short episodes, so random sequences cross many resets
+
+
+def env_state_machine(harness) -> type[RuleBasedStateMachine]:
+    """A `RuleBasedStateMachine` class testing ``harness``'s env against its reference."""
+    space = harness.action_space
+    actions = strategies.batch_actions(space, NUM_ENVS, harness.num_agents)
+    bad_actions = strategies.invalid_actions(space, NUM_ENVS, harness.num_agents)
+    states = strategies.states(harness.spec, harness.params, harness.reference)
+
+    class EnvMachine(RuleBasedStateMachine):
+        @initialize(seed=strategies.seeds(), mode=st.sampled_from(["next_step", "same_step"]))
+        def make_env(self, seed, mode):
+            self.env = harness.make_env(NUM_ENVS, seed, autoreset_mode=mode, max_episode_steps=MAX_EPISODE_STEPS)
+            self.model = EpisodeModel(harness, NUM_ENVS, MAX_EPISODE_STEPS, same_step=mode == "same_step")
+            self._start()
+
+        def _start(self):
+            obs = np.array(self.env.numpy().obs)
+            self.model.restart()
+            _fail(self.model.start_problems(obs, self.env.get_state()), "after reset")
+
+        @rule(seed=st.none() | strategies.seeds())
+        def reset(self, seed):
+            self.env.reset(seed=seed)
+            self._start()
+
+        @rule(actions=actions)
+        def step(self, actions):
+            prev = self.env.get_state()
+            result = harness.step(self.env, actions)
+            _fail(self.model.step_problems(prev, actions, result), "step")
+
+        @rule(index=st.integers(0, NUM_ENVS - 1), state=states)
+        def set_state(self, index, state):
+            self.env.set_state({name: np.asarray(value) for name, value in state.items()}, index=index)
+            self.model.restart(index)
+
+        @rule(bad=bad_actions)
+        def refused_step(self, bad):
+            if bad.expected == "clip":
+                return  # clipping is a successful step; the invalid_actions check covers it
+            before = self.env.get_state()
+            try:
+                self.env.step(bad.actions)
+            except bad.expected:
+                pass
+            else:
+                raise AssertionError(f"step({bad.kind} actions) raised nothing, expected {bad.expected.__name__}")
+            changed = [name for name, value in self.env.get_state().items() if not np.array_equal(value, before[name])]
+            assert not changed, f"a refused step changed state {changed}"
+
+        @invariant()
+        def spec_invariants_hold(self):
+            if not hasattr(self, "env"):
+                return
+            state = self.env.get_state()
+            problems = []
+            for index in range(NUM_ENVS):
+                env_state = {name: value[index] for name, value in state.items()}
+                found = harness.invariant_problems(env_state)
+                if found:
+                    problems.append(harness.env_problem(index, found))
+            _fail(problems, "invariants")
+
+    EnvMachine.__name__ = EnvMachine.__qualname__ = f"{_identifier(harness.spec.id)}Machine"
+    return EnvMachine
+
+
+def _fail(problems: list[str], when: str) -> None:
+    if problems:
+        raise AssertionError(f"{when}:\n" + "\n".join(problems))
+
+
+def _identifier(text: str) -> str:
+    return "".join(character if character.isalnum() else "_" for character in text)

@@ -1,0 +1,316 @@
+"""Hypothesis strategies for property-testing an env: seeds, batch sizes, actions, states.
+
+Everything here depends only on gymnasium spaces, numpy and the CPU reference, so the
+strategies can be used on their own in an author's tests::
+
+    from kernelgym.envs.testing import strategies as kst
+
+    @given(actions=kst.batch_actions(env.single_action_space, num_envs=8))
+    def test_my_env(actions): ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from gymnasium import spaces
+from hypothesis import strategies as st
+
+__all__ = [
+    "Batch",
+    "InvalidAction",
+    "NUM_ENVS",
+    "actions",
+    "batch_actions",
+    "batches",
+    "invalid_actions",
+    "num_envs",
+    "random_actions",
+    "reached_states",
+    "seeds",
+    "states",
+]
+
+# Batch sizes the kit draws: 1, primes, and sizes around the 128-thread CUDA block
+# (a size that is not a multiple of the block leaves a partly idle last block).
+NUM_ENVS = {
+    "cpu": (1, 2, 3, 5, 7, 13, 31, 127, 129),
+    "cuda": (1, 2, 3, 5, 7, 13, 31, 127, 129, 257),
+    # every simulated thread runs as Python: keep batches small
+    "sim": (1, 2, 3, 5, 7),
+}
+# Stand-in bounds for a Box with infinite limits: the kit draws finite actions there.
+_UNBOUNDED_ACTION = 1e3
+# At most this many distinct states per batch; larger batches repeat them (cheap to shrink).
+_DISTINCT_STATES = 4
+
+
+def seeds() -> st.SearchStrategy[int]:
+    """Seeds accepted by ``make(..., seed=)`` and ``env.reset(seed=)``."""
+    return st.integers(0, 2**32 - 1)
+
+
+def num_envs(backend: str = "cpu", min_value: int = 1) -> st.SearchStrategy[int]:
+    """Batch sizes for ``backend``: 1, primes, and sizes that are no multiple of the block size."""
+    if backend not in NUM_ENVS:
+        raise ValueError(f"backend: expected one of {sorted(NUM_ENVS)}, got {backend!r}")
+    choices = [n for n in NUM_ENVS[backend] if n >= min_value]
+    if not choices:
+        raise ValueError(f"min_value: expected at most {max(NUM_ENVS[backend])}, got {min_value}")
+    return st.sampled_from(choices)
+
+
+# ------------------------------------------------------------------------- actions
+def _box_bounds(space: spaces.Box):
+    low = np.where(np.isfinite(space.low), space.low, -_UNBOUNDED_ACTION).astype(np.float64)
+    high = np.where(np.isfinite(space.high), space.high, _UNBOUNDED_ACTION).astype(np.float64)
+    return low, high
+
+
+def actions(space: spaces.Space) -> st.SearchStrategy[np.ndarray]:
+    """One agent's valid action as a numpy array of the space's dtype and shape."""
+    if isinstance(space, spaces.Discrete):
+        start = int(space.start)
+        return st.integers(start, start + int(space.n) - 1).map(lambda a: np.array(a, dtype=np.int64))
+    if isinstance(space, spaces.MultiDiscrete):
+        starts = np.asarray(space.start, dtype=np.int64).reshape(-1)
+        sizes = np.asarray(space.nvec, dtype=np.int64).reshape(-1)
+        parts = [st.integers(int(s), int(s + n - 1)) for s, n in zip(starts, sizes)]
+        return st.tuples(*parts).map(lambda a: np.array(a, dtype=np.int64).reshape(space.shape))
+    if isinstance(space, spaces.Box):
+        low, high = _box_bounds(space)
+        width = 32 if space.dtype == np.float32 else 64
+        parts = [
+            st.floats(float(lo), float(hi), width=width, allow_nan=False)
+            for lo, hi in zip(low.reshape(-1), high.reshape(-1))
+        ]
+        return st.tuples(*parts).map(lambda a: np.array(a, dtype=space.dtype).reshape(space.shape))
+    raise TypeError(f"space: expected Discrete, MultiDiscrete or Box, got {space}")
+
+
+def batch_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> st.SearchStrategy[np.ndarray]:
+    """Valid actions for a whole batch: shape ``(num_envs, [num_agents,] *space.shape)``."""
+    agents = (num_agents,) if num_agents > 1 else ()
+    count = num_envs * (num_agents if agents else 1)
+    shape = (num_envs, *agents, *space.shape)
+    return st.lists(actions(space), min_size=count, max_size=count).map(
+        lambda items: np.stack(items).astype(_action_dtype(space)).reshape(shape)
+    )
+
+
+def random_actions(space: spaces.Space, shape_prefix: tuple, generator: np.random.Generator) -> np.ndarray:
+    """Valid actions of shape ``(*shape_prefix, *space.shape)`` drawn with a numpy Generator.
+
+    Used for long rollouts, where one hypothesis draw per action would only slow shrinking.
+    """
+    if isinstance(space, spaces.Discrete):
+        return generator.integers(space.start, space.start + space.n, size=shape_prefix, dtype=np.int64)
+    if isinstance(space, spaces.MultiDiscrete):
+        start = np.asarray(space.start, dtype=np.int64)
+        return start + generator.integers(0, space.nvec, size=(*shape_prefix, *space.shape), dtype=np.int64)
+    low, high = _box_bounds(space)
+    return generator.uniform(low, high, size=(*shape_prefix, *space.shape)).astype(space.dtype)
+
+
+def _action_dtype(space) -> np.dtype:
+    return np.dtype(np.int64) if isinstance(space, (spaces.Discrete, spaces.MultiDiscrete)) else space.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class InvalidAction:
+    """A batch of actions the env must refuse (or clip).
+
+    Attributes
+    ----------
+    kind : str
+        ``"out_of_range"``, ``"wrong_dtype"``, ``"wrong_shape"`` or ``"non_finite"``.
+    actions : numpy.ndarray
+    expected : type or str
+        The exception type ``step`` must raise, or ``"clip"`` where the documented
+        behaviour is to clip (a finite Box action outside its bounds).
+    """
+
+    kind: str
+    actions: np.ndarray
+    expected: object
+
+
+def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> st.SearchStrategy[InvalidAction]:
+    """Bad action batches: out of range, wrong dtype, wrong shape, NaN and infinity."""
+    agents = (num_agents,) if num_agents > 1 else ()
+    shape = (num_envs, *agents, *space.shape)
+    valid = batch_actions(space, num_envs, num_agents)
+    discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete))
+    size = int(np.prod(shape))
+
+    def poke(batch: np.ndarray, position: int, value) -> np.ndarray:
+        batch = batch.copy().reshape(-1)
+        batch[position] = value
+        return batch.reshape(shape)
+
+    position = st.integers(0, size - 1)
+    if discrete:
+        if isinstance(space, spaces.Discrete):
+            lows = np.full(size, int(space.start))
+            highs = np.full(size, int(space.start + space.n - 1))
+        else:
+            lows = np.broadcast_to(np.asarray(space.start, np.int64), shape).reshape(-1)
+            highs = lows + np.broadcast_to(np.asarray(space.nvec, np.int64), shape).reshape(-1) - 1
+
+        def out_of_range(batch, where, below, distance):
+            value = lows[where] - distance if below else highs[where] + distance
+            return InvalidAction("out_of_range", poke(batch, where, value), ValueError)
+
+        out = st.builds(out_of_range, valid, position, st.booleans(), st.integers(1, 2**31))
+        non_finite = st.builds(
+            lambda batch, where, value: InvalidAction(
+                "non_finite", poke(batch.astype(np.float32), where, value), TypeError),
+            valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
+        wrong_dtype = st.builds(
+            lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
+            valid, st.sampled_from([np.float32, np.float64, np.bool_]))
+    else:
+        low, high = _box_bounds(space)
+        lows = np.broadcast_to(low, shape).reshape(-1)
+        highs = np.broadcast_to(high, shape).reshape(-1)
+
+        def out_of_range(batch, where, below, distance):
+            value = lows[where] - distance if below else highs[where] + distance
+            return InvalidAction("out_of_range", poke(batch, where, value), "clip")
+
+        out = st.builds(out_of_range, valid, position, st.booleans(), st.floats(1e-3, 1e3))
+        non_finite = st.builds(
+            lambda batch, where, value: InvalidAction("non_finite", poke(batch, where, value), ValueError),
+            valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
+        wrong_dtype = st.builds(
+            lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
+            valid, st.sampled_from([np.int64, np.int32, np.bool_]))
+
+    def reshape(batch, change):
+        if change == "drop_env":
+            bad = batch[:-1] if num_envs > 1 else batch[:0]
+        elif change == "extra_env":
+            bad = np.concatenate([batch, batch[:1]])
+        elif change == "extra_axis":
+            bad = batch[..., None]
+        else:  # "flat": the batch without its leading axes
+            bad = batch.reshape(-1)[:1].reshape(())
+        return InvalidAction("wrong_shape", bad, ValueError)
+
+    wrong_shape = st.builds(reshape, valid, st.sampled_from(["drop_env", "extra_env", "extra_axis", "flat"]))
+    return st.one_of(out, wrong_dtype, wrong_shape, non_finite)
+
+
+# -------------------------------------------------------------------------- states
+def reached_states(reference, params, action_space: spaces.Space, num_agents: int = 1,
+                   max_steps: int = 40) -> st.SearchStrategy[dict]:
+    """Single-env states reached by a random rollout of the CPU reference.
+
+    A rollout starts from ``reference.reset`` and takes up to ``max_steps`` random
+    valid actions; an episode that terminates starts over, as autoreset would, so every
+    state is one an agent can meet. Shrinks towards fewer steps and smaller seeds.
+    """
+    agents = (num_agents,) if num_agents > 1 else ()
+
+    def reference_rollout(seed: int, steps: int) -> dict:
+        generator = np.random.default_rng(seed)
+        state = reference.reset(params, generator)
+        for _ in range(steps):
+            action = random_actions(action_space, agents, generator)
+            state, _, terminated = reference.step(params, state, action, generator)
+            if terminated:
+                state = reference.reset(params, generator)
+        return state
+
+    return st.builds(reference_rollout, seeds(), st.integers(0, max_steps))
+
+
+def states(spec, params, reference=None) -> st.SearchStrategy[dict]:
+    """Single-env state dicts: the spec's ``state_strategy`` and states reached by rollouts.
+
+    Parameters
+    ----------
+    spec : EnvSpec
+    params : the env's params record (``spec.params`` or overrides)
+    reference : CPUReference, optional
+        Defaults to ``spec.load("reference")``.
+    """
+    reference = spec.load("reference") if reference is None else reference
+    resolved = spec.resolve(params)
+    reached = reached_states(reference, params, resolved.action_space, resolved.num_agents)
+    provided = spec.load("state_strategy")
+    if provided is None:
+        return reached
+    # The author's strategy reaches corners (thresholds, walls); rollouts keep the mix honest.
+    return st.one_of(provided(params), reached)
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One step's worth of input for a batch of envs.
+
+    Attributes
+    ----------
+    states : tuple of dict
+        One state dict per env.
+    actions : numpy.ndarray
+        ``(num_envs, [num_agents,] *action_shape)``.
+    pending : tuple of bool
+        Whether env ``i`` is flagged for an autoreset (its previous step ended the
+        episode), so the step runs its reset branch.
+    """
+
+    states: tuple
+    actions: np.ndarray
+    pending: tuple
+
+    @property
+    def num_envs(self) -> int:
+        return len(self.states)
+
+    def __repr__(self):
+        actions = np.array2string(self.actions, threshold=64, separator=", ")
+        rows = ",\n        ".join(_state_repr(state) for state in self.states[:_DISTINCT_STATES])
+        more = "" if self.num_envs <= _DISTINCT_STATES else f",\n        ... (repeating, {self.num_envs} envs)"
+        return (f"Batch(num_envs={self.num_envs},\n    pending={list(self.pending)},\n"
+                f"    actions={actions},\n    states=[\n        {rows}{more}])")
+
+    def replace(self, index: int, state: dict, action: np.ndarray, pending: bool) -> Batch:
+        """A copy with env ``index`` given another state, action and pending flag."""
+        new_states = list(self.states)
+        new_states[index] = state
+        new_actions = self.actions.copy()
+        new_actions[index] = action
+        new_pending = list(self.pending)
+        new_pending[index] = pending
+        return Batch(tuple(new_states), new_actions, tuple(new_pending))
+
+
+def _state_repr(state: dict) -> str:
+    parts = (f"{name}={np.array2string(np.asarray(value), separator=', ', threshold=32)}"
+             for name, value in state.items())
+    return "{" + ", ".join(parts) + "}"
+
+
+def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strategy=None,
+            reset_branch: bool = True) -> st.SearchStrategy[Batch]:
+    """Batches of envs with states, valid actions and (optionally) pending resets.
+
+    At most four distinct states are drawn; a larger batch repeats them in turn, which
+    keeps examples small and shrinking quick while still filling a whole block.
+    """
+    resolved = spec.resolve(params)
+    state_strategy = states(spec, params) if state_strategy is None else state_strategy
+
+    @st.composite
+    def build(draw) -> Batch:
+        count = draw(num_envs(backend, min_envs))
+        distinct = draw(st.lists(state_strategy, min_size=1, max_size=min(count, _DISTINCT_STATES)))
+        batch_states = tuple(distinct[i % len(distinct)] for i in range(count))
+        batch = draw(batch_actions(resolved.action_space, count, resolved.num_agents))
+        flags = st.booleans() if reset_branch else st.just(False)
+        pending = tuple(draw(st.lists(flags, min_size=count, max_size=count)))
+        return Batch(batch_states, batch, pending)
+
+    return build()

@@ -1,0 +1,97 @@
+"""gymnasium.make_vec("kernelgym/<id>") returns a working gymnasium 1.x VectorEnv."""
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import kernelgym.envs as kge
+from kernelgym.envs.gymnasium_adapter import KernelGymnasiumVectorEnv
+
+
+def _make(num_envs=4, **kwargs):
+    return gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point",
+                              backend="cpu", **kwargs)
+
+
+def test_every_kernelgym_id_is_registered_with_gymnasium():
+    for env_id in kge.list_envs():
+        spec = gymnasium.spec(f"kernelgym/{env_id}")
+        assert spec.vector_entry_point is KernelGymnasiumVectorEnv
+        assert spec.entry_point is None  # vector only: "sync"/"async" modes make no sense here
+
+
+def test_make_vec_gives_a_vector_env_with_gymnasium_conventions():
+    envs = _make(4)
+    assert isinstance(envs, gymnasium.vector.VectorEnv)
+    assert envs.num_envs == 4
+    assert envs.single_observation_space == gymnasium.make("CartPole-v1").observation_space
+    assert envs.single_action_space == gymnasium.spaces.Discrete(2)
+    assert envs.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    obs, info = envs.reset(seed=0)
+    assert isinstance(obs, np.ndarray) and obs.shape == (4, 4) and obs.dtype == np.float32
+    assert envs.observation_space.contains(obs)
+    assert info == {}
+    actions = envs.action_space.sample()
+    obs2, rewards, terminated, truncated, info = envs.step(actions)
+    assert isinstance(rewards, np.ndarray) and rewards.shape == (4,)
+    assert terminated.dtype == np.bool_ and truncated.dtype == np.bool_
+    assert not np.shares_memory(obs, obs2)  # arrays handed out belong to the caller
+    envs.close()
+
+
+def test_next_step_autoreset_matches_gymnasiums_cartpole_vector_env():
+    """Step both from the same states: flags, rewards, resets and time limits agree."""
+    ours = _make(6, max_episode_steps=7)
+    theirs = gymnasium.make_vec("CartPole-v1", num_envs=6, vectorization_mode="vector_entry_point",
+                                max_episode_steps=7)
+    obs, _ = ours.reset(seed=0)
+    theirs.reset(seed=0)
+    generator = np.random.default_rng(0)
+    reset_steps = 0
+    for _ in range(60):
+        theirs.unwrapped.state = obs.T.astype(np.float64)  # same start for this step
+        actions = generator.integers(0, 2, size=6)
+        obs, rewards, terminated, truncated, _ = ours.step(actions)
+        their_obs, their_rewards, their_terminated, their_truncated, _ = theirs.step(actions)
+        resetting = their_rewards == 0.0  # gymnasium's NEXT_STEP reset step
+        reset_steps += resetting.sum()
+        np.testing.assert_array_equal(rewards, their_rewards)
+        np.testing.assert_array_equal(truncated, their_truncated)
+        np.testing.assert_array_equal(terminated, their_terminated)
+        np.testing.assert_allclose(obs[~resetting], their_obs[~resetting], rtol=1e-5, atol=1e-6)
+        assert np.all(np.abs(obs[resetting]) <= 0.05)
+    assert reset_steps > 0
+    ours.close()
+    theirs.close()
+
+
+def test_same_step_mode_reports_final_observations():
+    envs = _make(2, autoreset_mode="same_step", max_episode_steps=3)
+    assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    envs.reset(seed=1)
+    for _ in range(2):
+        _, _, _, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
+        assert not info["_final_obs"].any()
+    obs, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
+    assert (terminated | truncated).all() and info["_final_obs"].all()
+    assert info["final_obs"].shape == (2, 4)
+    assert np.all(np.abs(obs) <= 0.05)  # already the first observation of the next episode
+
+
+def test_reset_seed_reproduces_and_step_validates():
+    envs = _make(3)
+    first, _ = envs.reset(seed=7)
+    again, _ = envs.reset(seed=7)
+    np.testing.assert_array_equal(first, again)
+    with pytest.raises(ValueError, match="actions"):
+        envs.step(np.array([0, 1, 2]))
+    with pytest.raises(ValueError, match="shape"):
+        envs.step([0, 1])
+
+
+def test_render_returns_one_frame_per_env_or_refuses():
+    envs = _make(2)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match="render_mode"):
+        envs.render()

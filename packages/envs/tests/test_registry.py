@@ -1,0 +1,175 @@
+"""The pluggy registry: entry points, conflicts, broken plugins, autoload switch."""
+
+import dataclasses
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+
+import kernelgym.envs as kge
+from kernelgym.envs import registry
+from kernelgym.envs.classic import cartpole
+from kernelgym.envs.hookspecs import hookimpl
+from kernelgym.envs.spec import CPUReference
+
+BUILTIN_IDS = {"CartPole-v1", "Pendulum-v1", "MountainCar-v0", "Acrobot-v1"}
+
+
+class FakeEntryPoint:
+    """What importlib.metadata gives the registry: a name, a value, a distribution, load()."""
+
+    def __init__(self, name, plugin, distribution):
+        self.name = name
+        self.value = f"fake.{name}"
+        self.dist = types.SimpleNamespace(name=distribution)
+        self._plugin = plugin
+
+    def load(self):
+        if isinstance(self._plugin, Exception):
+            raise self._plugin
+        return self._plugin
+
+
+class Plugin:
+    """A plugin object (pluggy needs it hashable) with the given hook function."""
+
+    def __init__(self, hook):
+        self.kernelgym_register_envs = hook
+
+
+def _plugin(*specs):
+    @hookimpl
+    def kernelgym_register_envs():
+        return list(specs)
+
+    return Plugin(kernelgym_register_envs)
+
+
+def _toy_spec(env_id):
+    return dataclasses.replace(cartpole.SPEC, id=env_id)
+
+
+@pytest.fixture
+def fresh(monkeypatch):
+    """A registry of its own whose entry points the test chooses."""
+    fake_entry_points = []
+    monkeypatch.setattr(registry, "entry_points", lambda group: list(fake_entry_points))
+    monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
+    return registry._Registry(), fake_entry_points
+
+
+def test_builtins_register_through_entry_points():
+    ids = set(kge.list_envs())
+    assert BUILTIN_IDS <= ids
+    spec = kge.get_spec("CartPole-v1")
+    assert spec.distribution == "kernelgym-envs" and spec.plugin == "cartpole"
+    assert kge.get_spec("kernelgym/CartPole-v1") is spec
+    for env_id in ids:
+        spec = kge.get_spec(env_id)
+        assert isinstance(spec.load("reference"), CPUReference)
+        spec.resolve()
+
+
+def test_unknown_ids_and_bad_types():
+    with pytest.raises(KeyError, match="CartPole-v1"):  # the message lists the known ids
+        kge.get_spec("CartPole-v9")
+    with pytest.raises(TypeError, match="env_id"):
+        kge.get_spec(3)
+
+
+def test_two_plugins_with_one_id_name_both_distributions(fresh):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("first", _plugin(_toy_spec("Toy-v0")), "dist-alpha"),
+            FakeEntryPoint("second", _plugin(_toy_spec("Toy-v0")), "dist-beta")]
+    with pytest.raises(ValueError, match="dist-alpha") as error:
+        reg.specs()
+    assert "dist-beta" in str(error.value) and "Toy-v0" in str(error.value)
+
+
+def test_a_plugin_that_fails_to_import_is_reported_and_skipped(fresh):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("broken", ImportError("no module named nowhere"), "dist-broken"),
+            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine")]
+    with pytest.warns(registry.PluginLoadWarning, match="broken.*dist-broken"):
+        specs = reg.specs()
+    assert list(specs) == ["Fine-v0"]
+    assert specs["Fine-v0"].distribution == "dist-fine" and specs["Fine-v0"].plugin == "fine"
+
+
+def test_a_hook_that_raises_or_returns_junk_is_reported_and_skipped(fresh):
+    reg, eps = fresh
+
+    @hookimpl
+    def kernelgym_register_envs():
+        raise RuntimeError("spec construction failed")
+
+    eps += [FakeEntryPoint("raises", Plugin(kernelgym_register_envs), "d1"),
+            FakeEntryPoint("junk", _plugin("not a spec"), "d2"),
+            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "d3")]
+    with pytest.warns(registry.PluginLoadWarning) as caught:
+        specs = reg.specs()
+    messages = " ".join(str(w.message) for w in caught)
+    assert "raises" in messages and "junk" in messages
+    assert list(specs) == ["Fine-v0"]
+
+
+def test_autoload_switch_skips_third_party_entry_points(fresh, monkeypatch):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("builtin", _plugin(_toy_spec("Builtin-v0")), "kernelgym-envs"),
+            FakeEntryPoint("third", _plugin(_toy_spec("Third-v0")), "someone-else")]
+    monkeypatch.setenv(registry.NO_AUTOLOAD_ENV_VAR, "1")
+    assert list(reg.specs()) == ["Builtin-v0"]
+    reg.register(_plugin(_toy_spec("Explicit-v0")), name="explicit")
+    assert sorted(reg.specs()) == ["Builtin-v0", "Explicit-v0"]
+    assert reg.specs()["Explicit-v0"].plugin == "explicit"
+
+
+def test_register_plugin_refuses_objects_without_the_hook():
+    with pytest.raises(TypeError, match="kernelgym_register_envs"):
+        kge.register_plugin(object())
+
+
+def test_register_plugin_adds_ids_to_make_and_gymnasium():
+    import gymnasium
+
+    kge.register_plugin(_plugin(_toy_spec("RegisteredToy-v0")), name="registered-toy")
+    assert "RegisteredToy-v0" in kge.list_envs()
+    assert kge.get_spec("RegisteredToy-v0").plugin == "registered-toy"
+    assert "kernelgym/RegisteredToy-v0" in gymnasium.registry
+    env = kge.make("RegisteredToy-v0", 2, backend="cpu", seed=0)
+    assert env.reset()[0].shape == (2, 4)
+
+
+def _run(code, **env):
+    import os
+
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def test_discovery_compiles_nothing():
+    out = _run("""
+        import sys
+        import kernelgym.envs as kge
+        ids = kge.list_envs()
+        specs = [kge.get_spec(i) for i in ids]
+        from kernelgym.envs.classic import cartpole
+        assert not [m for m in sys.modules if m.startswith("kernelgym_launchers")], "a launcher was built"
+        assert not cartpole._reset_one.signatures, "a device function was compiled"
+        print(len(ids))
+    """)
+    assert int(out) >= 4
+
+
+def test_environment_variable_disables_autoload_in_a_fresh_process():
+    out = _run("""
+        import warnings
+        warnings.simplefilter("error")  # a skipped third-party plugin would warn
+        import kernelgym.envs as kge
+        print(sorted(kge.list_envs()))
+    """, KERNELGYM_NO_PLUGIN_AUTOLOAD="1")
+    assert "CartPole-v1" in out

@@ -1,0 +1,272 @@
+"""TagContinuous: the kernels against the sequential reference, WarpDrive's rules, cpu == sim.
+
+Rollouts start from reference states (so kernel and reference share the random start)
+and use a wide tagging distance and several taggers and runners, so that one tagger
+often tags several runners in a step: its reward and the runners-left counter,
+written through ``atomic_add``, must match the runner-by-runner reference.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernelgym.core import rng, to_numpy
+from kernelgym.core.arrays import to_backend
+from kernelgym.envs.tag import continuous
+from kernelgym.envs.tag.continuous import SPEC, TagContinuousParams
+
+REFERENCE = continuous.REFERENCE
+NAMES = [array.name for array in SPEC.state]
+FLOAT_NAMES = ("loc_x", "loc_y", "speed", "direction", "acceleration")
+CROWDED = TagContinuousParams(num_taggers=3, num_runners=6, grid_length=4.0, episode_length=15,
+                              tagging_distance=0.3, edge_hit_penalty=-0.5, step_penalty_for_tagger=-0.01,
+                              step_reward_for_runner=0.02)
+
+
+class Batch:
+    """``num_envs`` TagContinuous envs driven straight through the env's kernels."""
+
+    def __init__(self, backend, params, num_envs, seed=0):
+        self.backend, self.params, self.num_envs = backend, params, num_envs
+        resolved = SPEC.resolve(params)
+        self.num_agents = resolved.num_agents
+        host = {
+            "rng_states": rng.seed_streams(seed, num_envs),
+            "reset_mask": np.ones(num_envs, bool),
+            "obs": np.zeros((num_envs, self.num_agents, *resolved.observation_space.shape), np.float32),
+            "rewards": np.zeros((num_envs, self.num_agents), np.float32),
+            "terminated": np.zeros(num_envs, bool),
+        }
+        for array in SPEC.state:
+            host[array.name] = np.full((num_envs, *resolved.state_shapes[array.name]), array.initial, array.dtype)
+        self.arrays = {name: to_backend(value, backend) for name, value in host.items()}
+        self._launch(continuous.reset_kernel, ("rng_states", "reset_mask", "obs", *NAMES))
+        self.set_reset_mask(np.zeros(num_envs, bool))
+
+    def _launch(self, kernel, names):
+        args = [self.arrays[name] for name in names]
+        kernel.launch(self.backend, self.num_envs, self.num_agents, *args, *SPEC.params_tuple(self.params))
+
+    def set_reset_mask(self, mask):
+        self.arrays["reset_mask"] = to_backend(np.asarray(mask, bool), self.backend)
+
+    def set_states(self, states):
+        """Overwrite every env's state with ``states`` (one dict per env)."""
+        host = self.host()
+        for name in NAMES:
+            host[name][:] = np.stack([state[name] for state in states])
+            self.arrays[name] = to_backend(host[name], self.backend)
+
+    def step(self, actions):
+        self.arrays["actions"] = to_backend(np.asarray(actions, np.int64), self.backend)
+        names = ("actions", "rng_states", "reset_mask", "obs", "rewards", "terminated", *NAMES)
+        self._launch(continuous.step_kernel, names)
+        return self.host()
+
+    def host(self):
+        return {name: to_numpy(value).copy() for name, value in self.arrays.items()}
+
+
+def env_state(out, env):
+    return {name: out[name][env] for name in NAMES}
+
+
+def random_actions(generator, params, num_envs):
+    acceleration = generator.integers(0, params.num_acceleration_levels + 1, size=(num_envs, params.num_agents))
+    turn = generator.integers(0, params.num_turn_levels + 1, size=(num_envs, params.num_agents))
+    return np.stack([acceleration, turn], axis=-1)
+
+
+def rollout_against_reference(backend, params, num_envs, num_steps, seed):
+    """Step envs from reference start states with random actions and compare every env with
+    the reference after every step. Returns the number of tags."""
+    generator = np.random.default_rng(seed)
+    batch = Batch(backend, params, num_envs, seed)
+    expected = [REFERENCE.reset(params, generator) for _ in range(num_envs)]
+    batch.set_states(expected)
+    tags = 0
+    for t in range(num_steps):
+        actions = random_actions(generator, params, num_envs)
+        out = batch.step(actions)
+        for env in range(num_envs):
+            where = f"step {t} env {env}"
+            previous = expected[env]
+            expected[env], reward, terminated = REFERENCE.step(params, previous, actions[env])
+            actual = env_state(out, env)
+            for name in NAMES:
+                np.testing.assert_array_equal(actual[name], expected[env][name], err_msg=f"{where}: {name}")
+            np.testing.assert_allclose(out["rewards"][env], reward, rtol=1e-6, atol=1e-6, err_msg=where)
+            assert out["terminated"][env] == terminated, where
+            np.testing.assert_allclose(out["obs"][env], REFERENCE.observe(params, expected[env]),
+                                       rtol=1e-6, atol=1e-6, err_msg=where)
+            continuous.check_invariants(params, actual)
+            # a tagged runner stays out and stays put
+            out_before = ~previous["in_game"]
+            assert not np.any(actual["in_game"][out_before]), where
+            np.testing.assert_array_equal(actual["loc_x"][out_before], previous["loc_x"][out_before])
+            tags += int(previous["runners_left"]) - int(expected[env]["runners_left"])
+        if out["terminated"].any() or t + 1 == params.episode_length:
+            break
+    return tags
+
+
+def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
+    tags = 0
+    for seed in range(4):
+        tags += rollout_against_reference("cpu", CROWDED, num_envs=12, num_steps=15, seed=seed)
+    assert tags > 40  # many runners are tagged, often several by one tagger in one step
+
+
+@settings(max_examples=8)
+@given(
+    num_taggers=st.integers(1, 4),
+    num_runners=st.integers(1, 5),
+    use_full_observation=st.booleans(),
+    runner_exits=st.booleans(),
+    skill_level_runner=st.floats(0.2, 2.0),
+    seed=st.integers(0, 2**16),
+)
+def test_random_configurations_match_the_reference_on_cpu(num_taggers, num_runners, use_full_observation,
+                                                          runner_exits, skill_level_runner, seed):
+    params = TagContinuousParams(
+        num_taggers=num_taggers, num_runners=num_runners, grid_length=3.0, episode_length=10,
+        tagging_distance=0.2, use_full_observation=use_full_observation,
+        num_other_agents_observed=min(3, num_taggers + num_runners - 1),
+        runner_exits_game_after_tagged=runner_exits, skill_level_runner=skill_level_runner,
+        end_of_game_reward_for_runner=0.5,
+    )
+    rollout_against_reference("cpu", params, num_envs=4, num_steps=10, seed=seed)
+
+
+def test_dynamics_follow_warpdrive():
+    params = TagContinuousParams(num_taggers=1, num_runners=1, grid_length=10.0, edge_hit_penalty=-0.5)
+    batch = Batch("cpu", params, num_envs=1)
+    start = {"loc_x": np.float32([5.0, 9.5]), "loc_y": np.float32([5.0, 5.0]), "speed": np.float32([0, 0]),
+             "direction": np.float32([0, 0]), "acceleration": np.float32([0, 0]), "in_game": np.ones(2, bool),
+             "timestep": np.int32(0), "runners_left": np.int32(1)}
+    batch.set_states([start])
+    # acceleration index 10 is +1.0; turn index 0 is no turn: both speed up along +x
+    out = batch.step([[[10, 0], [10, 0]]])
+    assert out["speed"][0].tolist() == [1.0, 1.0] and out["acceleration"][0].tolist() == [0.0, 0.0]
+    assert out["loc_x"][0].tolist() == [6.0, 10.0]
+    np.testing.assert_allclose(out["rewards"][0], [0.0, -0.5])  # the runner crossed the edge
+    # turn index 10 is +pi/2: heading +y; acceleration index 1 is -1.0 -> speed 0, acceleration zeroed
+    out = batch.step([[[0, 10], [1, 0]]])
+    np.testing.assert_allclose(out["direction"][0], [math.pi / 2, 0.0], rtol=1e-6)
+    np.testing.assert_allclose(out["loc_y"][0], [6.0, 5.0], rtol=1e-6)
+    assert out["speed"][0, 1] == 0.0 and out["acceleration"][0, 1] == 0.0
+
+
+def test_a_tag_rewards_the_nearest_tagger_and_removes_the_runner():
+    params = TagContinuousParams(num_taggers=2, num_runners=3, grid_length=10.0, tagging_distance=0.05)
+    batch = Batch("cpu", params, num_envs=1)
+    zeros = np.zeros(5, np.float32)
+    # runners 2 and 3 sit next to tagger 0, runner 4 is far away; tagger 1 is farther from both
+    state = {"loc_x": np.float32([1.0, 1.6, 1.2, 1.1, 8.0]), "loc_y": np.float32([1, 1, 1, 1, 8]),
+             "speed": zeros, "direction": zeros, "acceleration": zeros, "in_game": np.ones(5, bool),
+             "timestep": np.int32(0), "runners_left": np.int32(3)}
+    batch.set_states([state])
+    out = batch.step(np.zeros((1, 5, 2), np.int64))
+    np.testing.assert_allclose(out["rewards"][0], [2.0, 0.0, -1.0, -1.0, 0.0])
+    assert out["in_game"][0].tolist() == [True, True, False, False, True]
+    assert out["runners_left"][0] == 1 and not out["terminated"][0]
+
+
+def test_partial_observation_lists_the_nearest_agents_in_the_game():
+    params = TagContinuousParams(num_taggers=1, num_runners=3, use_full_observation=False,
+                                 num_other_agents_observed=2, grid_length=10.0)
+    zeros = np.zeros(4, np.float32)
+    state = {"loc_x": np.float32([0.0, 3.0, 1.0, 2.0]), "loc_y": zeros, "speed": zeros, "direction": zeros,
+             "acceleration": zeros, "in_game": np.array([True, True, False, True]),
+             "timestep": np.int32(4), "runners_left": np.int32(2)}
+    obs = REFERENCE.observe(params, state)
+    assert obs.shape == (4, 7 * 3 + 1) == SPEC.resolve(params).observation_space.shape[:0] + (4, 22)
+    diagonal = 10.0 * math.sqrt(2)
+    # agent 0 sees agent 3 (distance 2) then agent 1 (3); agent 2 is out of the game
+    np.testing.assert_allclose(obs[0, 7], 2.0 / diagonal, rtol=1e-6)
+    np.testing.assert_allclose(obs[0, 14], 3.0 / diagonal, rtol=1e-6)
+    np.testing.assert_allclose(obs[0, -1], 4 / 100)
+    batch = Batch("cpu", params, num_envs=1)
+    batch.set_states([state])
+    out = batch.step(np.zeros((1, 4, 2), np.int64))
+    np.testing.assert_allclose(out["obs"][0], REFERENCE.observe(params, env_state(out, 0)), rtol=1e-6, atol=1e-7)
+
+
+def test_reset_draws_positions_in_the_square_and_quarter_turn_headings():
+    params = TagContinuousParams(num_taggers=2, num_runners=30)
+    out = Batch("cpu", params, num_envs=64, seed=3).host()
+    for axis in ("loc_x", "loc_y"):
+        assert np.all((out[axis] >= 0) & (out[axis] <= 10.0))
+        assert out[axis].min() < 0.1 and out[axis].max() > 9.9 and abs(out[axis].mean() - 5.0) < 0.2
+    np.testing.assert_allclose(np.unique(out["direction"]), np.float32([0, np.pi / 2, np.pi, 3 * np.pi / 2]))
+    assert np.all(out["speed"] == 0) and np.all(out["in_game"]) and np.all(out["runners_left"] == 30)
+    # different envs draw different starts from their own streams
+    assert not np.array_equal(out["loc_x"][0], out["loc_x"][1])
+    for env in range(3):
+        np.testing.assert_allclose(out["obs"][env], REFERENCE.observe(params, env_state(out, env)), atol=1e-7)
+
+
+@settings(max_examples=20)
+@given(SPEC.load("state_strategy")(CROWDED), st.integers(0, 2**16))
+def test_invariants_hold_after_a_step_from_any_state(state, seed):
+    continuous.check_invariants(CROWDED, state)
+    actions = random_actions(np.random.default_rng(seed), CROWDED, 1)[0]
+    new_state, reward, terminated = REFERENCE.step(CROWDED, state, actions)
+    continuous.check_invariants(CROWDED, new_state)
+    assert terminated == (new_state["runners_left"] == 0)
+
+
+def test_spec_declares_agents_spaces_and_limits():
+    resolved = SPEC.resolve()
+    assert resolved.num_agents == 11 and resolved.max_episode_steps == 100
+    assert resolved.observation_space.shape == (7 * 11 + 1,)
+    assert resolved.action_space.nvec.tolist() == [11, 11]
+    partial = SPEC.resolve(TagContinuousParams(use_full_observation=False, num_other_agents_observed=2))
+    assert partial.observation_space.shape == (22,)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [({"num_runners": 0}, "num_runners: expected >= 1, got 0"),
+     ({"edge_hit_penalty": 0.5}, "edge_hit_penalty: expected <= 0, got 0.5"),
+     ({"tagging_distance": 2.0}, r"tagging_distance: expected in \[0, 1\], got 2.0"),
+     ({"use_full_observation": False, "num_other_agents_observed": 11}, r"num_other_agents_observed: expected in \[1, num_agents - 1\], got 11")],
+)
+def test_bad_params_name_the_field(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        TagContinuousParams(**overrides)
+
+
+@pytest.mark.sim
+def test_crowded_rollout_matches_the_sequential_reference_in_the_simulator():
+    assert rollout_against_reference("sim", CROWDED, num_envs=3, num_steps=6, seed=1) > 3
+
+
+@pytest.mark.sim
+def test_cpu_and_simulator_agree_bit_for_bit():
+    params = dataclass_replace(CROWDED, use_full_observation=False, num_other_agents_observed=3)
+    cpu, sim = Batch("cpu", params, 3, seed=9), Batch("sim", params, 3, seed=9)
+    generator = np.random.default_rng(9)
+    for t in range(6):
+        actions = random_actions(generator, params, 3)
+        mask = np.array([t == 3, False, False])  # one NEXT_STEP reset on the way
+        cpu.set_reset_mask(mask)
+        sim.set_reset_mask(mask)
+        cpu_out, sim_out = cpu.step(actions), sim.step(actions)
+        for name in cpu_out:
+            np.testing.assert_array_equal(cpu_out[name], sim_out[name], err_msg=f"step {t}: {name}")
+
+
+def dataclass_replace(params, **changes):
+    import dataclasses
+
+    return dataclasses.replace(params, **changes)
+
+
+@pytest.mark.gpu
+def test_crowded_rollout_matches_the_sequential_reference_on_a_gpu():
+    # real concurrent threads: a non-atomic update of a shared reward or counter loses tags
+    assert rollout_against_reference("cuda", CROWDED, num_envs=64, num_steps=15, seed=4) > 40

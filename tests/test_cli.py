@@ -1,0 +1,225 @@
+"""The `kernelgym` command: every subcommand's happy path, --help, and bad arguments.
+
+Bad arguments must exit with code 2 and a message naming the argument, the expected
+and the received value, before any kernel is compiled.
+"""
+
+import importlib.metadata
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from matplotlib.image import imread
+
+from kernelgym.cli import main as cli
+from kernelgym.cli.main import main
+
+SUBCOMMANDS = ("list", "bench", "check", "demo")
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def run(capsys, *argv):
+    """main(argv) -> (exit code, stdout, stderr); argparse exits are caught."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def assert_bad_argument(capsys, argv, argument, expected, received):
+    code, out, err = run(capsys, *argv)
+    assert code == 2, (code, out, err)
+    assert f"argument {argument}" in err
+    assert expected in err
+    assert received in err
+
+
+# ---------------------------------------------------------------- entry point and --help
+def test_console_script_points_at_main():
+    (script,) = importlib.metadata.entry_points(group="console_scripts", name="kernelgym")
+    assert script.load() is main
+
+
+def test_module_runs_as_a_command():
+    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli.main", "--help"],
+                               capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0
+    for name in SUBCOMMANDS:
+        assert name in completed.stdout
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_every_subcommand_has_help(capsys, subcommand):
+    code, out, _ = run(capsys, subcommand, "--help")
+    assert code == 0
+    assert out.startswith(f"usage: kernelgym {subcommand}")
+
+
+def test_missing_subcommand_is_an_error(capsys):
+    code, _, err = run(capsys)
+    assert code == 2 and "COMMAND" in err
+
+
+def test_unknown_subcommand_is_an_error_naming_the_choices(capsys):
+    code, _, err = run(capsys, "train")
+    assert code == 2 and "'train'" in err and "demo" in err
+
+
+# ------------------------------------------------------------------- argument types
+@given(st.integers(min_value=1, max_value=10**9))
+def test_positive_int_accepts_positive_integers(value):
+    assert cli.positive_int(str(value)) == value
+
+
+@given(st.one_of(st.integers(max_value=0).map(str), st.text(alphabet="abc.-x ", min_size=1)))
+def test_positive_int_rejects_others_saying_what_it_received(text):
+    with pytest.raises(Exception) as error:
+        cli.positive_int(text)
+    assert "expected an integer >= 1" in str(error.value) and repr(text) in str(error.value)
+
+
+@given(st.floats(max_value=0.0) | st.just(float("inf")) | st.just(float("nan")))
+def test_positive_float_rejects_non_positive_and_non_finite(value):
+    with pytest.raises(Exception) as error:
+        cli.positive_float(str(value))
+    assert "expected a number > 0" in str(error.value)
+
+
+# -------------------------------------------------------------------------------- list
+def test_list_shows_builtin_envs_with_provider_spaces_and_agents(capsys):
+    import kernelgym.envs as kge
+
+    code, out, _ = run(capsys, "list")
+    assert code == 0
+    for env_id in kge.list_envs():
+        assert env_id in out
+    spec = kge.get_spec("CartPole-v1")
+    cartpole_line = next(line for line in out.splitlines() if "CartPole-v1" in line)
+    for cell in (spec.plugin, spec.distribution, "Box(4,) float32", "Discrete(2)", " 1 "):
+        assert cell in cartpole_line
+
+
+def test_describe_space_is_short():
+    from gymnasium import spaces
+
+    from kernelgym.cli.env_table import describe_space
+
+    assert describe_space(spaces.Discrete(5)) == "Discrete(5)"
+    assert describe_space(spaces.MultiDiscrete([10, 10])) == "MultiDiscrete([10, 10])"
+    assert describe_space(spaces.Box(-1, 1, (3, 2))) == "Box(3, 2) float32"
+
+
+# ------------------------------------------------------------------------------- bench
+def test_bench_measures_both_sides_and_writes_a_plot(capsys, tmp_path):
+    plot = tmp_path / "throughput.png"
+    code, out, _ = run(capsys, "bench", "CartPole-v1", "--num-envs", "16", "64", "--steps", "20",
+                       "--repeats", "2", "--backend", "cpu", "--plot", str(plot))
+    assert code == 0
+    rows = [line for line in out.splitlines() if "CartPoleVectorEnv" in line]
+    assert len(rows) == 2 and "16" in rows[0] and "64" in rows[1]
+    assert all("x" in row.split("│")[-2] for row in rows)  # a ratio in every row
+    assert plot.read_bytes().startswith(PNG_MAGIC)
+    assert imread(plot).shape[2] in (3, 4)
+
+
+def test_bench_rows_hold_positive_medians_and_consistent_ratios():
+    from kernelgym.cli.throughput import bench_env
+
+    rows = bench_env("CartPole-v1", [8], backend="cpu", steps=10, repeats=3, progress=False)
+    (row,) = rows
+    assert row.num_envs == 8 and row.kernelgym_steps_per_s > 0 and row.gymnasium_steps_per_s > 0
+    assert row.ratio == pytest.approx(row.kernelgym_steps_per_s / row.gymnasium_steps_per_s)
+
+
+def test_bench_without_gymnasium_counterpart_says_so(capsys):
+    code, out, _ = run(capsys, "bench", "CartPole-v1", "--num-envs", "8", "--steps", "5",
+                       "--repeats", "1", "--backend", "cpu", "--no-gymnasium")
+    assert code == 0
+    assert "n/a" in out and "CartPoleVectorEnv" not in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument", "expected", "received"),
+    [
+        (["--num-envs", "0"], "--num-envs", "expected an integer >= 1", "'0'"),
+        (["--num-envs", "many"], "--num-envs", "expected an integer >= 1", "'many'"),
+        (["--steps", "-5"], "--steps", "expected an integer >= 1", "'-5'"),
+        (["--repeats", "1.5"], "--repeats", "expected an integer >= 1", "'1.5'"),
+        (["--backend", "gpu"], "--backend", "choose from", "'gpu'"),
+        (["--plot", "curve.jpg"], "--plot", "expected a file name ending in .png", "'curve.jpg'"),
+    ],
+)
+def test_bench_bad_arguments(capsys, argv, argument, expected, received):
+    assert_bad_argument(capsys, ["bench", "CartPole-v1", *argv], argument, expected, received)
+
+
+def test_bench_unknown_env_names_the_registered_ones(capsys):
+    code, _, err = run(capsys, "bench", "CartPole-v9")
+    assert code == 2
+    assert "argument ENV" in err and "expected one of the registered envs" in err
+    assert "'CartPole-v9'" in err and "'CartPole-v1'" in err
+
+
+def test_bench_on_missing_gpu_is_a_clear_error(capsys):
+    from kernelgym.core import BackendUnavailableError, resolve_backend
+
+    try:
+        resolve_backend("cuda")
+    except BackendUnavailableError:
+        assert_bad_argument(capsys, ["bench", "CartPole-v1", "--backend", "cuda"], "--backend",
+                            "not available here", "'cuda'")
+    else:
+        pytest.skip("a usable GPU is present, so --backend cuda is valid here")
+
+
+# ------------------------------------------------------------------------------- check
+def test_check_prints_the_kits_report_and_exits_by_its_verdict(capsys):
+    code, out, _ = run(capsys, "check", "CartPole-v1", "--max-examples", "2", "--checks",
+                       "parity,autoreset", "--seed", "7")
+    assert "CartPole-v1" in out and "seed 7" in out
+    assert "parity" in out and "autoreset" in out and "stateful" not in out
+    verdict = "PASSED" if code == 0 else "FAILED"
+    assert code in (0, 1) and verdict in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument", "expected", "received"),
+    [
+        (["NoSuchEnv-v0"], "ENV", "expected one of the registered envs", "'NoSuchEnv-v0'"),
+        (["CartPole-v1", "--checks", "parity,speed"], "--checks", "expected names among", "['speed']"),
+        (["CartPole-v1", "--max-examples", "0"], "--max-examples", "expected an integer >= 1", "'0'"),
+        (["CartPole-v1", "--seed", "-1"], "--seed", "expected an integer >= 0", "'-1'"),
+        (["CartPole-v1", "--backend", "tpu"], "--backend", "choose from", "'tpu'"),
+    ],
+)
+def test_check_bad_arguments(capsys, argv, argument, expected, received):
+    assert_bad_argument(capsys, ["check", *argv], argument, expected, received)
+
+
+# -------------------------------------------------------------------------------- demo
+@pytest.mark.parametrize(
+    ("argv", "argument", "expected", "received"),
+    [
+        (["--num-envs", "-3"], "--num-envs", "expected an integer >= 1", "'-3'"),
+        (["--time-limit", "0"], "--time-limit", "expected a number > 0", "'0'"),
+        (["--target-return", "abc"], "--target-return", "expected a number > 0", "'abc'"),
+        (["--out", "curve.svg"], "--out", "expected a file name ending in .png", "'curve.svg'"),
+        (["--seed", "one"], "--seed", "invalid int value", "'one'"),
+    ],
+)
+def test_demo_bad_arguments(capsys, argv, argument, expected, received):
+    assert_bad_argument(capsys, ["demo", *argv], argument, expected, received)
+
+
+def test_demo_short_run_reports_outcome_and_writes_learning_curve(capsys, tmp_path):
+    out_png = tmp_path / "curve.png"
+    code, out, _ = run(capsys, "demo", "--max-env-steps", "8192", "--num-envs", "32", "--no-progress",
+                       "--backend", "cpu", "--out", str(out_png))
+    assert code == 1  # 8192 steps cannot solve CartPole: the exit code says the target was missed
+    assert "did NOT reach the target mean return 475" in out
+    assert "8,192 env steps" in out and f"written to {out_png}" in out
+    assert out_png.read_bytes().startswith(PNG_MAGIC)
