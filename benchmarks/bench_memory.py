@@ -24,7 +24,6 @@ import statistics
 import time
 
 import torch
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 # name -> (per-sample shape, dtype): four tensors, as a typical off-policy agent stores
@@ -140,7 +139,9 @@ class BareCopy(Subject):
     name = "bare torch copy_ (floor)"
 
     def __init__(self, memory_size, num_envs):
-        self.rows = {name: torch.zeros(memory_size, num_envs, *shape, dtype=dtype) for name, (shape, dtype) in TENSORS.items()}
+        self.rows = {
+            name: torch.zeros(memory_size, num_envs, *shape, dtype=dtype) for name, (shape, dtype) in TENSORS.items()
+        }
         self.memory_size, self.index = memory_size, 0
 
     def add(self, batch):
@@ -222,9 +223,10 @@ def main() -> None:
         f"skrl {version('skrl')}, torchrl {version('torchrl')}, tensordict {version('tensordict')}",
         f"- shapes: memory_size {args.memory_size}, num_envs {args.num_envs}, tensors "
         + ", ".join(f"{name} {shape} {str(dtype).removeprefix('torch.')}" for name, (shape, dtype) in TENSORS.items()),
-        f"- add: {args.adds} calls of one ({args.num_envs}, ...) batch per tensor; sample: {args.sample_calls} calls of "
-        f"{args.batch_size} rows of all four tensors, with replacement; medians of {args.repeats} interleaved runs after a warm-up",
-        f"- command: `.venv-bench/bin/python benchmarks/bench_memory.py"
+        f"- add: {args.adds} calls of one ({args.num_envs}, ...) batch per tensor; sample: {args.sample_calls} calls "
+        f"of {args.batch_size} rows of all four tensors, with replacement; medians of {args.repeats} interleaved runs "
+        "after a warm-up",
+        "- command: `.venv-bench/bin/python benchmarks/bench_memory.py"
         + (f" --threads {args.threads}" if args.threads else "")
         + "` (ratio = kernelgym RandomMemory / that row)",
         "",
@@ -236,7 +238,8 @@ def main() -> None:
             lines.append(f"| {result['name']} | {result['error']} | | | |")
             continue
         sample = f"{result['sample'] / 1e6:.1f} M" if "sample" in result else "-"
-        lines.append(f"| {result['name']} | {result['add'] / 1e3:.1f} k | {ratio(result, 'add')} | {sample} | {ratio(result, 'sample')} |")
+        add = f"{result['add'] / 1e3:.1f} k"
+        lines.append(f"| {result['name']} | {add} | {ratio(result, 'add')} | {sample} | {ratio(result, 'sample')} |")
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w") as file:

@@ -228,7 +228,7 @@ def test_a_worker_that_raises_surfaces_its_traceback(variant):
     with pytest.raises(WorkerError, match="injected failure in CounterEnv.step") as caught:
         VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="raise"))
     assert "Traceback" in caught.value.traceback and caught.value.exitcode == 1
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 5
     assert no_children_left()
 
 
@@ -238,7 +238,7 @@ def test_a_killed_worker_surfaces_its_signal(variant):
     with pytest.raises(WorkerError, match="killed by SIGKILL") as caught:
         VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="sigkill"))
     assert caught.value.signal == "SIGKILL" and caught.value.traceback is None
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 5
     assert no_children_left()
 
 
@@ -274,7 +274,7 @@ def test_a_learner_that_stops_mid_rollout_leaves_no_child(variant):
             break  # the learner has had enough
     start = time.monotonic()
     batches.close()
-    assert time.monotonic() - start < 2
+    assert time.monotonic() - start < 3
     assert no_children_left()
 
 

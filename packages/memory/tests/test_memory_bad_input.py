@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory, SequenceMemory
 
 
@@ -17,7 +16,13 @@ def memory_with_data(cls=RandomMemory, **kwargs):
 
 
 def state(memory):
-    return (len(memory), memory.memory_index, memory.env_index, memory.filled, [t.clone() for t in memory.tensors.values()])
+    return (
+        len(memory),
+        memory.memory_index,
+        memory.env_index,
+        memory.filled,
+        [t.clone() for t in memory.tensors.values()],
+    )
 
 
 def assert_unchanged(memory, before):
@@ -31,10 +36,22 @@ def assert_unchanged(memory, before):
     [
         ({}, ValueError, "keyword"),
         ({"nothing": torch.zeros(2, 3)}, ValueError, "none of"),
-        ({"obs": torch.zeros(2, 4), "actions": torch.zeros(2, 1, dtype=torch.int64)}, ValueError, "'obs' must have shape"),
+        (
+            {"obs": torch.zeros(2, 4), "actions": torch.zeros(2, 1, dtype=torch.int64)},
+            ValueError,
+            "'obs' must have shape",
+        ),
         ({"obs": torch.zeros(2, 3, dtype=torch.float64)}, TypeError, "'obs' must have dtype torch.float32"),
-        ({"obs": torch.zeros(2, 3), "actions": torch.zeros(3, 1, dtype=torch.int64)}, ValueError, "'actions' has 3 samples"),
-        ({"actions": torch.zeros(2, 1, dtype=torch.int64), "obs": [[0.0] * 3] * 2}, TypeError, "'obs' must be a torch.Tensor"),
+        (
+            {"obs": torch.zeros(2, 3), "actions": torch.zeros(3, 1, dtype=torch.int64)},
+            ValueError,
+            "'actions' has 3 samples",
+        ),
+        (
+            {"actions": torch.zeros(2, 1, dtype=torch.int64), "obs": [[0.0] * 3] * 2},
+            TypeError,
+            "'obs' must be a torch.Tensor",
+        ),
         ({"obs": torch.zeros(9, 3)}, ValueError, "1 to 8 samples"),
         ({"obs": torch.zeros(0, 3)}, ValueError, "1 to 8 samples"),
     ],
@@ -92,7 +109,7 @@ def test_batch_larger_than_the_memory_without_replacement_is_refused():
     memory = memory_with_data(replacement=False)
     with pytest.raises(ValueError, match="batch_size: .* at most 6"):
         memory.sample(["obs"], 7)
-    (obs,), = memory.sample(["obs"], 6)
+    ((obs,),) = memory.sample(["obs"], 6)
     assert sorted(memory.get_sampling_indexes().tolist()) == list(range(6))
 
 

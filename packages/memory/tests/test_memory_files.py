@@ -7,7 +7,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 FORMATS = ["pt", "npz", "csv"]
@@ -33,12 +32,22 @@ def filled_memory(steps=5, memory_size=3, num_envs=2, cls=RandomMemory):
 @pytest.mark.parametrize("steps", [2, 3, 5])
 def test_load_restores_tensors_indexes_filled_and_views(tmp_path, format, steps):
     memory = filled_memory(steps)
-    memory.add_samples(obs=torch.zeros(1, 2, 2), actions=torch.zeros(1, 1, dtype=torch.int64), terminated=torch.zeros(1, 1, dtype=torch.bool), half=torch.zeros(1, 1, dtype=torch.bfloat16))
+    memory.add_samples(
+        obs=torch.zeros(1, 2, 2),
+        actions=torch.zeros(1, 1, dtype=torch.int64),
+        terminated=torch.zeros(1, 1, dtype=torch.bool),
+        half=torch.zeros(1, 1, dtype=torch.bfloat16),
+    )
     path = memory.save(str(tmp_path), format)
     for copy in (RandomMemory(3, 2, device="cpu"), filled_memory(1)):
         view = copy.tensors_view.get("obs")
         copy.load(path)
-        assert (copy.memory_index, copy.env_index, copy.filled, len(copy)) == (memory.memory_index, memory.env_index, memory.filled, len(memory))
+        assert (copy.memory_index, copy.env_index, copy.filled, len(copy)) == (
+            memory.memory_index,
+            memory.env_index,
+            memory.filled,
+            len(memory),
+        )
         for name in memory.get_tensor_names():
             assert torch.equal(copy.sample_all([name])[0][0], memory.sample_all([name])[0][0])
             assert copy.tensors_keep_dimensions[name] == memory.tensors_keep_dimensions[name]
@@ -87,7 +96,13 @@ def test_loading_an_npz_with_pickled_objects_is_refused(tmp_path):
 
 
 def snapshot(memory):
-    return (len(memory), memory.filled, memory.memory_index, memory.env_index, {name: t.clone() for name, t in memory.tensors.items()})
+    return (
+        len(memory),
+        memory.filled,
+        memory.memory_index,
+        memory.env_index,
+        {name: t.clone() for name, t in memory.tensors.items()},
+    )
 
 
 def unchanged(memory, before):
@@ -152,4 +167,3 @@ def test_csv_has_a_header_and_one_line_per_written_cell(tmp_path):
     assert lines[0].startswith("# kernelgym-memory ")
     assert lines[1].split(",")[:3] == ["actions.0", "half.0", "obs.0"]
     assert len(lines) == 2 + len(memory)
-

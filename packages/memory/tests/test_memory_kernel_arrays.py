@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import torch
-
 from kernelgym.memory import Memory, RandomMemory
 
 
@@ -17,7 +16,7 @@ def test_get_array_by_name_aliases_the_storage_both_ways():
     assert array.ctypes.data == memory.get_tensor_by_name("obs").data_ptr()
     array[0, :, :] = 7.0  # a "kernel" writes one row in place...
     memory.advance(3)  # ...and tells the memory
-    (obs,), = memory.sample_all(["obs"])
+    ((obs,),) = memory.sample_all(["obs"])
     assert obs.eq(7.0).all() and len(memory) == 3
     memory.add_samples(obs=torch.full((3, 2), 5.0))
     assert (array[1] == 5.0).all()
@@ -55,7 +54,7 @@ def test_attach_tensor_shares_a_foreign_buffer():
     buffer[0] = 1.0
     buffer[1, 0] = 2.0
     memory.advance(3)
-    (obs,), = memory.sample_all(["obs"])
+    ((obs,),) = memory.sample_all(["obs"])
     assert obs[:, 0].tolist() == [1.0, 1.0, 2.0]
     memory.add_samples(obs=torch.full((1, 3), 3.0))
     assert (buffer[1, 1] == 3.0).all()
@@ -86,7 +85,7 @@ def test_from_data_manager_wraps_the_managers_arrays_without_copies():
         obs[memory.memory_index] = step
         done[memory.memory_index, 0] = step == 1
         memory.advance(memory.num_envs)
-    (values, mask), = memory.sample(["obs"], 20, sequence_length=3, return_mask=True)
+    ((values, mask),) = memory.sample(["obs"], 20, sequence_length=3, return_mask=True)
     assert len(memory) == 12 and values.shape == (60, 2)
     for row, ok in zip(values[:, 0].view(20, 3).tolist(), mask.view(20, 3).tolist()):
         assert row[0] + sum(ok) - 1 == row[sum(ok) - 1]

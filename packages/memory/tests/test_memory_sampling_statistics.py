@@ -4,7 +4,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory, SumTree
 
 
@@ -22,7 +21,7 @@ def test_uniform_sampling_with_replacement_is_uniform_over_written_cells(chi_squ
     count = len(memory)
     counts = torch.zeros(count)
     for _ in range(40):
-        (x,), = memory.sample(["x"], 1000)
+        ((x,),) = memory.sample(["x"], 1000)
         cells = memory.get_sampling_indexes()
         assert cells.max() < count and torch.equal(x.view(-1), memory.tensors_view["x"].view(-1)[cells])
         counts += torch.bincount(cells, minlength=count)
@@ -78,7 +77,7 @@ def test_new_cells_get_the_largest_priority_and_unwritten_cells_none():
 def test_importance_weights_match_their_definition():
     memory = memory_of(PrioritizedMemory, memory_size=2, num_envs=2, steps=2, alpha=1.0, beta=0.5, epsilon=0.0)
     memory.update_priorities(torch.arange(4), torch.tensor([1.0, 2.0, 3.0, 4.0]))
-    (x, mask, weights), = memory.sample(["x"], 64, return_mask=True, return_weights=True)
+    ((x, mask, weights),) = memory.sample(["x"], 64, return_mask=True, return_weights=True)
     cells = memory.get_sampling_indexes()
     probabilities = (cells + 1).double() / 10
     expected = (4 * probabilities) ** -0.5
@@ -132,7 +131,7 @@ def test_prioritized_memory_samples_and_updates_on_cuda(chi_square):
     memory.update_priorities(torch.arange(256, device="cuda"), priorities)
     counts = torch.zeros(256, dtype=torch.float64, device="cuda")
     for _ in range(100):
-        (x,), = memory.sample(["x"], 4096)
+        ((x,),) = memory.sample(["x"], 4096)
         assert x.device.type == "cuda"
         counts += torch.bincount(memory.get_sampling_indexes(), minlength=256)
     statistic, bound = chi_square(counts.cpu(), (priorities / priorities.sum() * counts.sum()).cpu())

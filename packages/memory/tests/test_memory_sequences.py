@@ -9,7 +9,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory, SequenceMemory
 
 
@@ -33,7 +32,10 @@ def fill(memory, adds, ends, with_episode_tensor=True):
         flags = torch.tensor(ends[written : written + n])
         samples = {"stamp": torch.arange(written, written + n)}
         if with_episode_tensor:  # split the ends between the two tensors
-            samples |= {"terminated": flags & (torch.arange(n) % 2 == 0), "truncated": flags & (torch.arange(n) % 2 == 1)}
+            samples |= {
+                "terminated": flags & (torch.arange(n) % 2 == 0),
+                "truncated": flags & (torch.arange(n) % 2 == 1),
+            }
         memory.add_samples(**samples)
         written += n
     return written
@@ -78,7 +80,7 @@ def test_sequence_memory_matches_the_reference(history, length, burn_in, with_en
     memory = SequenceMemory(memory_size, num_envs, device="cpu", seed=1, sequence_length=length, burn_in=burn_in)
     written = fill(memory, adds, ends, with_ends)
     reference = Reference(written, memory_size * num_envs, num_envs, ends if with_ends else [False] * written)
-    (stamps, mask), = memory.sample(["stamp"], 12)
+    ((stamps, mask),) = memory.sample(["stamp"], 12)
     assert stamps.shape == (12, burn_in + length, 1) and mask.shape == (12, burn_in + length)
     for sequence, sequence_mask in zip(stamps.squeeze(-1).tolist(), mask.tolist()):
         reference.check(sequence, sequence_mask, -burn_in)
@@ -91,7 +93,7 @@ def test_random_and_prioritized_sequences_match_the_reference(history, length, m
     memory = memory_type(memory_size, num_envs, device="cpu", seed=2)
     written = fill(memory, adds, ends)
     reference = Reference(written, memory_size * num_envs, num_envs, ends)
-    (stamps, mask), = memory.sample(["stamp"], 9, sequence_length=length, return_mask=True)
+    ((stamps, mask),) = memory.sample(["stamp"], 9, sequence_length=length, return_mask=True)
     for sequence, sequence_mask in zip(stamps.view(9, length).tolist(), mask.view(9, length).tolist()):
         reference.check(sequence, sequence_mask, 0)
 
@@ -104,7 +106,9 @@ def test_sample_all_windows_cover_every_written_cell_once_within_episodes(histor
     written = fill(memory, adds, ends)
     reference = Reference(written, memory_size * num_envs, num_envs, ends)
     windows_count = len(memory.sample_all(["stamp"], sequence_length=length)[0][0]) // length
-    batches = memory.sample_all(["stamp"], mini_batches=min(mini_batches, windows_count), sequence_length=length, return_mask=True)
+    batches = memory.sample_all(
+        ["stamp"], mini_batches=min(mini_batches, windows_count), sequence_length=length, return_mask=True
+    )
     stamps = torch.cat([batch[0] for batch in batches]).view(-1, length).tolist()
     masks = torch.cat([batch[1] for batch in batches]).view(-1, length).tolist()
     valid_stamps = [s for window, mask in zip(stamps, masks) for s, ok in zip(window, mask) if ok]
@@ -125,7 +129,7 @@ def test_sequences_of_a_partly_written_memory_stop_at_the_write_pointer():
     memory = RandomMemory(10, 1, device="cpu", seed=0)
     memory.create_tensor("x", 1)
     memory.add_samples(x=torch.arange(4.0))
-    (x, mask), = memory.sample(["x"], 50, sequence_length=6, return_mask=True)
+    ((x, mask),) = memory.sample(["x"], 50, sequence_length=6, return_mask=True)
     assert not x.isnan().any()
     for row, ok in zip(x.view(50, 6).tolist(), mask.view(50, 6).tolist()):
         assert sum(ok) == 4 - row[0]

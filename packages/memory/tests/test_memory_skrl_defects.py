@@ -4,7 +4,6 @@ import warnings
 
 import pytest
 import torch
-
 from kernelgym.memory import Memory, RandomMemory
 
 
@@ -65,7 +64,10 @@ def test_partial_add_past_the_end_of_a_row_continues_on_the_next_row():
 
 def test_partial_add_past_the_end_of_the_memory_wraps_to_the_start():
     memory = make(memory_size=2, num_envs=2)
-    batch = lambda n, v: dict(obs=torch.full((n, 2), v), actions=torch.full((n, 1), int(v)), rewards=torch.full((n,), v))
+
+    def batch(n, v):
+        return dict(obs=torch.full((n, 2), v), actions=torch.full((n, 1), int(v)), rewards=torch.full((n,), v))
+
     memory.add_samples(**batch(3, 1.0))
     memory.add_samples(**batch(2, 2.0))
     assert memory.filled and (memory.memory_index, memory.env_index) == (0, 1)
@@ -95,10 +97,10 @@ def test_no_unwritten_row_is_returned_from_a_partly_filled_memory(replacement):
     memory.add_samples(**full_batch(1, 4))
     memory.add_samples(obs=torch.ones(3, 2), actions=torch.ones(3, 1, dtype=torch.int64), rewards=torch.ones(3))
     for _ in range(20):
-        (obs, rewards), = memory.sample(["obs", "rewards"], 7)
+        ((obs, rewards),) = memory.sample(["obs", "rewards"], 7)
         assert not obs.isnan().any() and not rewards.isnan().any()
         assert int(memory.get_sampling_indexes().max()) < 7
-    obs, = memory.sample_all(["obs"])[0]
+    (obs,) = memory.sample_all(["obs"])[0]
     assert obs.shape == (7, 2) and not obs.isnan().any()
 
 
@@ -106,7 +108,7 @@ def test_sample_all_returns_rows_oldest_first_after_wrap_around():
     memory = make(memory_size=3, num_envs=2)
     for step in range(4):
         memory.add_samples(**full_batch(step, 2))
-    actions, = memory.sample_all(["actions"])[0]
+    (actions,) = memory.sample_all(["actions"])[0]
     assert actions.view(-1).tolist() == [1, 1, 2, 2, 3, 3]
 
 

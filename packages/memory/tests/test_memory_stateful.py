@@ -7,7 +7,6 @@ import torch
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-
 from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 
@@ -47,7 +46,9 @@ class MemoryMachine(RuleBasedStateMachine):
     )
     def create(self, memory_size, num_envs, prioritized, replacement):
         kwargs = {} if prioritized else {"replacement": replacement}
-        self.make = lambda: (PrioritizedMemory if prioritized else RandomMemory)(memory_size, num_envs, device="cpu", seed=0, **kwargs)
+        self.make = lambda: (PrioritizedMemory if prioritized else RandomMemory)(
+            memory_size, num_envs, device="cpu", seed=0, **kwargs
+        )
         self.memory = self.make()
         self.memory.create_tensor("obs", (2,), keep_dimensions=True)
         self.memory.create_tensor("action", 1, torch.int64)

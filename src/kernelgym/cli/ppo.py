@@ -114,10 +114,11 @@ class PPOConfig:
 
 @dataclasses.dataclass
 class TrainResult:
-    """The learning curve (one point per rollout) and how the run ended."""
+    """The learning curve (one point per rollout), how the run ended, and the agent."""
 
     config: PPOConfig
     backend: str
+    agent: PPOAgent
     env_steps: list[int] = dataclasses.field(default_factory=list)
     wall_s: list[float] = dataclasses.field(default_factory=list)
     mean_returns: list[float] = dataclasses.field(default_factory=list)
@@ -254,7 +255,7 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     memory.create_tensor("returns", 1, dtype=torch.float32)
     names = ("obs", "actions", "log_probs", "advantages", "returns")
 
-    result = TrainResult(config=config, backend=backend)
+    result = TrainResult(config=config, backend=backend, agent=agent)
     episode_return = torch.zeros(N, device=device)
     recent_returns = deque(maxlen=config.return_window)
     env_steps = 0

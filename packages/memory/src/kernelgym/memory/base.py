@@ -235,7 +235,10 @@ class Memory:
         elif tensor.shape == view.shape:
             view.copy_(tensor)
         else:
-            raise ValueError(f"tensor: expected shape {tuple(target.shape)} or {tuple(view.shape)} for {name!r}, got {tuple(tensor.shape)}")
+            raise ValueError(
+                f"tensor: expected shape {tuple(target.shape)} or {tuple(view.shape)} for {name!r}, "
+                f"got {tuple(tensor.shape)}"
+            )
 
     def share_memory(self) -> None:
         """Move CPU tensors to shared memory so that other processes see the same storage."""
@@ -276,7 +279,9 @@ class Memory:
                 raise ValueError(f"add_samples: {name!r} has {n} samples, earlier tensors have {count}")
             batch.append((name, value))
         if count is None:
-            raise ValueError(f"add_samples: none of {list(tensors)} is a tensor of this memory {list(self.get_tensor_names())}")
+            raise ValueError(
+                f"add_samples: none of {list(tensors)} is a tensor of this memory {list(self.get_tensor_names())}"
+            )
         if skipped:
             self._warn_skipped(skipped)
         self._write(batch, count)
@@ -292,7 +297,9 @@ class Memory:
             if isinstance(value, np.ndarray):
                 value = torch.from_numpy(value)
             elif not isinstance(value, torch.Tensor):
-                raise TypeError(f"add_samples: {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}")
+                raise TypeError(
+                    f"add_samples: {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}"
+                )
         dtype = self.tensors[name].dtype
         if value.dtype != dtype:
             raise TypeError(f"add_samples: {name!r} must have dtype {dtype}, got {value.dtype}")
@@ -304,9 +311,13 @@ class Memory:
         elif shape == (1,) and len(value_shape) == 1:
             n, value = value_shape[0], value.unsqueeze(1)
         else:
-            raise ValueError(f"add_samples: {name!r} must have shape {shape} or (n, *{shape}), got {tuple(value_shape)}")
+            raise ValueError(
+                f"add_samples: {name!r} must have shape {shape} or (n, *{shape}), got {tuple(value_shape)}"
+            )
         if not 1 <= n <= self._capacity:
-            raise ValueError(f"add_samples: {name!r} must hold 1 to {self._capacity} samples (memory_size * num_envs), got {n}")
+            raise ValueError(
+                f"add_samples: {name!r} must hold 1 to {self._capacity} samples (memory_size * num_envs), got {n}"
+            )
         return value, n
 
     def _write(self, batch: list[tuple[str, torch.Tensor]], count: int) -> None:
@@ -323,7 +334,9 @@ class Memory:
             return
         views = self.tensors_view
         first = min(count, self._capacity - position)
-        torch._foreach_copy_([views[name][position : position + first] for name, _ in batch], [value[:first] for _, value in batch])
+        torch._foreach_copy_(
+            [views[name][position : position + first] for name, _ in batch], [value[:first] for _, value in batch]
+        )
         self._advance_by(first)
         if first < count:  # wrapped: the rest goes to the start, after any export
             rest = count - first
@@ -339,7 +352,9 @@ class Memory:
         """
         num_samples = _check_int(num_samples, "num_samples")
         if num_samples > self._capacity:
-            raise ValueError(f"num_samples: expected at most memory_size * num_envs = {self._capacity}, got {num_samples}")
+            raise ValueError(
+                f"num_samples: expected at most memory_size * num_envs = {self._capacity}, got {num_samples}"
+            )
         first = min(num_samples, self._capacity - self._position)
         self._advance_by(first)
         if first < num_samples:
@@ -387,24 +402,37 @@ class Memory:
         views = self._views_for(names)
         mini_batches = _check_int(mini_batches, "mini_batches")
         indexes = torch.as_tensor(indexes, device=self.device)
-        if indexes.dtype.is_floating_point or indexes.dtype.is_complex or indexes.dtype == torch.bool or indexes.dim() != 1:
-            raise TypeError(f"indexes: expected a 1-d integer sequence, got {indexes.dtype} of shape {tuple(indexes.shape)}")
+        if (
+            indexes.dtype.is_floating_point
+            or indexes.dtype.is_complex
+            or indexes.dtype == torch.bool
+            or indexes.dim() != 1
+        ):
+            raise TypeError(
+                f"indexes: expected a 1-d integer sequence, got {indexes.dtype} of shape {tuple(indexes.shape)}"
+            )
         count = len(self)
         if indexes.numel():
             low, high = torch.aminmax(indexes)
             if int(low) < 0 or int(high) >= count:
-                raise ValueError(f"indexes: expected written cells in [0, {count}), got values in [{int(low)}, {int(high)}]")
+                raise ValueError(
+                    f"indexes: expected written cells in [0, {count}), got values in [{int(low)}, {int(high)}]"
+                )
         if mini_batches > max(1, indexes.numel()):
             raise ValueError(f"mini_batches: expected at most {indexes.numel()} (one index each), got {mini_batches}")
         indexes = indexes.long()
         self.sampling_indexes = indexes
         return self._gather(views, indexes, mini_batches, 1)
 
-    def _gather(self, views, indexes: torch.Tensor, mini_batches: int, sequence_length: int, extras=()) -> list[list[torch.Tensor]]:
+    def _gather(
+        self, views, indexes: torch.Tensor, mini_batches: int, sequence_length: int, extras=()
+    ) -> list[list[torch.Tensor]]:
         """Rows at ``indexes``, split into mini-batches on sequence boundaries."""
         num_sequences = indexes.numel() // sequence_length
         quotient, remainder = divmod(num_sequences, mini_batches)
-        sizes = [(quotient + 1) * sequence_length] * remainder + [quotient * sequence_length] * (mini_batches - remainder)
+        sizes = [(quotient + 1) * sequence_length] * remainder + [quotient * sequence_length] * (
+            mini_batches - remainder
+        )
         columns = [torch.index_select(view, 0, indexes) for view in views] + list(extras)
         if mini_batches == 1:
             return [columns]
@@ -424,7 +452,9 @@ class Memory:
         sequence_length = _check_int(sequence_length, "sequence_length")
         count = self._check_not_empty()
         if sequence_length == 1:
-            indexes = chronological_cells(position=self._position, count=count, capacity=self._capacity, device=self.device)
+            indexes = chronological_cells(
+                position=self._position, count=count, capacity=self._capacity, device=self.device
+            )
             valid = torch.ones(count, dtype=torch.bool, device=self.device)
         else:
             windows, valid = episode_windows(
@@ -438,7 +468,10 @@ class Memory:
             )
             indexes, valid = windows.view(-1), valid.view(-1)
         if mini_batches > indexes.numel() // sequence_length:
-            raise ValueError(f"mini_batches: expected at most {indexes.numel() // sequence_length} (the number of sequences), got {mini_batches}")
+            raise ValueError(
+                f"mini_batches: expected at most {indexes.numel() // sequence_length} (the number of sequences), "
+                f"got {mini_batches}"
+            )
         self.sampling_indexes = indexes
         if sequence_length == 1 and not (self._filled and self._position):
             # written cells are a prefix of the storage: hand out views, no copy
@@ -577,7 +610,9 @@ class Memory:
             try:
                 from numba import cuda
             except ImportError as error:
-                raise ImportError("get_array_by_name on a CUDA memory needs numba: pip install 'kernelgym-memory[core]'") from error
+                raise ImportError(
+                    "get_array_by_name on a CUDA memory needs numba: pip install 'kernelgym-memory[core]'"
+                ) from error
             return cuda.as_cuda_array(tensor)
         raise TypeError(f"name: no array type for tensors on {tensor.device}")
 
@@ -597,7 +632,8 @@ class Memory:
         for name, view in views.items():
             if view.dim() < 2 or view.shape[0] != memory_size or view.shape[1:2] != num_envs:
                 raise ValueError(
-                    f"names: array {name!r} must have shape (memory_size={memory_size}, num_envs, ...) like the others, got {tuple(view.shape)}"
+                    f"names: array {name!r} must have shape (memory_size={memory_size}, num_envs, ...) "
+                    f"like the others, got {tuple(view.shape)}"
                 )
         memory = cls(memory_size, num_envs=num_envs[0], device=next(iter(views.values())).device, **kwargs)
         for name, view in views.items():

@@ -79,7 +79,9 @@ def read_snapshot(path: str) -> Snapshot:
     except FileNotFoundError:
         raise
     except Exception as error:  # noqa: BLE001 - every parse failure means the same to the caller
-        raise ValueError(f"path: {str(path)!r} is not a valid {extension} memory file ({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"path: {str(path)!r} is not a valid {extension} memory file ({type(error).__name__}: {error})"
+        ) from error
 
 
 # -- metadata shared by all formats ------------------------------------------------------
@@ -146,7 +148,10 @@ def _parse_metadata(text: str) -> _Layout:
         out = {}
         for name, entry in entries.items():
             shape = entry.get("shape") if isinstance(entry, dict) else None
-            _check(isinstance(shape, list) and all(type(dim) is int and dim >= 1 for dim in shape), f"bad shape for {name!r}")
+            _check(
+                isinstance(shape, list) and all(type(dim) is int and dim >= 1 for dim in shape),
+                f"bad shape for {name!r}",
+            )
             _check(tuple(shape[: len(leading)]) == leading, f"shape of {name!r} does not start with {leading}")
             out[name] = (_parse_dtype(entry.get("dtype")), tuple(shape))
         return out
@@ -164,8 +169,13 @@ def _snapshot(layout: _Layout, tensors: dict, extra: dict) -> Snapshot:
         for name, tensor in table.items():
             dtype, shape = expected[name]
             _check(isinstance(tensor, torch.Tensor), f"{name!r} is not a tensor")
-            _check(tensor.dtype == dtype and tuple(tensor.shape) == shape, f"{name!r} is {tensor.dtype} {tuple(tensor.shape)}, metadata says {dtype} {shape}")
-    return Snapshot(layout.memory_size, layout.num_envs, layout.position, layout.filled, tensors, layout.keep_dimensions, extra)
+            _check(
+                tensor.dtype == dtype and tuple(tensor.shape) == shape,
+                f"{name!r} is {tensor.dtype} {tuple(tensor.shape)}, metadata says {dtype} {shape}",
+            )
+    return Snapshot(
+        layout.memory_size, layout.num_envs, layout.position, layout.filled, tensors, layout.keep_dimensions, extra
+    )
 
 
 # -- pt: torch's zip format, loaded with weights_only=True (no code runs) ----------------------
@@ -249,7 +259,11 @@ def _parse_block(cells: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
         return torch.from_numpy(cells.astype(np.complex128)).to(dtype)
     if dtype.is_floating_point:
         return torch.from_numpy(cells.astype(np.float64)).to(dtype)
-    return torch.from_numpy(cells.astype(np.int64)).to(dtype) if dtype != torch.uint64 else torch.from_numpy(cells.astype(np.uint64))
+    return (
+        torch.from_numpy(cells.astype(np.int64)).to(dtype)
+        if dtype != torch.uint64
+        else torch.from_numpy(cells.astype(np.uint64))
+    )
 
 
 def _read_csv(path: str) -> Snapshot:
@@ -280,4 +294,3 @@ def _read_csv(path: str) -> Snapshot:
             column += width
         tables.append(parsed)
     return _snapshot(layout, *tables)
-

@@ -119,8 +119,15 @@ class PrioritizedMemory(Memory):
         """
         indexes = torch.as_tensor(indexes, device=self.device)
         priorities = torch.as_tensor(priorities, device=self.device)
-        if indexes.dim() != 1 or indexes.dtype.is_floating_point or indexes.dtype.is_complex or indexes.dtype == torch.bool:
-            raise TypeError(f"indexes: expected a 1-d integer tensor, got {indexes.dtype} of shape {tuple(indexes.shape)}")
+        if (
+            indexes.dim() != 1
+            or indexes.dtype.is_floating_point
+            or indexes.dtype.is_complex
+            or indexes.dtype == torch.bool
+        ):
+            raise TypeError(
+                f"indexes: expected a 1-d integer tensor, got {indexes.dtype} of shape {tuple(indexes.shape)}"
+            )
         if priorities.dtype.is_complex or priorities.dtype == torch.bool:
             raise TypeError(f"priorities: expected real numbers, got {priorities.dtype}")
         priorities = priorities.reshape(-1).to(torch.float64)
@@ -131,12 +138,22 @@ class PrioritizedMemory(Memory):
         count = len(self)
         # one host synchronisation for every check
         low, high, finite, smallest = torch.stack(
-            (indexes.min().double(), indexes.max().double(), torch.isfinite(priorities).all().double(), priorities.min())
+            (
+                indexes.min().double(),
+                indexes.max().double(),
+                torch.isfinite(priorities).all().double(),
+                priorities.min(),
+            )
         ).tolist()
         if low < 0 or high >= count:
-            raise ValueError(f"indexes: expected written cells in [0, {count}), got values in [{int(low)}, {int(high)}]")
+            raise ValueError(
+                f"indexes: expected written cells in [0, {count}), got values in [{int(low)}, {int(high)}]"
+            )
         if not finite or smallest < 0:
-            raise ValueError(f"priorities: expected finite values >= 0, got {priorities.tolist() if priorities.numel() <= 8 else 'non-finite or negative values'}")
+            raise ValueError(
+                "priorities: expected finite values >= 0, got "
+                + (str(priorities.tolist()) if priorities.numel() <= 8 else "non-finite or negative values")
+            )
         weights = (priorities + self.epsilon) ** self.alpha
         self._tree.update(indexes.long(), weights)
         self._max_weight = max(self._max_weight, float(weights.max()))
@@ -152,7 +169,12 @@ class PrioritizedMemory(Memory):
         priority = extra.get("priority")
         if priority is None:
             return
-        if priority.shape != (self._capacity,) or priority.dtype != torch.float64 or not bool(torch.isfinite(priority).all()) or bool((priority < 0).any()):
+        if (
+            priority.shape != (self._capacity,)
+            or priority.dtype != torch.float64
+            or not bool(torch.isfinite(priority).all())
+            or bool((priority < 0).any())
+        ):
             raise ValueError("path: the file's priorities must be finite non-negative float64 values")
 
     def _load_extra_state(self, extra: dict[str, torch.Tensor]) -> None:

@@ -35,7 +35,9 @@ class RandomMemory(Memory):
         super().__init__(memory_size, num_envs, device, export, export_format, export_directory, **kwargs)
         self._replacement = bool(replacement)
 
-    def sample(self, names, batch_size: int, mini_batches: int = 1, sequence_length: int = 1, *, return_mask: bool = False):
+    def sample(
+        self, names, batch_size: int, mini_batches: int = 1, sequence_length: int = 1, *, return_mask: bool = False
+    ):
         """Sample ``batch_size`` rows (or sequences) uniformly among the written cells.
 
         Parameters
@@ -84,5 +86,7 @@ class RandomMemory(Memory):
         if self._replacement:
             return torch.randint(0, count, (batch_size,), generator=self.generator, device=self.device)
         if batch_size > count:
-            raise ValueError(f"batch_size: sampling without replacement needs at most {count} (the written cells), got {batch_size}")
+            raise ValueError(
+                f"batch_size: sampling without replacement needs at most {count} (the written cells), got {batch_size}"
+            )
         return torch.randperm(count, generator=self.generator, device=self.device)[:batch_size]

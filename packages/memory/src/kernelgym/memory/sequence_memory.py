@@ -46,7 +46,15 @@ class SequenceMemory(RandomMemory):
         self.sequence_length = _check_int(sequence_length, "sequence_length")
         self.burn_in = _check_int(burn_in, "burn_in", minimum=0)
 
-    def sample(self, names, batch_size: int, mini_batches: int = 1, sequence_length: int | None = None, *, burn_in: int | None = None):
+    def sample(
+        self,
+        names,
+        batch_size: int,
+        mini_batches: int = 1,
+        sequence_length: int | None = None,
+        *,
+        burn_in: int | None = None,
+    ):
         """Sample ``batch_size`` sequences.
 
         Returns

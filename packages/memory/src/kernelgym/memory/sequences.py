@@ -83,9 +83,7 @@ def sequence_cells(
     return cells.gather(1, nearest), valid
 
 
-def chronological_cells(
-    *, position: int, count: int, capacity: int, device: torch.device
-) -> torch.Tensor:
+def chronological_cells(*, position: int, count: int, capacity: int, device: torch.device) -> torch.Tensor:
     """All written cells, oldest first."""
     if count < capacity:
         return torch.arange(count, device=device)

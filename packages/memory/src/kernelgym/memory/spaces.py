@@ -58,4 +58,6 @@ def _space_shape(space, keep_dimensions: bool) -> tuple[int, ...]:
         return (1,)
     if isinstance(shape, tuple) and all(isinstance(dim, numbers.Integral) for dim in shape):
         return tuple(int(dim) for dim in shape) if shape else (1,)
-    raise TypeError(f"size: expected an int, a tuple of ints or a gymnasium space, got {type(space).__name__}: {space!r}")
+    raise TypeError(
+        f"size: expected an int, a tuple of ints or a gymnasium space, got {type(space).__name__}: {space!r}"
+    )

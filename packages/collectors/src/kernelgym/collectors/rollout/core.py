@@ -25,7 +25,18 @@ from .nested import getitem, leaves, setitem, suply
 from .shared import Aliased, aliased, torchify
 from .state import Context, Fragment, State
 
-__all__ = ["prepare", "startup", "context", "collect", "evaluate", "episode", "react", "copy_"]
+__all__ = [
+    "prepare",
+    "startup",
+    "context",
+    "collect",
+    "evaluate",
+    "episode",
+    "react",
+    "copy_",
+    "as_device",
+    "check_positive",
+]
 
 
 def copy_(dst: Any, src: Any, *, at: Any = None) -> None:
@@ -41,11 +52,13 @@ def react(actor: Any, state: State, hx: Any, *, virtual: bool):
     return actor.step(state.stepno, state.obs, state.act, state.rew, state.fin, hx=hx, virtual=virtual)
 
 
-def _device(device: Any) -> torch.device:
+def as_device(device: Any) -> torch.device:
+    """``None`` means the CPU."""
     return torch.device("cpu") if device is None else torch.device(device)
 
 
-def _check_positive(name: str, value: Any) -> None:
+def check_positive(name: str, value: Any) -> None:
+    """Raise ValueError naming ``name`` unless ``value`` is a positive int."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}: expected a positive int, got {value!r}")
 
@@ -72,8 +85,8 @@ def prepare(env, actor, n_steps: int, n_envs: int, *, pinned=False, shared=False
     -------
     Fragment of CPU tensors.
     """
-    _check_positive("n_steps", n_steps)
-    _check_positive("n_envs", n_envs)
+    check_positive("n_steps", n_steps)
+    check_positive("n_envs", n_envs)
     obs, act, rew = as_batch(env).example()
     example = State(
         numpy.int64(0), obs, act, numpy.float32(rew), numpy.bool_(False), numpy.bool_(False), numpy.bool_(False)
@@ -158,7 +171,7 @@ def collect(envs, actor, fragment: Aliased, ctx: Aliased, *, sticky=False, devic
     batch = as_batch(envs)
     if sticky and not batch.supports_sticky:
         raise ValueError("sticky=True needs a list of envs: a vector env cannot pause single envs")
-    device = _device(device)
+    device = as_device(device)
     out, final_obs = fragment.npy.state, fragment.npy.env["final_obs"]
     npy, pyt, hx = ctx.npy.state, ctx.pyt.state, ctx.pyt.hx
     copy_(fragment.pyt.hx, hx)
@@ -201,9 +214,9 @@ def evaluate(envs, actor, *, n_steps: int | None = None, device=None) -> numpy.n
     rewards no longer count.
     """
     if n_steps is not None:
-        _check_positive("n_steps", n_steps)
+        check_positive("n_steps", n_steps)
     batch = as_batch(envs)
-    device = _device(device)
+    device = as_device(device)
     state, env = context(batch)
     npy, pyt = state.npy, state.pyt
     pyt_ = suply(torch.Tensor.to, pyt, device=device) if device.type != "cpu" else pyt
@@ -238,7 +251,7 @@ def episode(envs, actor, *, device=None) -> Iterator[tuple]:
     The yielded tensors are overwritten by the next step: clone what you keep.
     """
     batch = as_batch(envs)
-    device = _device(device)
+    device = as_device(device)
     state, env = context(batch)
     npy, pyt = state.npy, state.pyt
     nxt = aliased(pyt, copy=True)

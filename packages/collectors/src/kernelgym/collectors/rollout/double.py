@@ -29,7 +29,7 @@ import torch
 from numpy.random import SeedSequence
 
 from .batch import make_batch
-from .core import _check_positive, _device, collect, prepare, startup
+from .core import as_device, check_positive, collect, prepare, startup
 from .nested import suply
 from .shared import aliased, torchify
 from .state import Fragment
@@ -110,11 +110,11 @@ def rollout(
     affinity : the torch device the worker's actor runs on (default CPU).
     entropy : seed of the numpy ``SeedSequence`` (reproducible runs).
     """
-    _check_positive("n_steps", n_steps)
-    _check_positive("n_envs", n_envs)
+    check_positive("n_steps", n_steps)
+    check_positive("n_envs", n_envs)
     if not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
-    device, affinity = _device(device), _device(affinity)
+    device, affinity = as_device(device), as_device(affinity)
     mp = get_context(start_method)
 
     shared = deepcopy(actor).cpu().share_memory()

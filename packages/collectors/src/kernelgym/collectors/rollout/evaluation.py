@@ -12,10 +12,12 @@ from copy import deepcopy
 from typing import Iterator
 
 import numpy
+import torch
 from numpy.random import SeedSequence
 
 from .batch import make_batch
-from .core import _check_positive, _device, evaluate as evaluate_in_process
+from .core import as_device, check_positive
+from .core import evaluate as evaluate_in_process
 from .double import env_seeds, local_actor
 from .workers import (
     CloudpickleSpawner,
@@ -31,8 +33,6 @@ __all__ = ["evaluate"]
 
 
 def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, clone, device, timeout):
-    import torch
-
     torch.manual_seed(int(ss.generate_state(1)[0]))
     actor = local_actor(shared, clone, device)
     batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
@@ -73,9 +73,9 @@ def evaluate(
     n_steps : int or None, the longest episode played (None: until every env ends).
     clone, start_method, timeout, affinity, entropy : see :func:`~.double.rollout`.
     """
-    _check_positive("n_envs", n_envs)
+    check_positive("n_envs", n_envs)
     if n_steps is not None:
-        _check_positive("n_steps", n_steps)
+        check_positive("n_steps", n_steps)
     if not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     mp = get_context(start_method)
@@ -95,7 +95,7 @@ def evaluate(
                 n_envs,
                 n_steps,
                 clone,
-                _device(affinity),
+                as_device(affinity),
                 timeout,
             )
         ],

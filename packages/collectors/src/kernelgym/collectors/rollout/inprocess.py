@@ -7,7 +7,7 @@ from typing import Iterator
 import torch
 
 from .batch import as_batch
-from .core import _device, collect, prepare, startup
+from .core import as_device, collect, prepare, startup
 from .nested import suply
 from .state import Fragment
 
@@ -28,7 +28,7 @@ def rollout(envs, actor, n_steps: int = 51, *, sticky: bool = False, device=None
 
     The yielded fragment is reused: the next iteration overwrites it.
     """
-    device = _device(device)
+    device = as_device(device)
     pinned = device.type == "cuda"
     batch = as_batch(envs)
     buffer = prepare(batch, actor, n_steps, batch.n_envs, pinned=pinned, device=device)

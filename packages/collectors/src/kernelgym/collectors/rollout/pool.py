@@ -17,7 +17,7 @@ import torch
 from numpy.random import SeedSequence
 
 from .batch import make_batch
-from .core import _check_positive, _device, collect, copy_, prepare, startup
+from .core import as_device, check_positive, collect, copy_, prepare, startup
 from .double import env_seeds, local_actor
 from .nested import getitem, suply, tuply
 from .shared import aliased, torchify
@@ -97,14 +97,14 @@ def rollout(
         ("n_buffers", n_buffers),
         ("n_per_batch", n_per_batch),
     ):
-        _check_positive(name, value)
+        check_positive(name, value)
     if n_buffers < n_actors:
         raise ValueError(f"n_buffers: expected at least n_actors={n_actors} buffers, got {n_buffers}")
     if n_per_batch > n_buffers:
         raise ValueError(f"n_per_batch: expected at most n_buffers={n_buffers}, got {n_per_batch}")
     if not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
-    device = _device(device)
+    device = as_device(device)
     affinity = list(affinity) if isinstance(affinity, (list, tuple)) else [affinity] * n_actors
     if len(affinity) != n_actors:
         raise ValueError(f"affinity: expected one device per actor ({n_actors}), got {len(affinity)}")
@@ -144,7 +144,7 @@ def rollout(
                 n_per_actor,
                 clone,
                 sticky,
-                _device(affinity[i]),
+                as_device(affinity[i]),
                 timeout,
             )
             for i, ss in enumerate(worker_ss)

@@ -17,7 +17,9 @@ class State(NamedTuple):
         ``fin`` is set.
     act : the action $a_{t-1}$ that led here (nested).
     rew : float32, the reward $r_t$ of that transition.
-    fin : bool, ``terminated | truncated``: the transition into ``t`` ended an episode.
+    fin : bool, ``terminated | truncated``: the transition into ``t`` ended an episode
+        (also set on the very first record after ``startup``, a fresh episode that no
+        transition ended: there ``terminated`` and ``truncated`` are unset).
     terminated : bool, the episode reached a terminal state (no bootstrapping).
     truncated : bool, the episode was cut short, e.g. by a time limit (bootstrap from
         the final observation, which the fragment keeps in ``env["final_obs"]``).

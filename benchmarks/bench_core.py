@@ -49,7 +49,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--num-envs", type=int, default=65536)
     parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--output", default=str(Path(__file__).resolve().parents[3] / "benchmarks/results/core.md"))
+    parser.add_argument("--output", default=str(Path(__file__).resolve().parents[1] / "benchmarks/results/core.md"))
     options = parser.parse_args()
     n, repeats = options.num_envs, options.repeats
     rows = []
@@ -121,6 +121,7 @@ def main() -> None:
          f"numpy Generator.random: {draws / numpy_rng / 1e6:.0f} M draws/s ({numpy_rng / kernel_rng:.1f}x)")
     )
 
+    threads_setting = f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']} " if "NUMBA_NUM_THREADS" in os.environ else ""
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "## kernelgym-core (cpu backend)",
@@ -129,7 +130,7 @@ def main() -> None:
         f"(shared machine), numba threads {numba.get_num_threads()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- versions: Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}",
-        f"- medians of {repeats} repeats; command: `.venv/bin/python packages/core/benchmarks/bench_core.py`",
+        f"- medians of {repeats} repeats; command: `{threads_setting}.venv/bin/python packages/core/benchmarks/bench_core.py`",
         "",
         "| what | median | compared with |",
         "|---|---|---|",
