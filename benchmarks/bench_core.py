@@ -1,6 +1,6 @@
 """Throughput of kernelgym.core's building blocks on the cpu backend (a script, not a test).
 
-    .venv/bin/python packages/core/benchmarks/bench_core.py [--num-envs 65536] [--repeats 7]
+    .venv/bin/python benchmarks/bench_core.py [--num-envs 65536] [--repeats 7]
 
 Writes benchmarks/results/core.md (machine, date, versions, medians of repeats, ratios)
 and prints it.
@@ -130,7 +130,7 @@ def main() -> None:
         f"(shared machine), numba threads {numba.get_num_threads()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- versions: Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}",
-        f"- medians of {repeats} repeats; command: `{threads_setting}.venv/bin/python packages/core/benchmarks/bench_core.py`",
+        f"- medians of {repeats} repeats; command: `{threads_setting}.venv/bin/python benchmarks/bench_core.py`",
         "",
         "| what | median | compared with |",
         "|---|---|---|",
