@@ -64,10 +64,13 @@ def median_rate(run, env_steps: int, repeats: int) -> float:
     return statistics.median(rates)
 
 
-def bench_kernelgym(n: int, steps: int, repeats: int) -> float:
+def bench_kernelgym(n: int, steps: int, repeats: int, threads: int) -> float:
+    import numba
     import torch
 
     import kernelgym.envs as kge
+
+    numba.set_num_threads(threads)
 
     env = kge.make("CartPole-v1", n, backend="cpu", seed=0)
     env.reset()
@@ -120,25 +123,28 @@ def main(argv=None) -> str:
     parser.add_argument("--sync-budget", type=int, default=100_000, help="env-steps per timed run (SyncVectorEnv)")
     parser.add_argument("--envpool-python", default=None, help="a Python with envpool installed")
     parser.add_argument("--envpool-threads", type=int, default=os.cpu_count())
+    parser.add_argument("--numba-threads", type=int, nargs="+", default=None,
+                        help="kernelgym thread counts to measure (default: 1 and all cores)")
     args = parser.parse_args(argv)
 
     import numba
-    import torch
 
+    thread_counts = args.numba_threads or sorted({1, numba.config.NUMBA_NUM_THREADS})
     load_start = os.getloadavg()[0]
     rows = []
     envpool_version = None
     for n in args.sizes:
         steps = steps_for(n, args.budget)
-        ours = bench_kernelgym(n, steps, args.repeats)
+        ours_by_threads = {threads: bench_kernelgym(n, steps, args.repeats, threads) for threads in thread_counts}
+        ours = max(ours_by_threads.values())
         vector = bench_gymnasium(n, steps, args.repeats, "vector_entry_point")
         sync = bench_gymnasium(n, steps_for(n, args.sync_budget), max(3, args.repeats // 2), "sync")
         envpool_rate = None
         if args.envpool_python:
             envpool_rate, envpool_version = bench_envpool(args.envpool_python, n, steps, args.repeats,
                                                           args.envpool_threads)
-        rows.append((n, ours, vector, sync, envpool_rate))
-        print(f"N={n}: kernelgym {ours / 1e6:.2f} M/s, CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
+        rows.append((n, ours_by_threads, vector, sync, envpool_rate))
+        print(f"N={n}: kernelgym {ours / 1e6:.2f} M/s (best of threads {thread_counts}), CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
               f"SyncVectorEnv {sync / 1e6:.3f} M/s, EnvPool "
               f"{'-' if envpool_rate is None else f'{envpool_rate / 1e6:.3f} M/s'}", file=sys.stderr)
     load_end = os.getloadavg()[0]
@@ -163,21 +169,26 @@ def main(argv=None) -> str:
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
         f"load average {load_start:.1f} at start and {load_end:.1f} at end (shared machine)",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
-        f"- versions: Python {platform.python_version()}, {versions}; numba threads {numba.get_num_threads()}, "
-        f"threading layer {numba.threading_layer()}",
+        f"- versions: Python {platform.python_version()}, {versions}; numba threading layer "
+        f"{numba.threading_layer()}; kernelgym measured with {thread_counts} numba threads",
         f"- {envpool_note}",
         f"- medians of {args.repeats} timed runs of ~{args.budget:,} env-steps each (SyncVectorEnv: "
         f"~{args.sync_budget:,}), random actions; kernelgym takes a torch tensor of actions per step",
         "- command: `.venv/bin/python benchmarks/bench_envs.py"
         + (f" --envpool-python {args.envpool_python}`" if args.envpool_python else "`"),
         "",
-        "| N | kernelgym M steps/s | gymnasium CartPoleVectorEnv | SyncVectorEnv | EnvPool "
+        "M env-steps/s (ratios: kernelgym's best thread count against the others)",
+        "",
+        "| N | " + " | ".join(f"kernelgym {t} thread{'s' if t > 1 else ''}" for t in thread_counts)
+        + " | gymnasium CartPoleVectorEnv | SyncVectorEnv | EnvPool "
         "| vs CartPoleVectorEnv | vs SyncVectorEnv | vs EnvPool |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|" + "---|" * (len(thread_counts) + 6),
     ]
-    for n, ours, vector, sync, envpool_rate in rows:
+    for n, ours_by_threads, vector, sync, envpool_rate in rows:
+        ours = max(ours_by_threads.values())
         lines.append(
-            f"| {n} | {rate(ours)} | {rate(vector)} | {rate(sync)} | {rate(envpool_rate)} "
+            f"| {n} | " + " | ".join(rate(ours_by_threads[t]) for t in thread_counts)
+            + f" | {rate(vector)} | {rate(sync)} | {rate(envpool_rate)} "
             f"| {ratio(ours, vector)} | {ratio(ours, sync)} | {ratio(ours, envpool_rate)} |"
         )
     text = "\n".join(lines) + "\n"

@@ -190,46 +190,14 @@ def measure(subject_types, args, made) -> list[dict]:
     return list(results.values())
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memory-size", type=int, default=1024)
-    parser.add_argument("--num-envs", type=int, default=64)
-    parser.add_argument("--batch-size", type=int, default=4096)
-    parser.add_argument("--adds", type=int, default=2048, help="add_samples calls per timed run")
-    parser.add_argument("--sample-calls", type=int, default=200, help="sample calls per timed run")
-    parser.add_argument("--repeats", type=int, default=7)
-    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
-    parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "results", "memory.md"))
-    args = parser.parse_args()
-
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    torch.manual_seed(0)
-    made = batches(args.num_envs, args.adds)
-    subjects = [KernelgymRandom, KernelgymPrioritized, SkrlRandom, TorchRLLazy, BareCopy]
-    results = measure(subjects, args, made)
+def table(results: list[dict]) -> list[str]:
+    """Markdown rows, with kernelgym RandomMemory (the first result) divided by each other library."""
     ours = results[0]
 
     def ratio(result, key):
         return f"{ours[key] / result[key]:.2f}x" if key in result and result is not ours else ""
 
     lines = [
-        "## Memory: add_samples and sample throughput (CPU)",
-        "",
-        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
-        f"{os.cpu_count()} cores, torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} "
-        f"(shared machine), {platform.python_implementation()} {platform.python_version()}",
-        f"- versions: torch {torch.__version__}, kernelgym-memory {version('kernelgym-memory')}, "
-        f"skrl {version('skrl')}, torchrl {version('torchrl')}, tensordict {version('tensordict')}",
-        f"- shapes: memory_size {args.memory_size}, num_envs {args.num_envs}, tensors "
-        + ", ".join(f"{name} {shape} {str(dtype).removeprefix('torch.')}" for name, (shape, dtype) in TENSORS.items()),
-        f"- add: {args.adds} calls of one ({args.num_envs}, ...) batch per tensor; sample: {args.sample_calls} calls "
-        f"of {args.batch_size} rows of all four tensors, with replacement; medians of {args.repeats} interleaved runs "
-        "after a warm-up",
-        "- command: `.venv-bench/bin/python benchmarks/bench_memory.py"
-        + (f" --threads {args.threads}" if args.threads else "")
-        + "` (ratio = kernelgym RandomMemory / that row)",
-        "",
         "| library | add (calls/s) | kernelgym / it | sample (rows/s) | kernelgym / it |",
         "|---|---:|---:|---:|---:|",
     ]
@@ -240,6 +208,44 @@ def main() -> None:
         sample = f"{result['sample'] / 1e6:.1f} M" if "sample" in result else "-"
         add = f"{result['add'] / 1e3:.1f} k"
         lines.append(f"| {result['name']} | {add} | {ratio(result, 'add')} | {sample} | {ratio(result, 'sample')} |")
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memory-size", type=int, default=1024)
+    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, default=4096)
+    parser.add_argument("--adds", type=int, default=2048, help="add_samples calls per timed run")
+    parser.add_argument("--sample-calls", type=int, default=200, help="sample calls per timed run")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=[torch.get_num_threads(), 1], help="torch intra-op thread counts"
+    )
+    parser.add_argument("--output", default=os.path.join(os.path.dirname(__file__), "results", "memory.md"))
+    args = parser.parse_args()
+
+    torch.manual_seed(0)
+    made = batches(args.num_envs, args.adds)
+    subjects = [KernelgymRandom, KernelgymPrioritized, SkrlRandom, TorchRLLazy, BareCopy]
+    lines = [
+        "## Memory: add_samples and sample throughput (CPU)",
+        "",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {platform.machine()}, "
+        f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} (shared machine), "
+        f"{platform.python_implementation()} {platform.python_version()}",
+        f"- versions: torch {torch.__version__}, kernelgym-memory {version('kernelgym-memory')}, "
+        f"skrl {version('skrl')}, torchrl {version('torchrl')}, tensordict {version('tensordict')}",
+        f"- shapes: memory_size {args.memory_size}, num_envs {args.num_envs}, tensors "
+        + ", ".join(f"{name} {shape} {str(dtype).removeprefix('torch.')}" for name, (shape, dtype) in TENSORS.items()),
+        f"- add: {args.adds} calls of one ({args.num_envs}, ...) batch per tensor; sample: {args.sample_calls} calls "
+        f"of {args.batch_size} rows of all four tensors, with replacement; medians of {args.repeats} interleaved runs "
+        "after a warm-up",
+        "- command: `.venv-bench/bin/python benchmarks/bench_memory.py` (ratio = kernelgym RandomMemory / that row)",
+    ]
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        lines += ["", f"torch intra-op threads: {threads}", ""] + table(measure(subjects, args, made))
     text = "\n".join(lines) + "\n"
     os.makedirs(os.path.dirname(args.output), exist_ok=True)
     with open(args.output, "w") as file:

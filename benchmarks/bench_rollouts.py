@@ -48,18 +48,20 @@ class MLPActor(Actor):
 
 
 class KernelCartPoles:
-    """``factory(seed=...)`` of one kernelgym CPU vector env (one numba thread: the
-    pool already runs one worker per core)."""
+    """``factory(seed=...)`` of one kernelgym CPU vector env; ``threads`` caps numba's
+    threads (1 in pool workers: the pool already runs one worker per core)."""
 
-    def __init__(self, num_envs: int):
-        self.num_envs = num_envs
+    def __init__(self, num_envs: int, threads: int | None = None):
+        self.num_envs, self.threads = num_envs, threads
 
     def __call__(self, seed=None):
         import numba
 
         import kernelgym.envs as kge
 
-        numba.set_num_threads(1)
+        if self.threads is not None:
+            numba.set_num_threads(self.threads)
+            torch.set_num_threads(self.threads)
         return kge.make("CartPole-v1", num_envs=self.num_envs, backend="cpu", seed=seed, autoreset_mode="same_step")
 
 
@@ -118,7 +120,7 @@ def bench_async(n_envs, n_steps, windows_fragments, repeats):
 
 
 def bench_device(n_envs, n_steps, windows_fragments, repeats):
-    collector = DeviceCollector(KernelCartPoles(n_envs).__call__(seed=0), MLPActor(), n_steps, seed=0)
+    collector = DeviceCollector(KernelCartPoles(n_envs, threads=os.cpu_count())(seed=0), MLPActor(), n_steps, seed=0)
     times = timed_windows(lambda: [collector.collect() for _ in range(windows_fragments)], repeats)
     return n_steps * n_envs * windows_fragments, times
 
@@ -153,7 +155,12 @@ def main() -> None:
             "pool, kernelgym vector env per worker",
             f"{args.n_actors} workers x {args.n_per_actor}",
             lambda: bench_pool(
-                KernelCartPoles(args.n_per_actor), args.n_actors, args.n_per_actor, args.n_steps, 4, args.repeats
+                KernelCartPoles(args.n_per_actor, threads=1),
+                args.n_actors,
+                args.n_per_actor,
+                args.n_steps,
+                4,
+                args.repeats,
             ),
         ),
         (

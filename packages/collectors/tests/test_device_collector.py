@@ -196,3 +196,32 @@ def test_bad_input_is_rejected_before_any_step():
     with pytest.raises(ValueError, match="same_step"):
         DeviceCollector(env, PolicyActor(), 4)
     assert int(env.episodes.sum()) == 0  # never reset, never stepped
+
+
+class ZeroActor(CountingActor):
+    """Takes the all-zeros action (valid in every env below), counts steps in hx."""
+
+    def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+        _, hx, info = super().step(stepno, obs, act, rew, fin, hx=hx, virtual=virtual)
+        return torch.zeros_like(act), hx, info
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "TagGridWorld-v0"])
+def test_kernelgym_envs_of_other_shapes(env_id):
+    import kernelgym.envs as kge
+
+    n_envs, n_steps, limit = 3, 9, 4
+    env = kge.make(env_id, num_envs=n_envs, backend="cpu", seed=0, autoreset_mode="same_step", max_episode_steps=limit)
+    agents = (env.num_agents,) if env.num_agents > 1 else ()
+    fragment = DeviceCollector(env, ZeroActor(), n_steps, seed=0).collect()
+    state = fragment.state
+    assert state.obs.shape[:2] == (n_steps + 1, n_envs) and state.obs.shape[2:] == fragment.env["final_obs"].shape[2:]
+    assert state.rew.shape == (n_steps + 1, n_envs, *agents)
+    assert state.act.shape == (n_steps + 1, n_envs, *agents, *env.single_action_space.shape)
+    assert torch.equal(state.fin[1:], state.terminated[1:] | state.truncated[1:])
+    # the time limit truncates every episode that lasts `limit` steps
+    assert (state.stepno < limit).all()
+    assert torch.equal(state.truncated[1:], (state.stepno[:-1] == limit - 1) & ~state.terminated[1:])
+    assert torch.equal(fragment.actor["count"], state.stepno.float())
+    kept = ~state.fin[1:]
+    assert torch.equal(fragment.env["final_obs"][kept], state.obs[1:][kept])

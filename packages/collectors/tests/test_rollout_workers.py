@@ -299,8 +299,15 @@ def _learner(variant, pids):
         batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
     else:
         batches = pool.rollout(
-            counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, n_actors=2, n_per_actor=2, n_buffers=3,
-            n_per_batch=1, timeout=3, **FORK,
+            counter_factory(MAX_LEN, LIMIT),
+            PolicyActor(),
+            N_STEPS,
+            n_actors=2,
+            n_per_actor=2,
+            n_buffers=3,
+            n_per_batch=1,
+            timeout=3,
+            **FORK,
         )
     next(batches)
     pids.put([process.pid for process in multiprocessing.active_children()])

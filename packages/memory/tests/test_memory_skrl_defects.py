@@ -219,3 +219,27 @@ def test_seeded_memories_sample_the_same_indexes():
     generator = torch.Generator().manual_seed(3)
     third = RandomMemory(4, 3, device="cpu", seed=generator)
     assert third.generator is generator
+
+
+def test_memories_too_long_for_the_row_view_cache_write_the_same(monkeypatch):
+    from kernelgym.memory import base
+
+    results = []
+    for cache_rows in (0, 100):
+        monkeypatch.setattr(base, "_ROW_VIEW_CACHE_ROWS", cache_rows)
+        memory = make(memory_size=3)
+        assert bool(memory._row_views) == (cache_rows > 0)
+        for step in range(5):
+            memory.add_samples(**full_batch(step))
+        memory.add_samples(obs=torch.ones(2, 2), actions=torch.ones(2, 1, dtype=torch.int64), rewards=torch.ones(2))
+        results.append([t.nan_to_num(-1.0) for t in memory.sample_all(["obs", "actions", "rewards"])[0]])
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
+def test_stored_samples_are_detached_from_autograd():
+    memory = make()
+    rewards = torch.ones(3, requires_grad=True)
+    memory.add_samples(**{**full_batch(0), "rewards": rewards * 2})
+    memory.set_tensor_by_name("obs", torch.zeros(4, 3, 2, requires_grad=True))
+    assert not any(tensor.requires_grad for tensor in memory.tensors.values())
+    assert memory.get_tensor_by_name("rewards")[0].view(-1).tolist() == [2.0, 2.0, 2.0]

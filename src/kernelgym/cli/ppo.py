@@ -20,6 +20,7 @@ true final observation in ``fragment.env["final_obs"]``, from which a truncated
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections import deque
 
@@ -223,12 +224,20 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     Returns
     -------
     TrainResult
+
+    Notes
+    -----
+    For reproducible runs this switches torch's deterministic algorithms on and sets
+    its CPU thread count, for the whole process.
     """
     # --- reproducibility: same seed, same threads -> same numbers
+    backend = resolve_backend(config.backend)
+    if backend == "cuda":
+        # deterministic cuBLAS needs a fixed workspace, chosen before its first use
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.torch_threads)
     torch.use_deterministic_algorithms(True)
-    backend = resolve_backend(config.backend)
 
     env = kge.make(config.env_id, num_envs=config.num_envs, backend=backend, seed=config.seed,
                    autoreset_mode="same_step")

@@ -66,7 +66,7 @@ def pack_results(results: list[RLStepResult]) -> tuple:
     if packable(first) and first.ndim and all(
         type(obs) is np.ndarray and obs.shape == first.shape and obs.dtype == first.dtype for obs in observations
     ):
-        observations = PackedArray.pack(np.stack(observations))
+        observations = PackedArray.pack(np.array(observations))  # shapes and dtypes checked: stacks, in C
     return observations, rewards, dones, infos, terminated, truncated
 
 
@@ -75,7 +75,8 @@ def unpack_results(columns: tuple) -> list[RLStepResult]:
     observations, *rest = columns
     if type(observations) is PackedArray:
         observations = list(observations.unpack())  # one row (a view) per task
-    return list(map(RLStepResult._make, zip(observations, *rest)))
+    make = tuple.__new__  # skips RLStepResult's checks, done when the worker made them
+    return [make(RLStepResult, fields) for fields in zip(observations, *rest)]
 
 
 def portable_failures(failures: list[SamplerFailure]) -> list[PortableFailure]:

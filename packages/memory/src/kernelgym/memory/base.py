@@ -80,6 +80,8 @@ class Memory:
         self.export = bool(export)
         self.export_format = export_format
         self.export_directory = export_directory
+        if isinstance(episode_end_names, str) or not all(isinstance(name, str) for name in episode_end_names):
+            raise TypeError(f"episode_end_names: expected a sequence of tensor names, got {episode_end_names!r}")
         self.episode_end_names = tuple(episode_end_names)
         self.generator = self._make_generator(seed)
 
@@ -230,10 +232,9 @@ class Memory:
         if tensor.dtype != target.dtype:
             raise TypeError(f"tensor: expected dtype {target.dtype} for {name!r}, got {tensor.dtype}")
         view = self.tensors_view[name]
-        if tensor.shape == target.shape:
-            target.copy_(tensor)
-        elif tensor.shape == view.shape:
-            view.copy_(tensor)
+        if tensor.shape in (target.shape, view.shape):
+            with torch.no_grad():
+                (target if tensor.shape == target.shape else view).copy_(tensor)
         else:
             raise ValueError(
                 f"tensor: expected shape {tuple(target.shape)} or {tuple(view.shape)} for {name!r}, "
@@ -268,8 +269,13 @@ class Memory:
             if spec is None:
                 skipped = (skipped or []) + [name]
                 continue
-            # the common case (one full row of the right dtype) costs two comparisons
-            if type(value) is torch.Tensor and value.dtype is spec[0] and value.shape == spec[1]:
+            # the common case (one full row of the right dtype, no autograd) costs three comparisons
+            if (
+                type(value) is torch.Tensor
+                and value.dtype is spec[0]
+                and value.shape == spec[1]
+                and not value.requires_grad
+            ):
                 n = self.num_envs
             else:
                 value, n = self._as_batch(name, value, self._sample_shapes[name])
@@ -300,6 +306,7 @@ class Memory:
                 raise TypeError(
                     f"add_samples: {name!r} must be a torch.Tensor or numpy array, got {type(value).__name__}"
                 )
+        value = value.detach()  # storing must not graft the memory onto an autograd graph
         dtype = self.tensors[name].dtype
         if value.dtype != dtype:
             raise TypeError(f"add_samples: {name!r} must have dtype {dtype}, got {value.dtype}")

@@ -4,6 +4,27 @@ In-process (:func:`inprocess.rollout`), double-buffered in one worker
 (:func:`double.rollout`), a multi-actor buffer pool (:func:`pool.rollout`), whole
 episodes (:func:`episodic.rollout`) and background evaluation
 (:func:`evaluation.evaluate`), all built on :mod:`.core`.
+
+Example: two worker processes, each stepping one vector env of 4096 CartPoles::
+
+    import kernelgym.envs as kge
+    from kernelgym.collectors.rollout import Actor, pool
+
+    def factory(seed=None):
+        return kge.make("CartPole-v1", num_envs=4096, backend="cpu", seed=seed,
+                        autoreset_mode="same_step")
+
+    batches = pool.rollout(factory, actor, n_steps=64, n_actors=2, n_per_actor=4096,
+                           n_buffers=4, n_per_batch=2, entropy=0)
+    for batch in batches:          # 65 x 8192 records, overwritten by the next one
+        learn(batch.state.obs, batch.state.act, batch.state.rew,
+              batch.state.terminated, batch.state.truncated, batch.env["final_obs"])
+        if done:
+            break                  # workers are stopped, no process is left behind
+
+``actor`` subclasses :class:`Actor` (``step(stepno, obs, act, rew, fin, *, hx,
+virtual)``). A dead worker raises :class:`WorkerError` with its traceback or
+signal; a silent one raises ``TimeoutError`` after ``timeout`` seconds.
 """
 
 from . import double, episodic, evaluation, inprocess, pool

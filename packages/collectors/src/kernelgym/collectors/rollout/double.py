@@ -50,7 +50,7 @@ def local_actor(shared, clone: bool, device):
     return deepcopy(shared).to(device) if clone else shared
 
 
-def _double_worker(stop, ss, filled, resume, factory, buffers, shared, n_envs, clone, sticky, device):
+def _double_worker(stop, ss, filled, resume, factory, buffers, shared, n_envs, clone, close, sticky, device):
     torch.manual_seed(int(ss.generate_state(1)[0]))
     actor = local_actor(shared, clone, device)
     batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
@@ -67,7 +67,8 @@ def _double_worker(stop, ss, filled, resume, factory, buffers, shared, n_envs, c
                 actor.load_state_dict(shared.state_dict(), strict=True)
             flipflop = 1 - flipflop
     finally:
-        batch.close()
+        if close:
+            batch.close()
 
 
 def rollout(
@@ -78,6 +79,7 @@ def rollout(
     *,
     sticky: bool = False,
     clone: bool = True,
+    close: bool = True,
     device=None,
     start_method: str | None = "forkserver",
     timeout: float = 10.0,
@@ -98,6 +100,7 @@ def rollout(
         copy of the actor. The learner's parameters at the ``k``-th ``next()`` are
         published to the worker, which collects fragment ``k + 1`` with them
         (fragment ``k + 1`` is being collected while the learner trains on ``k``).
+    close : close the envs when done (False for envs that break on ``close``).
     device : where the yielded fragments go (CPU: the shared buffer itself, valid
         until the next iteration).
     start_method : ``"forkserver"`` (default), ``"fork"``, ``"spawn"`` or None (the
@@ -117,30 +120,49 @@ def rollout(
     device, affinity = as_device(device), as_device(affinity)
     mp = get_context(start_method)
 
-    shared = deepcopy(actor).cpu().share_memory()
-    env = factory(seed=None)
-    reference = prepare(env, shared, n_steps, n_envs)
-    env.close()
-    buffers = torchify((reference,) * 2, shared=True)
-    filled, resume = mp.Semaphore(0), mp.Semaphore(0)
-    ss = SeedSequence(entropy)
-    workers = Workers(
-        mp,
-        _double_worker,
-        [(ss, filled, resume, CloudpickleSpawner(factory), buffers, shared, n_envs, clone, sticky, affinity)],
-        name="double",
-    ).start()
-    flipflop = 0
-    try:
-        while True:
-            workers.wait(acquirer(filled), timeout=timeout, what="double rollout: waiting for a fragment")
-            # the worker is parked until `resume`: no lock needed to publish
-            shared.load_state_dict(actor.state_dict(), strict=True)
-            resume.release()  # the worker refills the other buffer meanwhile
-            if device.type == "cpu":
-                yield buffers[flipflop]
-            else:
-                yield suply(torch.Tensor.to, buffers[flipflop], device=device, non_blocking=True)
-            flipflop = 1 - flipflop
-    finally:
-        workers.shutdown()
+    def fragments():
+
+        shared = deepcopy(actor).cpu().share_memory()
+        env = factory(seed=None)
+        reference = prepare(env, shared, n_steps, n_envs)
+        if close:
+            env.close()
+        buffers = torchify((reference,) * 2, shared=True)
+        filled, resume = mp.Semaphore(0), mp.Semaphore(0)
+        ss = SeedSequence(entropy)
+        workers = Workers(
+            mp,
+            _double_worker,
+            [
+                (
+                    ss,
+                    filled,
+                    resume,
+                    CloudpickleSpawner(factory),
+                    buffers,
+                    shared,
+                    n_envs,
+                    clone,
+                    close,
+                    sticky,
+                    affinity,
+                )
+            ],
+            name="double",
+        ).start()
+        flipflop = 0
+        try:
+            while True:
+                workers.wait(acquirer(filled), timeout=timeout, what="double rollout: waiting for a fragment")
+                # the worker is parked until `resume`: no lock needed to publish
+                shared.load_state_dict(actor.state_dict(), strict=True)
+                resume.release()  # the worker refills the other buffer meanwhile
+                if device.type == "cpu":
+                    yield buffers[flipflop]
+                else:
+                    yield suply(torch.Tensor.to, buffers[flipflop], device=device, non_blocking=True)
+                flipflop = 1 - flipflop
+        finally:
+            workers.shutdown()
+
+    return fragments()

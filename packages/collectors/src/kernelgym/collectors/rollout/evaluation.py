@@ -32,7 +32,7 @@ from .workers import (
 __all__ = ["evaluate"]
 
 
-def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, clone, device, timeout):
+def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, clone, close, device, timeout):
     torch.manual_seed(int(ss.generate_state(1)[0]))
     actor = local_actor(shared, clone, device)
     batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
@@ -57,6 +57,7 @@ def evaluate(
     n_steps: int | None = None,
     *,
     clone: bool = True,
+    close: bool = True,
     start_method: str | None = "forkserver",
     timeout: float = 10.0,
     affinity=None,
@@ -71,7 +72,7 @@ def evaluate(
     actor : Actor, its parameters are published to the worker on every ``next()``.
     n_envs : int, test envs.
     n_steps : int or None, the longest episode played (None: until every env ends).
-    clone, start_method, timeout, affinity, entropy : see :func:`~.double.rollout`.
+    clone, close, start_method, timeout, affinity, entropy : see :func:`~.double.rollout`.
     """
     check_positive("n_envs", n_envs)
     if n_steps is not None:
@@ -79,42 +80,47 @@ def evaluate(
     if not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     mp = get_context(start_method)
-    shared = deepcopy(actor).cpu().share_memory()
-    lock = mp.Lock()
-    learner_end, worker_end = mp.Pipe()
-    workers = Workers(
-        mp,
-        _evaluation_worker,
-        [
-            (
-                SeedSequence(entropy),
-                lock,
-                worker_end,
-                CloudpickleSpawner(factory),
-                shared,
-                n_envs,
-                n_steps,
-                clone,
-                as_device(affinity),
-                timeout,
-            )
-        ],
-        name="evaluation",
-    ).start()
-    worker_end.close()  # the worker holds its own copy of this end
-    try:
-        while True:
-            with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
-                shared.load_state_dict(actor.state_dict(), strict=True)
-            try:
-                learner_end.send(True)
-            except OSError:  # a broken pipe: the worker is gone, say why
-                workers.processes[0].join(timeout)
-                workers.check()
-                raise
-            yield workers.wait(
-                connection_receiver(learner_end), timeout=timeout, what="evaluation: waiting for returns"
-            )
-    finally:
-        workers.shutdown()
-        learner_end.close()
+
+    def results():
+        shared = deepcopy(actor).cpu().share_memory()
+        lock = mp.Lock()
+        learner_end, worker_end = mp.Pipe()
+        workers = Workers(
+            mp,
+            _evaluation_worker,
+            [
+                (
+                    SeedSequence(entropy),
+                    lock,
+                    worker_end,
+                    CloudpickleSpawner(factory),
+                    shared,
+                    n_envs,
+                    n_steps,
+                    clone,
+                    close,
+                    as_device(affinity),
+                    timeout,
+                )
+            ],
+            name="evaluation",
+        ).start()
+        worker_end.close()  # the worker holds its own copy of this end
+        try:
+            while True:
+                with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
+                    shared.load_state_dict(actor.state_dict(), strict=True)
+                try:
+                    learner_end.send(True)
+                except OSError:  # a broken pipe: the worker is gone, say why
+                    workers.processes[0].join(timeout)
+                    workers.check()
+                    raise
+                yield workers.wait(
+                    connection_receiver(learner_end), timeout=timeout, what="evaluation: waiting for returns"
+                )
+        finally:
+            workers.shutdown()
+            learner_end.close()
+
+    return results()

@@ -27,7 +27,7 @@ from .workers import CloudpickleSpawner, Workers, get_context, locked, worker_ch
 __all__ = ["rollout"]
 
 
-def _pool_worker(stop, ss, lock, empty, ready, factory, buffers, shared, n_envs, clone, sticky, device, timeout):
+def _pool_worker(stop, ss, lock, empty, ready, factory, buffers, shared, n_envs, clone, close, sticky, device, timeout):
     torch.manual_seed(int(ss.generate_state(1)[0]))
     actor = local_actor(shared, clone, device)
     batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
@@ -45,7 +45,8 @@ def _pool_worker(stop, ss, lock, empty, ready, factory, buffers, shared, n_envs,
             collect(batch, actor, fragments[index], ctx, sticky=sticky, device=device)
             ready.put(index)
     finally:
-        batch.close()
+        if close:
+            batch.close()
 
 
 def rollout(
@@ -60,6 +61,7 @@ def rollout(
     sticky: bool = False,
     pinned: bool = False,
     clone: bool = True,
+    close: bool = True,
     device=None,
     start_method: str | None = "forkserver",
     timeout: float = 10.0,
@@ -80,9 +82,10 @@ def rollout(
     n_buffers : int, shared fragment buffers (at least ``n_actors``; spare buffers
         let workers collect while the learner copies).
     n_per_batch : int, fragments per yielded batch (at most ``n_buffers``).
-    sticky, clone : see :func:`~.core.collect` and :func:`~.double.rollout`.
-    pinned : allocate the batch in pinned memory (for a CUDA ``device``).
-    device : where the batch lives.
+    sticky, clone, close : see :func:`~.core.collect` and :func:`~.double.rollout`.
+    pinned : keep the batch on the host in pinned memory, for the learner's own
+        ``non_blocking`` copies to a GPU.
+    device : where the batch lives (otherwise).
     start_method, timeout, affinity, entropy : see :func:`~.double.rollout`;
         ``affinity`` may be a list with one device per worker.
 
@@ -105,67 +108,75 @@ def rollout(
     if not timeout > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
     device = as_device(device)
+    if pinned and device.type != "cpu":
+        raise ValueError(f"pinned: a pinned batch stays on the host, but device={device} was asked for too")
     affinity = list(affinity) if isinstance(affinity, (list, tuple)) else [affinity] * n_actors
     if len(affinity) != n_actors:
         raise ValueError(f"affinity: expected one device per actor ({n_actors}), got {len(affinity)}")
     mp = get_context(start_method)
 
-    shared = deepcopy(actor).cpu().share_memory()
-    env = factory(seed=None)
-    reference = prepare(env, shared, n_steps, n_per_actor)
-    env.close()
-    stacked = suply(
-        lambda x: x.to(device) if not pinned else x.pin_memory(),
-        tuply(torch.stack, *(reference,) * n_per_batch, dim=1),
-    )
-    batch = suply(torch.flatten, stacked, start_dim=1, end_dim=2)
-    # hx has no time dim: its batch dim is dim 1 as well (e.g. layers x B x H)
-    batch_slices = [getitem(stacked, index=(slice(None), j)) for j in range(n_per_batch)]
-    buffers = torchify((reference,) * n_buffers, shared=True)
-    del reference
+    def batches():
 
-    lock, empty, ready = mp.Lock(), mp.Queue(), mp.Queue()
-    for index in range(n_buffers):
-        empty.put(index)
-    worker_ss = SeedSequence(entropy).spawn(n_actors)
-    spawner = CloudpickleSpawner(factory)
-    workers = Workers(
-        mp,
-        _pool_worker,
-        [
-            (
-                ss,
-                lock,
-                empty,
-                ready,
-                spawner,
-                buffers,
-                shared,
-                n_per_actor,
-                clone,
-                sticky,
-                as_device(affinity[i]),
-                timeout,
-            )
-            for i, ss in enumerate(worker_ss)
-        ],
-        name="pool",
-    ).start()
-    try:
-        while True:
-            for j in range(n_per_batch):
-                index = workers.wait(
-                    lambda slice_s: ready.get(timeout=slice_s),
-                    timeout=timeout,
-                    what="pool rollout: waiting for a fragment",
+        shared = deepcopy(actor).cpu().share_memory()
+        env = factory(seed=None)
+        reference = prepare(env, shared, n_steps, n_per_actor)
+        if close:
+            env.close()
+        stacked = suply(
+            lambda x: x.to(device) if not pinned else x.pin_memory(),
+            tuply(torch.stack, *(reference,) * n_per_batch, dim=1),
+        )
+        batch = suply(torch.flatten, stacked, start_dim=1, end_dim=2)
+        # hx has no time dim: its batch dim is dim 1 as well (e.g. layers x B x H)
+        batch_slices = [getitem(stacked, index=(slice(None), j)) for j in range(n_per_batch)]
+        buffers = torchify((reference,) * n_buffers, shared=True)
+        del reference
+
+        lock, empty, ready = mp.Lock(), mp.Queue(), mp.Queue()
+        for index in range(n_buffers):
+            empty.put(index)
+        worker_ss = SeedSequence(entropy).spawn(n_actors)
+        spawner = CloudpickleSpawner(factory)
+        workers = Workers(
+            mp,
+            _pool_worker,
+            [
+                (
+                    ss,
+                    lock,
+                    empty,
+                    ready,
+                    spawner,
+                    buffers,
+                    shared,
+                    n_per_actor,
+                    clone,
+                    close,
+                    sticky,
+                    as_device(affinity[i]),
+                    timeout,
                 )
-                copy_(batch_slices[j], buffers[index])
-                empty.put(index)
-            yield batch
-            with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
-                shared.load_state_dict(actor.state_dict(), strict=True)
-    finally:
-        workers.shutdown()
-        for channel in (empty, ready):
-            channel.close()
-            channel.cancel_join_thread()
+                for i, ss in enumerate(worker_ss)
+            ],
+            name="pool",
+        ).start()
+        try:
+            while True:
+                for j in range(n_per_batch):
+                    index = workers.wait(
+                        lambda slice_s: ready.get(timeout=slice_s),
+                        timeout=timeout,
+                        what="pool rollout: waiting for a fragment",
+                    )
+                    copy_(batch_slices[j], buffers[index])
+                    empty.put(index)
+                yield batch
+                with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
+                    shared.load_state_dict(actor.state_dict(), strict=True)
+        finally:
+            workers.shutdown()
+            for channel in (empty, ready):
+                channel.close()
+                channel.cancel_join_thread()
+
+    return batches()
