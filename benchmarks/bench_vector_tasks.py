@@ -4,8 +4,8 @@ Both step ``gymnasium.make("CartPole-v1")`` copies with the same precomputed ran
 actions (one int64 array per step), the same number of vector steps and the same start
 method ("fork"), at equal numbers of environments (2, 4, 8). AsyncVectorEnv runs one
 process per environment. VectorSampledTasks runs with one process per environment too
-(equal processes), with its default layout (one process per usable CPU, several samplers
-each) and with a single worker process. Runs are interleaved and repeated; the tables
+(equal processes), with its default layout (one process per usable CPU but one, several
+samplers each) and with one process per usable CPU. Runs are interleaved and repeated; the tables
 show medians of env-steps per second and of the CPU time (parent plus workers, read from
 /proc) per env-step, which a busy shared machine distorts less than wall time.
 
@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from kernelgym.collectors import GymTaskSampler, SingleProcessVectorSampledTasks, VectorSampledTasks
+from kernelgym.collectors.vector_tasks import default_max_processes
 
 ENV_ID = "CartPole-v1"
 RESULTS = Path(__file__).parent / "results" / "vector_tasks.md"
@@ -95,7 +96,7 @@ def main() -> None:
         "AsyncVectorEnv": lambda n, actions: async_vector_env(n, actions),
         "VST equal procs": lambda n, actions: vector_tasks(n, actions, max_processes=n),
         "VST default": lambda n, actions: vector_tasks(n, actions, max_processes=None),
-        "VST 1 proc": lambda n, actions: vector_tasks(n, actions, max_processes=1),
+        "VST 1 proc/CPU": lambda n, actions: vector_tasks(n, actions, max_processes=cpus),
         "in-process": lambda n, actions: single_process(n, actions),
     }
     load_before = os.getloadavg()
@@ -116,8 +117,8 @@ def main() -> None:
     processes = {
         "AsyncVectorEnv": lambda n: n,
         "VST equal procs": lambda n: n,
-        "VST default": lambda n: min(n, cpus),
-        "VST 1 proc": lambda n: 1,
+        "VST default": lambda n: min(n, default_max_processes()),
+        "VST 1 proc/CPU": lambda n: min(n, cpus),
         "in-process": lambda n: 0,
     }
     names = list(configurations)
@@ -132,7 +133,8 @@ def main() -> None:
         f"- method: {options.steps} vector steps of random int64 actions per run after 20 warm-up steps, "
         f"start method fork, median of {options.repeats} interleaved runs",
         "- VST = VectorSampledTasks with `max_processes` = envs (equal processes), None (default: one "
-        "per usable CPU) or 1; in-process = SingleProcessVectorSampledTasks",
+        "per usable CPU but one) or the number of usable CPUs; in-process = SingleProcessVectorSampledTasks; "
+        "(n) = worker processes",
         "",
         "Env-steps per second (worker processes), and ratio to AsyncVectorEnv:",
         "",

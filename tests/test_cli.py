@@ -208,7 +208,7 @@ def test_check_bad_arguments(capsys, argv, argument, expected, received):
         (["--time-limit", "0"], "--time-limit", "expected a number > 0", "'0'"),
         (["--target-return", "abc"], "--target-return", "expected a number > 0", "'abc'"),
         (["--out", "curve.svg"], "--out", "expected a file name ending in .png", "'curve.svg'"),
-        (["--seed", "one"], "--seed", "invalid int value", "'one'"),
+        (["--seed", "one"], "--seed", "expected an integer >= 0", "'one'"),
     ],
 )
 def test_demo_bad_arguments(capsys, argv, argument, expected, received):
@@ -223,3 +223,13 @@ def test_demo_short_run_reports_outcome_and_writes_learning_curve(capsys, tmp_pa
     assert "did NOT reach the target mean return 475" in out
     assert "8,192 env steps" in out and f"written to {out_png}" in out
     assert out_png.read_bytes().startswith(PNG_MAGIC)
+
+
+def test_demo_defaults_are_the_ppo_configs():
+    from kernelgym.cli.ppo import PPOConfig
+
+    args = cli.build_parser().parse_args(["demo"])
+    config = PPOConfig()
+    assert (args.seed, args.backend, args.num_envs) == (config.seed, config.backend, config.num_envs)
+    assert (args.target_return, args.max_env_steps, args.time_limit) == (
+        config.target_return, config.max_env_steps, config.time_limit_s)

@@ -216,3 +216,12 @@ def test_bad_input_is_rejected_before_anything_runs():
     ctx, fragment = startup(same_step, actor, prepare(CounterEnv(), actor, 3, 1))
     with pytest.raises(ValueError, match="sticky=True needs a list of envs"):
         collect(same_step, actor, fragment, ctx, sticky=True)
+
+
+def test_episodic_rollout_of_a_recurrent_actor_starts_every_episode_from_h0():
+    batches = episodic.rollout(seeded_envs([1, 2, 3], max_len=4, limit=9), CountingActor(), batch_size=4)
+    for fragment in next(batches):
+        assert torch.equal(fragment.hx, torch.zeros(1, 1, 1))
+        # the counter restarts with each episode and follows its step numbers
+        assert torch.equal(fragment.actor["count"][:, 0], fragment.state.stepno[:, 0].float())
+    batches.close()

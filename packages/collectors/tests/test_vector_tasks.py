@@ -20,6 +20,7 @@ from kernelgym.collectors import (
     VectorSampledTasks,
 )
 from kernelgym.collectors._worker import PackedArray, pack_results, unpack_results
+from kernelgym.collectors.vector_tasks import default_max_processes
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
@@ -328,7 +329,7 @@ def test_render_human_shows_the_tile_with_matplotlib():
 
 def test_bad_call_arguments_change_nothing():
     specs = [{"sampler_id": i} for i in range(2)]
-    with VectorSampledTasks(CounterSampler, specs, multiprocessing_start_method="fork") as tasks:
+    with VectorSampledTasks(CounterSampler, specs, multiprocessing_start_method="fork", max_processes=2) as tasks:
         with pytest.raises(TypeError, match="arguments of 'call' must be picklable"):
             tasks.call("scaled", [[1], [threading.Lock()]])  # the second message fails to encode
         assert tasks.attr("sampler_id") == [0, 1]  # no reply was left unread
@@ -347,6 +348,13 @@ def test_bad_call_arguments_change_nothing():
             tasks.set_seeds([1, "2"])
         with pytest.raises(ValueError, match="seeds must have one entry per unpaused task"):
             tasks.set_seeds([1])
+
+
+def test_default_layout_leaves_the_parent_a_cpu(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
+    assert default_max_processes() == 2
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0})
+    assert default_max_processes() == 1
 
 
 def test_close_with_an_unfinished_async_step_stops_the_workers():

@@ -95,3 +95,7 @@ def test_render_returns_one_frame_per_env_or_refuses():
     envs.reset(seed=0)
     with pytest.raises(ValueError, match="render_mode"):
         envs.render()
+    envs = _make(2, render_mode="rgb_array")
+    envs.reset(seed=0)
+    frames = envs.render()
+    assert len(frames) == 2 and all(frame.dtype == np.uint8 and frame.ndim == 3 for frame in frames)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import kernelgym.envs as kge
 from kernelgym.envs.classic import cartpole
@@ -235,6 +235,19 @@ def test_spaces_follow_gymnasium_vector_conventions():
     assert env.num_agents == 1
     assert env.autoreset_mode.value == "NextStep"
     assert isinstance(env, KernelVectorEnv)
+
+
+def test_render_delegates_to_the_cartpole_renderer():
+    env = kge.make("CartPole-v1", 2, backend="cpu", seed=0)
+    env.reset()
+    state = {"x": np.float32([0.0, 1.5]), "x_dot": np.float32([0.0, 0.0]),
+             "theta": np.float32([0.0, 0.1]), "theta_dot": np.float32([0.0, 0.0])}
+    env.set_state(state)
+    centred, moved = env.render(0), env.render(1)
+    assert centred.dtype == np.uint8 and centred.ndim == 3 and centred.shape[2] == 3
+    assert centred.shape == moved.shape and not np.array_equal(centred, moved)
+    with pytest.raises(TypeError, match="index"):
+        env.render(0.5)
 
 
 def test_closed_env_refuses_to_step():

@@ -150,6 +150,7 @@ def test_bad_priority_updates_are_refused(indexes, priorities, error):
         (lambda: PrioritizedMemory(4, beta=float("nan")), "beta"),
         (lambda: SequenceMemory(4, sequence_length=0), "sequence_length"),
         (lambda: SequenceMemory(4, burn_in=-1), "burn_in"),
+        (lambda: RandomMemory(4, episode_end_names="terminated"), "episode_end_names"),
     ],
 )
 def test_bad_constructor_arguments(make, match):
@@ -163,3 +164,9 @@ def test_sampling_an_empty_memory_is_refused():
     for call in (lambda: memory.sample(["obs"], 1), lambda: memory.sample_all(["obs"])):
         with pytest.raises(ValueError, match="empty"):
             call()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
+def test_asking_for_cuda_without_a_gpu_is_an_error_not_a_cpu_fallback():
+    with pytest.raises(ValueError, match="device: 'cuda'"):
+        RandomMemory(4, device="cuda")

@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "last 100 episodes reaches the target; then write a learning-curve PNG. "
                     "Needs no argument.",
     )
-    demo.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    demo.add_argument("--seed", type=non_negative_int, default=1, help="random seed (default: %(default)s)")
     demo.add_argument("--backend", choices=BACKENDS, default="auto", help="backend (default: %(default)s)")
     demo.add_argument("--num-envs", type=positive_int, default=64, help="parallel envs (default: %(default)s)")
     demo.add_argument("--target-return", type=positive_float, default=475.0,

@@ -1,8 +1,7 @@
 """`kernelgym bench`: env-steps/s of a kernelgym env beside gymnasium's vector env.
 
 Both sides step the same number of envs with random actions drawn before the clock
-starts (a few batches, cycled), after one untimed warm-up round that compiles the
-kernels. A repeat times ``steps`` calls to ``step``; the table reports the median
+starts (a few batches, cycled), after one untimed repeat that compiles the kernels. A repeat times ``steps`` calls to ``step``; the table reports the median
 over repeats. On the cuda backend the clock stops only after the device finished.
 """
 
@@ -58,18 +57,19 @@ def make_gymnasium_vector_env(env_id: str, num_envs: int):
 
 def time_repeats(step: Callable, actions: list, steps: int, repeats: int, finish: Callable,
                  progress: tqdm) -> list[float]:
-    """Seconds per repeat of ``steps`` calls ``step(action)``, after one warm-up round."""
-    for action in actions:
-        step(action)
-    finish()
+    """Seconds per repeat of ``steps`` calls ``step(action)``, after one untimed repeat.
+
+    The untimed repeat compiles what compiles lazily (first step, first auto-reset).
+    """
     seconds = []
-    for _ in range(repeats):
+    for repeat in range(repeats + 1):
         start = time.perf_counter()
         for i in range(steps):
             step(actions[i % len(actions)])
         finish()
-        seconds.append(time.perf_counter() - start)
-        progress.update(1)
+        if repeat:
+            seconds.append(time.perf_counter() - start)
+            progress.update(1)
     return seconds
 
 

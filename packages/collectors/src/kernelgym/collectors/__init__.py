@@ -2,7 +2,12 @@
 
 from kernelgym.collectors.gym_sampler import GymTask, GymTaskSampler
 from kernelgym.collectors.tasks import RLStepResult, Task, TaskProtocol, TaskSampler, TaskSamplerProtocol
-from kernelgym.collectors.vector_tasks import SingleProcessVectorSampledTasks, VectorSampledTasks, tile_images
+from kernelgym.collectors.vector_tasks import (
+    SingleProcessVectorSampledTasks,
+    VectorSampledTasks,
+    default_max_processes,
+    tile_images,
+)
 from kernelgym.collectors.worker_errors import (
     WorkerCrashedError,
     WorkerError,
@@ -26,5 +31,6 @@ __all__ = [
     "WorkerError",
     "WorkerRestartWarning",
     "WorkerTimeoutError",
+    "default_max_processes",
     "tile_images",
 ]

@@ -495,8 +495,14 @@ def encode(command: str, args: tuple) -> bytes:
         raise TypeError(f"the arguments of {command!r} must be picklable to reach the workers: {exc!r}") from exc
 
 
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+def default_max_processes() -> int:
+    """One worker process per usable CPU but one, which the parent (the learner) keeps.
+
+    A round trip to a worker costs far more than a light environment's step, so fewer,
+    fuller processes win until the CPUs are busy (see benchmarks/bench_vector_tasks.py).
+    """
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cpus - 1)
 
 
 class VectorSampledTasks(_VectorTasksBase):
@@ -520,7 +526,8 @@ class VectorSampledTasks(_VectorTasksBase):
     mp_ctx : multiprocessing context, optional
         Used instead of ``multiprocessing_start_method``.
     max_processes : int, optional
-        Most worker processes; default: one per usable CPU (at most one per sampler).
+        Most worker processes; default ``default_max_processes()``: one per usable CPU but
+        one (at most one per sampler). Heavy environments may want one per sampler.
     read_timeout : float or None
         Seconds to wait for a worker's answer before declaring it hung; None waits forever
         (a dead worker is still detected at once).
@@ -566,7 +573,7 @@ class VectorSampledTasks(_VectorTasksBase):
         self._read_timeout = read_timeout
         self.restart_on_failure = bool(restart_on_failure)
 
-        num_processes = min(self._num_samplers, max_processes or _usable_cpus())
+        num_processes = min(self._num_samplers, max_processes or default_max_processes())
         sizes = [self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)]
         self._group_firsts = [sum(sizes[:p]) for p in range(num_processes)]
         self._payloads = []

@@ -196,17 +196,14 @@ class KernelVectorEnv:
         self._step_kernel = spec.load("step_kernel")
         self._reset_kernel = spec.load("reset_kernel")
         self._closed = False
-        self._seed_entropy = seed
         self._allocate()
         self._prepare_action_checks()
-        self._streams_host = rng.seed_streams(seed, self.num_envs)
-        self._write(self._rng_states, self._streams_host)
+        self._write(self._rng_states, rng.seed_streams(seed, self.num_envs))
 
     # ------------------------------------------------------------------ buffers
     def _allocate(self) -> None:
         n = self.num_envs
         obs_shape = (n, *self._agent_shape, *self.single_observation_space.shape)
-        self._host_templates = {}
         self.state = {}
         for array in self.spec.state:
             shape = (n, *self._state_shapes[array.name])
@@ -313,7 +310,7 @@ class KernelVectorEnv:
         self._write(self._reset_mask, False)
         info = {}
         if numpy:
-            return self._as_numpy(self._obs), info
+            return to_numpy(self._obs), info
         return self._obs_t, info
 
     def step(self, actions, numpy: bool = False):
@@ -349,7 +346,7 @@ class KernelVectorEnv:
             if self._restore_rows:
                 self._restore(self._reset_mask)
             self._launch_reset()
-            self._write_false_where_reset()
+            self._clear_reset_mask()
         if numpy:
             views = self.numpy()
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
@@ -456,7 +453,7 @@ class KernelVectorEnv:
         for rows, value in self._restore_rows:
             _restore_initial.launch(self.backend, self.num_envs, mask, rows, value)
 
-    def _write_false_where_reset(self) -> None:
+    def _clear_reset_mask(self) -> None:
         # SAME_STEP: the reset kernel consumed the mask; clear it so the next step steps.
         if isinstance(self._reset_mask, np.ndarray):
             self._reset_mask.fill(False)
@@ -467,9 +464,6 @@ class KernelVectorEnv:
         if not self._info:
             return {}
         return {"final_obs": to_numpy(self._final_obs), "_final_obs": to_numpy(self._final_mask)}
-
-    def _as_numpy(self, array) -> np.ndarray:
-        return to_numpy(array)
 
     # ------------------------------------------------------------------ actions
     def _prepare_action_checks(self) -> None:

@@ -74,6 +74,8 @@ class Memory:
         if device is None:
             device = "cuda:0" if torch.cuda.is_available() else "cpu"
         self.device = torch.device(device)
+        if self.device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device: {device!r} was asked for, but torch sees no usable CUDA GPU")
         if self.device.type == "cuda" and self.device.index is None:
             self.device = torch.device("cuda", torch.cuda.current_device())  # tensors report an index
         files.file_extension(export_format, "export_format")
@@ -98,6 +100,7 @@ class Memory:
         self._row_views: dict[str, list[torch.Tensor]] = {}
         self._skipped_names: set[str] = set()
         self._arrays_handed_out = False
+        self._tracks_writes = type(self)._on_written is not Memory._on_written  # subclass hook to call per add
 
     # -- indexes -----------------------------------------------------------------------------
 
@@ -262,7 +265,7 @@ class Memory:
         """
         if not tensors:
             raise ValueError("add_samples: expected tensors as keyword arguments (name=tensor), got none")
-        batch, count, skipped = [], None, None
+        names, values, count, skipped = [], [], None, None
         full_rows = self._full_row_specs
         for name, value in tensors.items():
             spec = full_rows.get(name)
@@ -283,14 +286,15 @@ class Memory:
                 count = n
             elif n != count:
                 raise ValueError(f"add_samples: {name!r} has {n} samples, earlier tensors have {count}")
-            batch.append((name, value))
+            names.append(name)
+            values.append(value)
         if count is None:
             raise ValueError(
                 f"add_samples: none of {list(tensors)} is a tensor of this memory {list(self.get_tensor_names())}"
             )
         if skipped:
             self._warn_skipped(skipped)
-        self._write(batch, count)
+        self._write(names, values, count)
 
     def _warn_skipped(self, names: list[str]) -> None:
         for name in names:
@@ -327,27 +331,25 @@ class Memory:
             )
         return value, n
 
-    def _write(self, batch: list[tuple[str, torch.Tensor]], count: int) -> None:
+    def _write(self, names: list[str], values: list[torch.Tensor], count: int) -> None:
         position, num_envs = self._position, self.num_envs
         if count == num_envs and position % num_envs == 0 and self._row_views:
             row = position // num_envs  # the common case: one full row, through cached views
             row_views = self._row_views
             # one foreach call copies every tensor for about half the dispatch cost of a loop
-            torch._foreach_copy_([row_views[name][row] for name, _ in batch], [value for _, value in batch])
-            if position + count < self._capacity and type(self)._on_written is Memory._on_written:
+            torch._foreach_copy_([row_views[name][row] for name in names], values)
+            if position + count < self._capacity and not self._tracks_writes:
                 self._position = position + count
             else:
                 self._advance_by(count)
             return
         views = self.tensors_view
         first = min(count, self._capacity - position)
-        torch._foreach_copy_(
-            [views[name][position : position + first] for name, _ in batch], [value[:first] for _, value in batch]
-        )
+        torch._foreach_copy_([views[name][position : position + first] for name in names], [v[:first] for v in values])
         self._advance_by(first)
         if first < count:  # wrapped: the rest goes to the start, after any export
             rest = count - first
-            torch._foreach_copy_([views[name][:rest] for name, _ in batch], [value[first:] for _, value in batch])
+            torch._foreach_copy_([views[name][:rest] for name in names], [v[first:] for v in values])
             self._advance_by(rest)
 
     def advance(self, num_samples: int) -> None:

@@ -41,9 +41,12 @@ def rollout(envs, actor, *, batch_size: int = 1, device=None) -> Iterator[list[F
             t += 1
             for j in map(int, nxt.fin[0].nonzero(as_tuple=True)[0]):
                 t0, t1 = beginning[j] - base, t - base
-                records, terminal, hx_j = getitem((history[t0:t1], nxt, hx), index=(slice(None), [j]))
+                records, current, terminal, hx_j = getitem((history[t0:t1], cur, nxt, hx), index=(slice(None), [j]))
                 states, infos, envs_ = zip(*records)
                 with torch.no_grad():
+                    # the terminal state's recurrent state: the generator has already
+                    # reset it, so replay this env's last step from the state before
+                    _, hx_j, _ = react(actor, current, hx_j, virtual=True)
                     _, _, last_info = react(actor, terminal, hx_j, virtual=True)
                 queue.append(
                     Fragment(

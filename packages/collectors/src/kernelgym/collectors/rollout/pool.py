@@ -74,7 +74,10 @@ def rollout(
     ----------
     factory : callable ``factory(seed=int)``
         A gymnasium env (called ``n_per_actor`` times per worker), or a vector env of
-        ``n_per_actor`` envs with ``SAME_STEP`` autoreset (called once per worker).
+        ``n_per_actor`` envs with ``SAME_STEP`` autoreset (called once per worker; for
+        throughput, let it step on one thread, e.g. ``numba.set_num_threads(1)``, as
+        every worker already has a core). It is also called once, with ``seed=None``,
+        in the learner for the buffers' shapes.
     actor : Actor, copied to the workers through shared memory after every batch.
     n_steps : int, the fragment length.
     n_actors : int, worker processes.
