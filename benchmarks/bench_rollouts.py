@@ -119,8 +119,8 @@ def bench_async(n_envs, n_steps, windows_fragments, repeats):
     return n_steps * n_envs * windows_fragments, times
 
 
-def bench_device(n_envs, n_steps, windows_fragments, repeats):
-    collector = DeviceCollector(KernelCartPoles(n_envs, threads=os.cpu_count())(seed=0), MLPActor(), n_steps, seed=0)
+def bench_device(n_envs, threads, n_steps, windows_fragments, repeats):
+    collector = DeviceCollector(KernelCartPoles(n_envs, threads)(seed=0), MLPActor(), n_steps, seed=0)
     times = timed_windows(lambda: [collector.collect() for _ in range(windows_fragments)], repeats)
     return n_steps * n_envs * windows_fragments, times
 
@@ -144,6 +144,9 @@ def main() -> None:
     parser.add_argument("--list-per-actor", type=int, default=8, help="gymnasium envs per worker, list path")
     parser.add_argument("--async-envs", type=int, default=8, help="AsyncVectorEnv sub-processes")
     parser.add_argument("--device-envs", type=int, default=16384, help="DeviceCollector envs")
+    parser.add_argument(
+        "--device-threads", type=int, default=1, help="numba and torch threads of the DeviceCollector's process"
+    )
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--output", type=Path, default=Path(__file__).parent / "results" / "rollouts.md")
     args = parser.parse_args()
@@ -175,8 +178,8 @@ def main() -> None:
         ),
         (
             "DeviceCollector (cpu backend)",
-            f"1 process x {args.device_envs}",
-            lambda: bench_device(args.device_envs, args.n_steps, 4, args.repeats),
+            f"1 process ({args.device_threads} thread(s)) x {args.device_envs}",
+            lambda: bench_device(args.device_envs, args.device_threads, args.n_steps, 4, args.repeats),
         ),
     ]
     for name, layout, run in runs:

@@ -31,7 +31,7 @@ RESULTS = BENCHMARKS / "results"
 REPO_ROOT = BENCHMARKS.parent
 MACHINE_FILE = RESULTS / "machine.md"
 # the order of the sections in BENCHMARKS.md; other bench_*.py scripts follow by name
-PREFERRED_ORDER = ("envs", "memory", "vector_tasks", "rollouts")
+PREFERRED_ORDER = ("core", "envs", "memory", "vector_tasks", "rollouts")
 VERSIONED = ("python", "numpy", "numba", "numba-cuda", "torch", "gymnasium", "kernelgym")
 
 
@@ -78,6 +78,14 @@ def memory_gib() -> float | None:
         return None
 
 
+def load_average() -> str:
+    """The 1-minute load average, when the OS reports it."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except (OSError, AttributeError):
+        return "unknown"
+
+
 def version(distribution: str) -> str:
     if distribution == "python":
         return platform.python_version()
@@ -121,6 +129,8 @@ def describe_machine() -> str:
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores",
         f"- Memory: {memory:.1f} GiB" if memory else "- Memory: unknown",
         f"- OS: {platform.platform()}",
+        f"- Load average when recorded: {load_average()} (above the core count, other jobs shared the machine; "
+        "each section gives its own)",
         "- Versions: " + ", ".join(f"{name} {version(name)}" for name in VERSIONED),
         "",
         "## GPU",

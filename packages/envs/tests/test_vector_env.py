@@ -123,7 +123,7 @@ class VectorEnvMachine(RuleBasedStateMachine):
             assert np.shares_memory(views.obs, self.obs_view.numpy())
 
 
-VectorEnvMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30)
+VectorEnvMachine.TestCase.settings = settings(max_examples=15, stateful_step_count=25)
 TestVectorEnv = VectorEnvMachine.TestCase
 
 
@@ -138,6 +138,29 @@ def test_outputs_are_zero_copy_views_overwritten_by_the_next_step():
     np_obs, np_rewards, np_terminated, np_truncated, _ = env.step(np.ones(8, dtype=np.int64), numpy=True)
     assert isinstance(np_obs, np.ndarray) and np.shares_memory(np_obs, obs.numpy())
     assert env.device == torch.device("cpu") and obs.device == env.device
+
+
+def test_buffers_live_in_a_core_data_manager_by_name():
+    env = kge.make("CartPole-v1", 5, backend="cpu", seed=0)
+    obs, _ = env.reset()
+    manager = env.data_manager
+    assert manager.data_on_device_via_torch("observations") is obs
+    assert manager.device_data("x") is env.state["x"]
+    obs, rewards, _, _, _ = env.step(torch.ones(5, dtype=torch.int64))
+    assert manager.data_on_device_via_torch("rewards") is rewards
+    np.testing.assert_array_equal(manager.pull_data_from_device("_timestep_"), np.ones(5, np.int32))
+    assert manager.get_dtype("x") == np.float32 and manager.get_shape("observations") == (5, 4)
+
+
+def test_state_names_reserved_for_the_runtime_are_refused():
+    import dataclasses
+
+    from kernelgym.envs import StateArray
+
+    spec = dataclasses.replace(kge.get_spec("CartPole-v1"),
+                               state=kge.get_spec("CartPole-v1").state + (StateArray("rewards", np.float32),))
+    with pytest.raises(ValueError, match="reserved"):
+        KernelVectorEnv(spec, 2, backend="cpu")
 
 
 def test_accepts_any_integer_dtype_and_float64_is_refused_for_discrete():
@@ -282,3 +305,19 @@ def test_same_step_autoreset_in_simulator_matches_cpu():
             assert torch.equal(want, have)
         assert torch.equal(expected[4]["final_obs"], got[4]["final_obs"])
         assert torch.equal(expected[4]["_final_obs"], got[4]["_final_obs"])
+
+
+@pytest.mark.sim
+def test_simulator_buffers_stay_in_place_and_bad_actions_change_nothing():
+    env = kge.make("CartPole-v1", 4, backend="sim", seed=2)
+    obs, _ = env.reset(seed=2)
+    pointer = obs.data_ptr()
+    start = obs.clone()
+    assert torch.equal(env.reset(seed=2)[0], start)
+    before = env.get_state()
+    with pytest.raises(ValueError, match="actions"):
+        env.step(torch.tensor([0, 1, 2, 0]))
+    assert all(np.array_equal(before[name], env.get_state()[name]) for name in before)
+    env.set_state({name: np.float32(0.0) for name in before}, index=3)
+    obs, _, _, _, _ = env.step(torch.ones(4, dtype=torch.int64))
+    assert obs.data_ptr() == pointer and obs[3, 1] > 0  # pushed right from rest

@@ -125,3 +125,32 @@ def test_a_kernelgym_core_kernel_writes_rows_of_a_memory_shared_with_its_data_ma
     assert memory.filled and history[:, 0].tolist() == [s for s in range(2, 7) for _ in range(num_envs)]
     assert own_values.view(-1).tolist() == [10.0 * s + e for s in range(2, 7) for e in range(num_envs)]
     assert manager.data_on_device_via_torch("history").data_ptr() == memory.get_tensor_by_name("history").data_ptr()
+
+
+def _write_from_child(memory):
+    memory.set_tensor_by_name("x", torch.full((3, 2, 1), 7, dtype=torch.int64))
+
+
+def test_shared_memory_is_seen_by_another_process():
+    import multiprocessing
+
+    memory = RandomMemory(3, 2, device="cpu")
+    memory.create_tensor("x", 1, torch.int64)
+    memory.share_memory()
+    array = memory.get_array_by_name("x")  # handed out after sharing: stays valid
+    child = multiprocessing.get_context("fork").Process(target=_write_from_child, args=(memory,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert (array == 7).all()
+
+
+@pytest.mark.gpu
+def test_cuda_memories_hand_out_numba_device_arrays_of_their_storage():
+    memory = RandomMemory(4, 2, device="cuda")
+    memory.create_tensor("x", 1, torch.int64)
+    array = memory.get_array_by_name("x")
+    assert array.__cuda_array_interface__["data"][0] == memory.get_tensor_by_name("x").data_ptr()
+    torch.as_tensor(array, device="cuda").fill_(3)
+    memory.advance(2)
+    assert memory.sample_all(["x"])[0][0].view(-1).tolist() == [3, 3]

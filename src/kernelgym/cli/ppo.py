@@ -31,7 +31,7 @@ from torch.distributions import Categorical
 from tqdm import tqdm
 
 import kernelgym.envs as kge
-from kernelgym.collectors import DeviceCollector
+from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.rollout import Actor
 from kernelgym.core import resolve_backend
 from kernelgym.memory import RandomMemory

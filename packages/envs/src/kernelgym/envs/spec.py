@@ -21,7 +21,8 @@ Kernel contract (arguments the runtime passes, in this order)
 - ``params`` are the fields of the params record, in declaration order, as scalars;
 - ``rng_states`` is ``(num_envs, 2)`` uint64: env ``i`` draws only from stream ``i``
   with ``kernelgym.core.rng`` (``rng.uniform(rng_states, i)``, ...);
-- ``reset_mask`` is ``(num_envs,)`` bool. In ``step``, an env whose flag is set
+- ``reset_mask`` is ``(num_envs,)`` int32, the data manager's ``_done_`` array (test
+  it for truth: nonzero means reset). In ``step``, an env whose flag is set
   (its previous step ended the episode, gymnasium's NEXT_STEP autoreset) is reset
   instead of stepped: draw a fresh start state, write its observation, reward 0 and
   ``terminated`` False. ``reset`` resets exactly the envs whose flag is set.

@@ -26,7 +26,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from kernelgym.core import env_kernel, resolve_backend, rng, to_numpy, to_torch
+from kernelgym.core import CUDADataManager, DataFeed, env_kernel, resolve_backend, rng, to_numpy
+from kernelgym.core.data_manager import DONE, TIMESTEP
 from kernelgym.envs.spec import EnvSpec, validate_params
 
 __all__ = ["KernelVectorEnv", "StepViews"]
@@ -37,6 +38,9 @@ _AUTORESET_MODES = {
     AutoresetMode.NEXT_STEP: AutoresetMode.NEXT_STEP,
     AutoresetMode.SAME_STEP: AutoresetMode.SAME_STEP,
 }
+# Names of the runtime's buffers in the data manager (env state arrays may not use them).
+RUNTIME_ARRAYS = ("observations", "rewards", "terminated", "truncated", "actions", "rng_states",
+                  "final_observations", "final_observation_mask")
 # Stands in for "no time limit" in the bookkeeping kernel (episode steps are int32).
 _NO_TIME_LIMIT = np.iinfo(np.int32).max
 
@@ -202,27 +206,45 @@ class KernelVectorEnv:
 
     # ------------------------------------------------------------------ buffers
     def _allocate(self) -> None:
+        """Register every buffer with a kernelgym.core data manager (``self.data_manager``).
+
+        The env's state arrays keep their own names; the runtime's buffers use the
+        names in ``RUNTIME_ARRAYS`` plus the data manager's ``_done_`` (int32: the env is
+        pending a reset) and ``_timestep_`` (steps into the episode).
+        """
         n = self.num_envs
-        obs_shape = (n, *self._agent_shape, *self.single_observation_space.shape)
-        self.state = {}
-        for array in self.spec.state:
-            shape = (n, *self._state_shapes[array.name])
-            self.state[array.name] = self._new(shape, array.dtype, array.initial)
-        self._obs = self._new(obs_shape, self.single_observation_space.dtype, 0)
-        self._rewards = self._new((n, *self._agent_shape), np.float32, 0)
-        self._terminated = self._new((n,), np.bool_, False)
-        self._truncated = self._new((n,), np.bool_, False)
-        self._reset_mask = self._new((n,), np.bool_, False)
-        self._timestep = self._new((n,), np.int32, 0)
-        self._rng_states = self._new((n, 2), np.uint64, 0)
-        action_shape = (n, *self._agent_shape, *self.single_action_space.shape)
-        self._actions = self._new(action_shape, self.single_action_space.dtype, 0)
+        clashes = sorted(set(self._state_shapes) & set(RUNTIME_ARRAYS + (DONE, TIMESTEP)))
+        if clashes:
+            raise ValueError(f"EnvSpec {self.spec.id!r} state: names {clashes} are reserved for the runtime")
+        agents_layout = "per_agent" if self._agent_shape else "per_env"
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        row = int(np.prod(obs_shape[1:]))
+        obs_shape = (n, *self._agent_shape, *self.single_observation_space.shape)
+        action_shape = (n, *self._agent_shape, *self.single_action_space.shape)
+        feed = DataFeed()
+        for array in self.spec.state:
+            feed.add_data(array.name, np.full((n, *self._state_shapes[array.name]), array.initial, array.dtype),
+                          layout="per_agent" if array.per_agent else "per_env")
+        feed.add_data("observations", np.zeros(obs_shape, self.single_observation_space.dtype), layout=agents_layout)
+        feed.add_data("rewards", np.zeros((n, *self._agent_shape), np.float32), layout=agents_layout)
+        feed.add_data("terminated", np.zeros(n, np.bool_), layout="per_env")
+        feed.add_data("truncated", np.zeros(n, np.bool_), layout="per_env")
+        feed.add_data("actions", np.zeros(action_shape, self.single_action_space.dtype), layout=agents_layout)
+        feed.add_data("rng_states", np.zeros((n, 2), np.uint64), layout="per_env")
         # In NEXT_STEP mode the final-observation buffers are never written: one row keeps
         # the bookkeeping kernel's argument types (and its compiled code) the same.
-        self._final_obs = self._new(obs_shape if same_step else (1, *obs_shape[1:]), self._obs.dtype, 0)
-        self._final_mask = self._new((n if same_step else 1,), np.bool_, False)
+        feed.add_data("final_observations",
+                      np.zeros(obs_shape if same_step else (1, *obs_shape[1:]), self.single_observation_space.dtype))
+        feed.add_data("final_observation_mask", np.zeros(n if same_step else 1, np.bool_))
+        self.data_manager = CUDADataManager(num_agents=self.num_agents, num_envs=n, backend=self.backend)
+        self.data_manager.push_data_to_device(feed, torch_accessible=True)
+        data = self.data_manager.device_data
+        self.state = {array.name: data(array.name) for array in self.spec.state}
+        self._obs, self._rewards = data("observations"), data("rewards")
+        self._terminated, self._truncated = data("terminated"), data("truncated")
+        self._reset_mask, self._timestep = data(DONE), data(TIMESTEP)
+        self._rng_states, self._actions = data("rng_states"), data("actions")
+        self._final_obs, self._final_mask = data("final_observations"), data("final_observation_mask")
+        row = int(np.prod(obs_shape[1:]))
         self._obs_rows = self._obs.reshape(n, row)
         self._final_obs_rows = self._final_obs.reshape(self._final_obs.shape[0], row)
         self._restore_rows = [
@@ -232,13 +254,11 @@ class KernelVectorEnv:
             if array.restore_on_reset and int(np.prod(self._state_shapes[array.name], dtype=np.int64)) > 0
         ]
         # Zero-copy torch views, made once: the buffers are never rebound.
-        self._obs_t = to_torch(self._obs)
-        self._rewards_t = to_torch(self._rewards)
-        self._terminated_t = to_torch(self._terminated)
-        self._truncated_t = to_torch(self._truncated)
-        self._actions_t = to_torch(self._actions)
-        self._final_obs_t = to_torch(self._final_obs)
-        self._final_mask_t = to_torch(self._final_mask)
+        tensor = self.data_manager.data_on_device_via_torch
+        self._obs_t, self._rewards_t = tensor("observations"), tensor("rewards")
+        self._terminated_t, self._truncated_t = tensor("terminated"), tensor("truncated")
+        self._actions_t = tensor("actions")
+        self._final_obs_t, self._final_mask_t = tensor("final_observations"), tensor("final_observation_mask")
         self._info = {"final_obs": self._final_obs_t, "_final_obs": self._final_mask_t} if same_step else {}
         self._step_args = (
             self._actions, self._rng_states, self._reset_mask, self._obs, self._rewards, self._terminated,
@@ -256,14 +276,6 @@ class KernelVectorEnv:
         self._launch_step = self._bind(self._step_kernel, self._step_args)
         self._launch_reset = self._bind(self._reset_kernel, self._reset_args)
         self._launch_finish = self._bind(_finish_step, self._finish_args, layout="env")
-
-    def _new(self, shape, dtype, fill):
-        host = np.full(shape, fill, dtype=dtype)
-        if self.backend == "cpu":
-            return host
-        from numba import cuda
-
-        return cuda.to_device(host)
 
     def _write(self, array, host_values) -> None:
         """Copy host values into a backend array in place (the buffer is never rebound)."""
@@ -304,10 +316,10 @@ class KernelVectorEnv:
         for array in self.spec.state:
             self._write(self.state[array.name], array.initial)
         for buffer, value in ((self._rewards, 0), (self._terminated, False), (self._truncated, False),
-                              (self._timestep, 0), (self._final_mask, False), (self._reset_mask, True)):
+                              (self._timestep, 0), (self._final_mask, False), (self._reset_mask, 1)):
             self._write(buffer, value)
         self._launch_reset()
-        self._write(self._reset_mask, False)
+        self._write(self._reset_mask, 0)
         info = {}
         if numpy:
             return to_numpy(self._obs), info
@@ -409,7 +421,7 @@ class KernelVectorEnv:
             checked[name] = value
         for name, value in checked.items():
             self._write_rows(self.state[name], value, index)
-        for buffer, value in ((self._reset_mask, False), (self._timestep, 0)):
+        for buffer, value in ((self._reset_mask, 0), (self._timestep, 0)):
             self._write_rows(buffer, value, index)
 
     def close(self) -> None:
@@ -456,9 +468,9 @@ class KernelVectorEnv:
     def _clear_reset_mask(self) -> None:
         # SAME_STEP: the reset kernel consumed the mask; clear it so the next step steps.
         if isinstance(self._reset_mask, np.ndarray):
-            self._reset_mask.fill(False)
+            self._reset_mask.fill(0)
         else:
-            to_torch(self._reset_mask).fill_(False)
+            self.data_manager.data_on_device_via_torch(DONE).fill_(0)
 
     def _numpy_info(self) -> dict:
         if not self._info:

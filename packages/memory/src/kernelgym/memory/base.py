@@ -396,6 +396,14 @@ class Memory:
             raise TypeError(f"names: expected a list or tuple of tensor names, got {names!r}")
         return [self._tensor(name, self.tensors_view) for name in names]
 
+    def _check_sample_sizes(self, batch_size, mini_batches, sequence_length) -> tuple[int, int, int]:
+        """Validated ``batch_size``, ``mini_batches`` (at most ``batch_size``) and ``sequence_length``."""
+        batch_size = _check_int(batch_size, "batch_size")
+        mini_batches = _check_int(mini_batches, "mini_batches")
+        if mini_batches > batch_size:
+            raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
+        return batch_size, mini_batches, _check_int(sequence_length, "sequence_length")
+
     def _check_not_empty(self) -> int:
         count = len(self)
         if count == 0:

@@ -6,7 +6,7 @@ import numbers
 
 import torch
 
-from .base import Memory, _check_int
+from .base import Memory
 from .sum_tree import SumTree
 
 
@@ -83,11 +83,7 @@ class PrioritizedMemory(Memory):
         ``(count * P(i)) ** -beta``, normalised by the largest in the batch.
         """
         views = self._views_for(names)
-        batch_size = _check_int(batch_size, "batch_size")
-        mini_batches = _check_int(mini_batches, "mini_batches")
-        if mini_batches > batch_size:
-            raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
-        sequence_length = _check_int(sequence_length, "sequence_length")
+        batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
         count = self._check_not_empty()
         starts = self._tree.sample(batch_size, self.generator)
         # strata come out in cell order: shuffle so that mini-batches are alike

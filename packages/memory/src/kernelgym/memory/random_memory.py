@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import Memory, _check_int
+from .base import Memory
 
 
 class RandomMemory(Memory):
@@ -73,13 +73,6 @@ class RandomMemory(Memory):
         if return_mask:
             extras = (torch.ones(indexes.shape, dtype=torch.bool, device=self.device) if valid is None else valid,)
         return self._gather(views, indexes, mini_batches, sequence_length, extras)
-
-    def _check_sample_sizes(self, batch_size, mini_batches, sequence_length) -> tuple[int, int, int]:
-        batch_size = _check_int(batch_size, "batch_size")
-        mini_batches = _check_int(mini_batches, "mini_batches")
-        if mini_batches > batch_size:
-            raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
-        return batch_size, mini_batches, _check_int(sequence_length, "sequence_length")
 
     def _draw(self, batch_size: int, count: int) -> torch.Tensor:
         """``batch_size`` written cells, uniformly (written cells are always 0 .. count - 1)."""

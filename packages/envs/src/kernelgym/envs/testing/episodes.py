@@ -28,10 +28,14 @@ class EpisodeModel:
         The env's time limit (None: no truncation).
     same_step : bool
         The env's autoreset mode is SAME_STEP (else NEXT_STEP).
+    envs : list of int, optional
+        The envs to follow (default all).
     """
 
-    def __init__(self, harness: EnvHarness, num_envs: int, max_episode_steps: int | None, same_step: bool):
+    def __init__(self, harness: EnvHarness, num_envs: int, max_episode_steps: int | None, same_step: bool,
+                 envs=None):
         self.harness = harness
+        self.envs = list(range(num_envs)) if envs is None else list(envs)
         self.max_episode_steps = max_episode_steps
         self.same_step = same_step
         self.steps = np.zeros(num_envs, dtype=np.int64)
@@ -47,7 +51,7 @@ class EpisodeModel:
         """Every env must show a start state and its observation (after ``reset``)."""
         harness = self.harness
         found = []
-        for index in range(len(self.steps)):
+        for index in self.envs:
             env_state = {name: value[index] for name, value in state.items()}
             problems = harness.start_state_problems(env_state) + harness.observation_problems(obs[index], env_state)
             problems += harness.invariant_problems(env_state)
@@ -58,7 +62,7 @@ class EpisodeModel:
     def step_problems(self, prev: dict, actions: np.ndarray, result: StepResult) -> list[str]:
         """Check one step of every env against the model and the reference; advance the model."""
         found = []
-        for index in range(len(self.steps)):
+        for index in self.envs:
             prev_env = {name: value[index] for name, value in prev.items()}
             problems = self._env_step(index, prev_env, actions[index], result)
             if problems:

@@ -7,7 +7,7 @@ import platform
 
 __all__ = ["CheckResult", "Report", "format_report"]
 
-PASSED, FAILED, ERROR = "passed", "failed", "error"
+PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,9 +17,10 @@ class CheckResult:
     Attributes
     ----------
     name : str
-    status : {"passed", "failed", "error"}
+    status : {"passed", "failed", "error", "not run"}
         ``failed``: the env broke the property; ``error``: the check could not run
-        (e.g. a kernel raised), which counts as a failure too.
+        (e.g. a kernel raised); ``not run``: an earlier finding made running it unsafe.
+        Only ``passed`` counts as passing.
     seconds : float
     message : str
         What went wrong (empty when passed).
@@ -91,15 +92,20 @@ def format_report(report: Report) -> str:
         "",
     ]
     for result in report.results:
-        mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR "}[result.status]
+        mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR ", NOT_RUN: "--  "}[result.status]
         line = f"  [{mark}] {result.name:<{width}}  {result.seconds:7.2f} s"
         if result.note:
             line += f"  ({result.note})"
         lines.append(line)
     for result in report.failures:
+        if result.status == NOT_RUN:
+            continue
         lines += ["", f"--- {result.name}: {result.status}", _indent(result.message)]
         if result.example:
             lines += ["  shrunk example:", _indent(result.example, 4)]
+    skipped = [result.name for result in report.results if result.status == NOT_RUN]
+    if skipped:
+        lines += ["", f"not run: {', '.join(skipped)}: {report[skipped[0]].message}"]
     if not report.passed:
         lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
                       f"--max-examples {report.max_examples} --seed {report.seed}"]

@@ -8,7 +8,7 @@ import traceback
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.harness import EnvHarness
-from kernelgym.envs.testing.report import ERROR, FAILED, PASSED, CheckResult, Report
+from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, Report
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
 
@@ -69,7 +69,15 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     seed = random.randrange(2**32) if seed is None else seed
     config = CheckConfig(max_examples=examples, seed=seed)
     started = time.perf_counter()
-    results = tuple(_run_one(check, harness, config) for check in selected)
+    results = []
+    for check in selected:
+        if _memory_unsafe(results, harness.backend):
+            results.append(CheckResult(check.name, NOT_RUN, 0.0, message=(
+                "not run: the kernels write out of bounds, which corrupts memory on the "
+                f"{harness.backend} backend; fix out_of_bounds first (or use backend 'sim')")))
+            continue
+        results.append(_run_one(check, harness, config))
+    results = tuple(results)
     return Report(harness.spec.id, harness.backend, examples, seed, results, time.perf_counter() - started)
 
 
@@ -86,6 +94,11 @@ def _select(checks) -> list:
     if not names:
         raise ValueError("checks: expected at least one check name, got none")
     return [known[name] for name in names]
+
+
+def _memory_unsafe(results: list, backend: str) -> bool:
+    """Whether an earlier check found out-of-bounds writes where nothing stops them (cpu, cuda)."""
+    return backend != "sim" and any(r.name == "out_of_bounds" and not r.passed for r in results)
 
 
 def _run_one(check, harness, config) -> CheckResult:

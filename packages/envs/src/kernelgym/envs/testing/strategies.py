@@ -269,13 +269,6 @@ class Batch:
     def num_envs(self) -> int:
         return len(self.states)
 
-    def __repr__(self):
-        actions = np.array2string(self.actions, threshold=64, separator=", ")
-        rows = ",\n        ".join(_state_repr(state) for state in self.states[:_DISTINCT_STATES])
-        more = "" if self.num_envs <= _DISTINCT_STATES else f",\n        ... (repeating, {self.num_envs} envs)"
-        return (f"Batch(num_envs={self.num_envs},\n    pending={list(self.pending)},\n"
-                f"    actions={actions},\n    states=[\n        {rows}{more}])")
-
     def replace(self, index: int, state: dict, action: np.ndarray, pending: bool) -> Batch:
         """A copy with env ``index`` given another state, action and pending flag."""
         new_states = list(self.states)
@@ -285,12 +278,6 @@ class Batch:
         new_pending = list(self.pending)
         new_pending[index] = pending
         return Batch(tuple(new_states), new_actions, tuple(new_pending))
-
-
-def _state_repr(state: dict) -> str:
-    parts = (f"{name}={np.array2string(np.asarray(value), separator=', ', threshold=32)}"
-             for name, value in state.items())
-    return "{" + ", ".join(parts) + "}"
 
 
 def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strategy=None,
