@@ -68,6 +68,7 @@ def test_gae_of_truncated_step_bootstraps_from_final_value(steps, gamma, lam):
 @pytest.mark.parametrize(
     ("field", "value", "expected"),
     [
+        ("seed", -1, "expected an int >= 0"),
         ("num_envs", 0, "expected an int >= 1"),
         ("num_steps", 2.5, "expected an int >= 1"),
         ("learning_rate", 0.0, "expected a number > 0"),

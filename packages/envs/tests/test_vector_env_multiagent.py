@@ -133,6 +133,9 @@ def test_multi_agent_shapes_and_spaces():
     assert terminated.shape == truncated.shape == (5,)
     with pytest.raises(ValueError, match="shape"):
         env.step(torch.ones((5,), dtype=torch.int64))
+    single = kge.make(ENV_ID, 2, backend="cpu", seed=0, num_agents=1)  # the agent axis stays
+    assert single.multi_agent and single.reset()[0].shape == (2, 1, 2)
+    assert single.step(torch.ones((2, 1), dtype=torch.int64))[1].shape == (2, 1)
 
 
 @settings(max_examples=15)

@@ -97,6 +97,8 @@ class PPOConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PPOConfig {name}: expected an int >= 1, received {value!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"PPOConfig seed: expected an int >= 0, received {self.seed!r}")
         for name in ("learning_rate", "time_limit_s"):
             value = getattr(self, name)
             if not value > 0:

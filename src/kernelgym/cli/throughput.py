@@ -1,8 +1,9 @@
 """`kernelgym bench`: env-steps/s of a kernelgym env beside gymnasium's vector env.
 
 Both sides step the same number of envs with random actions drawn before the clock
-starts (a few batches, cycled), after one untimed repeat that compiles the kernels. A repeat times ``steps`` calls to ``step``; the table reports the median
-over repeats. On the cuda backend the clock stops only after the device finished.
+starts (a few batches, cycled), after one untimed repeat that compiles the kernels.
+A repeat times ``steps`` calls to ``step``; the table reports the median over
+repeats. On the cuda backend the clock stops only after the device finished.
 """
 
 from __future__ import annotations

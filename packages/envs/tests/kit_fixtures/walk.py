@@ -24,8 +24,8 @@ from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
 @dataclasses.dataclass(frozen=True)
 class WalkParams:
-    goal: int = 6
-    start_range: int = 3
+    goal: int = 4
+    start_range: int = 2
     goal_reward: float = 10.0
     step_cost: float = 0.1
 
@@ -213,13 +213,8 @@ def _spec(env_id: str, step_kernel: str) -> EnvSpec:
 
 
 SPEC = _spec("Walk-v0", "step")
-
-# planted bug -> (spec, the checks that must report it)
-BROKEN = {
-    "off_by_one": (_spec("WalkOffByOne-v0", "step_off_by_one"), ("out_of_bounds",)),
-    "missed_reset": (_spec("WalkMissedReset-v0", "step_missed_reset"), ("parity", "autoreset")),
-    "cross_talk": (_spec("WalkCrossTalk-v0", "step_cross_talk"), ("no_cross_talk", "batch_invariance")),
-    "nondeterministic": (_spec("WalkNondeterministic-v0", "step_nondeterministic"), ("determinism",)),
-    "reward_ignores_termination": (
-        _spec("WalkRewardIgnoresTermination-v0", "step_reward_ignores_termination"), ("parity",)),
-}
+OFF_BY_ONE = _spec("WalkOffByOne-v0", "step_off_by_one")
+MISSED_RESET = _spec("WalkMissedReset-v0", "step_missed_reset")
+CROSS_TALK = _spec("WalkCrossTalk-v0", "step_cross_talk")
+NONDETERMINISTIC = _spec("WalkNondeterministic-v0", "step_nondeterministic")
+REWARD_IGNORES_TERMINATION = _spec("WalkRewardIgnoresTermination-v0", "step_reward_ignores_termination")

@@ -115,7 +115,9 @@ class DeviceCollector:
         with torch.no_grad():
             _, hx, info = react(actor, self.ctx, None, virtual=True)
         self.hx = actor.reset(hx, slice(None)) if leaves(hx) else hx
-        self._reset_is_mask = type(actor).reset is Actor.reset
+        # Actor.reset zeroes the envs it is given: a mask does the same without the
+        # host sync that indexing by a bool tensor would cost
+        self._zero_hx_by_mask = type(actor).reset is Actor.reset
 
         def timeline(x: torch.Tensor, length: int) -> torch.Tensor:
             return torch.empty((length, *x.shape[1:]), dtype=x.dtype, device=self.device)
@@ -158,7 +160,7 @@ class DeviceCollector:
                 mask = fin.view((-1,) + (1,) * (final.dim() - 1))
                 torch.where(mask, torch.as_tensor(env_info["final_obs"], device=self.device), final, out=final)
             if leaves(hx_):
-                hx_ = suply(_zero_where(fin), hx_) if self._reset_is_mask else actor.reset(hx_, fin)
+                hx_ = suply(_zero_where(fin), hx_) if self._zero_hx_by_mask else actor.reset(hx_, fin)
             copy_(hx, hx_)
         return out
 

@@ -60,7 +60,7 @@ class KernelParallelEnv(ParallelEnv):
         self._action_space = self.env.single_action_space
         self._action_buffer = np.zeros(self.env.action_space.shape, dtype=self.env.action_space.dtype)
         self._action_rows = self._action_buffer.reshape(self.env.num_agents, -1)  # a view: one row per agent
-        self._multi_agent = self.env.num_agents > 1
+        self._multi_agent = self.env.multi_agent
 
     def observation_space(self, agent):
         """Every agent has the same observation space."""

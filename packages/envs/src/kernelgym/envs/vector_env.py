@@ -155,6 +155,19 @@ class KernelVectorEnv:
         for the device once per step; pass False to keep the hot loop asynchronous.
     **params
         Overrides of the env's params fields (see ``spec.params``).
+
+    Attributes
+    ----------
+    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps
+    single_observation_space, single_action_space, observation_space, action_space
+    multi_agent : bool
+        Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
+    state : dict of str to backend array
+        The env's state buffers by name.
+    data_manager : kernelgym.core.CUDADataManager
+        Holds every buffer by name (state arrays, ``observations``, ``rewards``,
+        ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
+        ``_timestep_``, ...), each with a torch view.
     """
 
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
@@ -191,7 +204,9 @@ class KernelVectorEnv:
         self.num_agents = resolved.num_agents
         self.single_observation_space = resolved.observation_space
         self.single_action_space = resolved.action_space
-        agents = (self.num_agents,) if self.num_agents > 1 else ()
+        # Multi-agent envs keep the agent axis even when configured with one agent.
+        self.multi_agent = self.num_agents > 1 or spec.kernel_layout == "agent"
+        agents = (self.num_agents,) if self.multi_agent else ()
         self._agent_shape = agents
         self.observation_space = _batch(self.single_observation_space, agents, self.num_envs)
         self.action_space = _batch(self.single_action_space, agents, self.num_envs)

@@ -17,7 +17,8 @@ def _parser() -> argparse.ArgumentParser:
         prog="kernelgym check",
         description="Property-test kernelgym envs against their CPU reference (hypothesis).",
     )
-    parser.add_argument("env_ids", nargs="+", metavar="ENV_ID", help="registered env ids (kernelgym list)")
+    parser.add_argument("env_ids", nargs="+", metavar="ENV_ID",
+                        help="registered env ids, or 'module:attr' of an EnvSpec not registered yet")
     parser.add_argument("--backend", default="cpu", choices=["auto", "cpu", "sim", "cuda"],
                         help="where the kernels run (default: cpu; sim re-runs under NUMBA_ENABLE_CUDASIM=1)")
     parser.add_argument("--max-examples", type=int, default=None,
@@ -53,9 +54,9 @@ def main_check(argv=None) -> int:
     exit_code = 0
     for env_id in args.env_ids:
         try:
-            report = check_env(env_id, backend=args.backend, max_examples=args.max_examples,
+            report = check_env(_env(env_id), backend=args.backend, max_examples=args.max_examples,
                                checks=checks, seed=args.seed)
-        except (KeyError, TypeError, ValueError, BackendUnavailableError) as error:
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError, BackendUnavailableError) as error:
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             print(f"kernelgym check {env_id}: {message}", file=sys.stderr)
             exit_code = 1
@@ -64,6 +65,15 @@ def main_check(argv=None) -> int:
         if not report.passed:
             exit_code = 1
     return exit_code
+
+
+def _env(env_id: str):
+    """A registered id as is; ``"module:attr"`` imported (an author's spec before it is registered)."""
+    if ":" not in env_id:
+        return env_id
+    from kernelgym.envs.spec import load_reference
+
+    return load_reference(env_id)
 
 
 def _simulator_on() -> bool:

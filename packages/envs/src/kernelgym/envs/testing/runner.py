@@ -93,7 +93,8 @@ def _select(checks) -> list:
         raise KeyError(f"checks: unknown check names {unknown}; expected names from {list(known)}")
     if not names:
         raise ValueError("checks: expected at least one check name, got none")
-    return [known[name] for name in names]
+    # always in CHECKS order: out_of_bounds must run before checks it would make unsafe
+    return [check for check in CHECKS if check.name in names]
 
 
 def _memory_unsafe(results: list, backend: str) -> bool:

@@ -43,7 +43,7 @@ NUM_ENVS = {
 # Stand-in bounds for a Box with infinite limits: the kit draws finite actions there.
 _UNBOUNDED_ACTION = 1e3
 # At most this many distinct states per batch; larger batches repeat them (cheap to shrink).
-_DISTINCT_STATES = 4
+_DISTINCT_STATES = 8
 
 
 def seeds() -> st.SearchStrategy[int]:
@@ -284,7 +284,7 @@ def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strateg
             reset_branch: bool = True) -> st.SearchStrategy[Batch]:
     """Batches of envs with states, valid actions and (optionally) pending resets.
 
-    At most four distinct states are drawn; a larger batch repeats them in turn, which
+    At most eight distinct states are drawn; a larger batch repeats them in turn, which
     keeps examples small and shrinking quick while still filling a whole block.
     """
     resolved = spec.resolve(params)
