@@ -174,8 +174,7 @@ def main(argv=None) -> str:
         f"- {envpool_note}",
         f"- medians of {args.repeats} timed runs of ~{args.budget:,} env-steps each (SyncVectorEnv: "
         f"~{args.sync_budget:,}), random actions; kernelgym takes a torch tensor of actions per step",
-        "- command: `.venv/bin/python benchmarks/bench_envs.py"
-        + (f" --envpool-python {args.envpool_python}`" if args.envpool_python else "`"),
+        "- command: `" + " ".join([".venv/bin/python", "benchmarks/bench_envs.py", *sys.argv[1:]]) + "`",
         "",
         "M env-steps/s (ratios: kernelgym's best thread count against the others)",
         "",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import pickle
+import signal
 from collections import namedtuple
 
 import numpy as np
@@ -12,10 +13,10 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kernelgym.collectors import WorkerCrashedError, WorkerError
 from kernelgym.collectors.rollout import (
     Actor,
     CloudpickleSpawner,
-    WorkerError,
     aliased,
     getitem,
     numpify,
@@ -25,6 +26,7 @@ from kernelgym.collectors.rollout import (
     tuply,
 )
 from kernelgym.collectors.rollout.nested import leaves
+from kernelgym.collectors.rollout.workers import Workers
 
 Pair = namedtuple("Pair", "left right")
 
@@ -146,9 +148,44 @@ def test_cloudpickle_spawner_carries_closures():
     assert spawner(seed=1) == 6
 
 
+class ExitedProcess:
+    """Stands for a worker process that has exited with ``exitcode``."""
+
+    def __init__(self, name, exitcode):
+        self.name, self.exitcode = name, exitcode
+
+    def is_alive(self):
+        return False
+
+    def join(self, timeout=None):
+        pass
+
+
+def error_of_exited_worker(exitcode, traceback_text=None):
+    """The error ``Workers.check`` raises for a worker ``w-0`` that exited."""
+    workers = Workers(multiprocessing.get_context("fork"), print, [], name="w")
+    workers.processes = [ExitedProcess("w-0", exitcode)]
+    if traceback_text is not None:
+        workers.errors.put(("w-0", traceback_text))  # what a worker that raised reports
+    try:
+        with pytest.raises(WorkerError) as caught:
+            workers.check()
+    finally:
+        workers.shutdown()
+    return caught.value
+
+
 def test_worker_error_says_how_the_worker_died():
-    assert "killed by SIGKILL" in str(WorkerError("w", exitcode=-9))
-    assert WorkerError("w", exitcode=-9).signal == "SIGKILL"
-    assert "exit code 3" in str(WorkerError("w", exitcode=3))
-    error = WorkerError("w", exitcode=1, traceback="Traceback ...\nKeyError: 'x'")
-    assert "KeyError" in str(error) and error.signal is None
+    killed = error_of_exited_worker(-9)
+    assert isinstance(killed, WorkerCrashedError) and "killed by SIGKILL" in str(killed)
+    assert killed.signal == signal.SIGKILL and killed.exitcode == -9 and killed.remote_traceback is None
+    exited = error_of_exited_worker(3)
+    assert isinstance(exited, WorkerCrashedError) and "exit code 3" in str(exited)
+    assert exited.signal is None and exited.exitcode == 3
+    raised = error_of_exited_worker(1, "Traceback ...\nKeyError: 'x'")
+    assert type(raised) is WorkerError and "exit code 1" in str(raised)
+    assert "KeyError" in str(raised) and "KeyError: 'x'" in raised.remote_traceback
+    for error in (killed, exited, raised):
+        assert error.worker == "w-0" and error.process_index == 0
+        copy = pickle.loads(pickle.dumps(error))  # errors cross processes intact
+        assert type(copy) is type(error) and copy.worker == "w-0" and str(copy) == str(error)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import signal
 import time
 
 import gymnasium as gym
@@ -11,7 +12,8 @@ import pytest
 import torch
 from numpy.random import SeedSequence
 
-from kernelgym.collectors.rollout import WorkerError, double, evaluation, pool
+from kernelgym.collectors import WorkerCrashedError, WorkerError, WorkerTimeoutError
+from kernelgym.collectors.rollout import double, evaluation, pool
 from kernelgym.collectors.rollout.double import env_seeds
 from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments, seeded_envs
 from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
@@ -222,53 +224,60 @@ def run_evaluation(factory):
 VARIANTS = {"double": run_double, "pool": run_pool, "evaluation": run_evaluation}
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_a_worker_that_raises_surfaces_its_traceback(variant):
+def fault_error(variant, fault, error_type, match):
+    """The error a rollout of ``variant`` raises when its worker meets ``fault``; it must
+    come within 5 s and leave no child process."""
     start = time.monotonic()
-    with pytest.raises(WorkerError, match="injected failure in CounterEnv.step") as caught:
-        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="raise"))
-    assert "Traceback" in caught.value.traceback and caught.value.exitcode == 1
+    with pytest.raises(error_type, match=match) as caught:
+        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault=fault))
     assert time.monotonic() - start < 5
     assert no_children_left()
+    return caught.value
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_worker_that_raises_surfaces_its_traceback(variant):
+    error = fault_error(variant, "raise", WorkerError, "injected failure in CounterEnv.step")
+    assert type(error) is WorkerError and f"rollout worker {variant}-" in str(error)
+    assert "Traceback" in error.remote_traceback and "(exit code 1)" in error.message
+    assert error.worker.startswith(f"{variant}-")
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_killed_worker_surfaces_its_signal(variant):
-    start = time.monotonic()
-    with pytest.raises(WorkerError, match="killed by SIGKILL") as caught:
-        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="sigkill"))
-    assert caught.value.signal == "SIGKILL" and caught.value.traceback is None
-    assert time.monotonic() - start < 5
-    assert no_children_left()
+    error = fault_error(variant, "sigkill", WorkerCrashedError, "killed by SIGKILL")
+    assert error.signal == signal.SIGKILL and error.exitcode == -signal.SIGKILL
+    assert error.remote_traceback is None
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_hung_worker_times_out(variant):
-    start = time.monotonic()
-    with pytest.raises(TimeoutError, match="nothing within 1.5 s; workers still alive"):
-        VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault="hang"))
-    assert time.monotonic() - start < 5
-    assert no_children_left()
+    error = fault_error(variant, "hang", WorkerTimeoutError, "nothing within 1.5 s; workers still alive")
+    assert isinstance(error, TimeoutError)
+
+
+def healthy_rollout(variant):
+    """A rollout of ``variant`` over healthy envs, with a 3 s timeout."""
+    if variant == "evaluation":
+        return evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=3, **FORK)
+    if variant == "double":
+        return double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
+    return pool.rollout(
+        counter_factory(MAX_LEN, LIMIT),
+        PolicyActor(),
+        N_STEPS,
+        n_actors=2,
+        n_per_actor=2,
+        n_buffers=3,
+        n_per_batch=1,
+        timeout=3,
+        **FORK,
+    )
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_learner_that_stops_mid_rollout_leaves_no_child(variant):
-    if variant == "evaluation":
-        batches = evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=3, **FORK)
-    elif variant == "double":
-        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
-    else:
-        batches = pool.rollout(
-            counter_factory(MAX_LEN, LIMIT),
-            PolicyActor(),
-            N_STEPS,
-            n_actors=2,
-            n_per_actor=2,
-            n_buffers=3,
-            n_per_batch=1,
-            timeout=3,
-            **FORK,
-        )
+    batches = healthy_rollout(variant)
     for count, _ in enumerate(batches):
         if count == 1:
             break  # the learner has had enough
@@ -295,20 +304,7 @@ def test_bad_arguments_are_rejected_before_any_worker_starts():
 
 def _learner(variant, pids):
     """A learner process that reports its workers' pids and then keeps training."""
-    if variant == "double":
-        batches = double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=3, **FORK)
-    else:
-        batches = pool.rollout(
-            counter_factory(MAX_LEN, LIMIT),
-            PolicyActor(),
-            N_STEPS,
-            n_actors=2,
-            n_per_actor=2,
-            n_buffers=3,
-            n_per_batch=1,
-            timeout=3,
-            **FORK,
-        )
+    batches = healthy_rollout(variant)
     next(batches)
     pids.put([process.pid for process in multiprocessing.active_children()])
     time.sleep(60)  # "training" until killed

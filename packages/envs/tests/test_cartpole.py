@@ -186,3 +186,11 @@ def test_simulator_kernel_is_bit_identical_to_cpu():
         for want, have in zip(expected, got):
             assert torch.equal(want, have)
     assert all(np.array_equal(cpu.get_state()[name], sim.get_state()[name]) for name in cpu.state)
+
+
+@given(angle=st.floats(-4.0, 4.0))
+def test_small_angle_cos_sin_is_double_precision(angle):
+    cos, sin = cartpole._cos_sin(angle)
+    assert abs(cos - math.cos(angle)) <= 2.3e-16
+    assert abs(sin - math.sin(angle)) <= 2.3e-16
+    assert (cos, sin) == cartpole._cos_sin.py_func(angle)  # compiled and Python give the same bits

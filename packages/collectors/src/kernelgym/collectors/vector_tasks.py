@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import bisect
 import math
-import multiprocessing
 import os
 import pickle
 import selectors
@@ -33,6 +32,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
+from kernelgym.collectors._processes import get_context, reap
 from kernelgym.collectors._sampler_group import SamplerFailures, SamplerGroup
 from kernelgym.collectors._worker import FAILED, PackedArray, packable, unpack_results, worker_main
 from kernelgym.collectors.tasks import RLStepResult
@@ -43,7 +43,6 @@ from kernelgym.collectors.worker_errors import (
     WorkerTimeoutError,
 )
 
-START_METHODS = ("spawn", "forkserver", "fork")
 RENDER_MODES = ("human", "rgb_array", "raw_rgb_list")
 #: seconds ``close`` waits for workers to close their samplers before stopping them
 CLOSE_TIMEOUT = 5.0
@@ -475,13 +474,7 @@ class _Worker:
 
     def stop(self) -> None:
         """Stop the process (terminate, then kill) and release the pipe."""
-        if self.process.is_alive():
-            self.process.terminate()
-            self.process.join(1.0)
-        if self.process.is_alive():
-            self.process.kill()
-            self.process.join()
-        self.process.join()
+        reap(self.process)
         self.selector.close()
         self.connection.close()
 
@@ -520,9 +513,9 @@ class VectorSampledTasks(_VectorTasksBase):
     auto_resample_when_done : bool
         Replace a finished task by its sampler's next one in the same step; if False, a
         finished task is held until all tasks have finished (see ``step``).
-    multiprocessing_start_method : {"forkserver", "spawn", "fork"}
-        How workers start. "forkserver" works well with CUDA; "fork" starts fastest but
-        must happen before the parent uses a GPU.
+    multiprocessing_start_method : {"forkserver", "spawn", "fork"} or None
+        How workers start (None: the platform default). "forkserver" works well with
+        CUDA; "fork" starts fastest but must happen before the parent uses a GPU.
     mp_ctx : multiprocessing context, optional
         Used instead of ``multiprocessing_start_method``.
     max_processes : int, optional
@@ -548,7 +541,7 @@ class VectorSampledTasks(_VectorTasksBase):
         make_sampler_fn: Callable[..., Any],
         sampler_fn_args: Sequence[Mapping[str, Any]],
         auto_resample_when_done: bool = True,
-        multiprocessing_start_method: str = "forkserver",
+        multiprocessing_start_method: str | None = "forkserver",
         mp_ctx: Any = None,
         max_processes: int | None = None,
         read_timeout: float | None = 60.0,
@@ -558,11 +551,7 @@ class VectorSampledTasks(_VectorTasksBase):
         self._waiting = False
         super().__init__(make_sampler_fn, sampler_fn_args, auto_resample_when_done)
         if mp_ctx is None:
-            if multiprocessing_start_method not in START_METHODS:
-                raise ValueError(
-                    f"multiprocessing_start_method must be one of {START_METHODS}, got {multiprocessing_start_method!r}"
-                )
-            mp_ctx = multiprocessing.get_context(multiprocessing_start_method)
+            mp_ctx = get_context(multiprocessing_start_method, argument="multiprocessing_start_method")
         if max_processes is not None and (
             not isinstance(max_processes, int) or isinstance(max_processes, bool) or max_processes < 1
         ):

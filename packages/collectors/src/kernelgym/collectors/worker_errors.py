@@ -16,6 +16,8 @@ class WorkerError(RuntimeError):
         Every sampler affected (all samplers of a lost process).
     process_index : int or None
         The worker process, None in ``SingleProcessVectorSampledTasks``.
+    worker : str or None
+        The worker process's name (the rollout engines name their workers).
     remote_traceback : str or None
         The traceback formatted where the exception happened.
     restarted : bool
@@ -30,12 +32,14 @@ class WorkerError(RuntimeError):
         sampler_indices: tuple[int, ...] = (),
         process_index: int | None = None,
         remote_traceback: str | None = None,
+        worker: str | None = None,
     ):
         self.message = message
         self.sampler_index = sampler_index
         self.sampler_indices = tuple(sampler_indices) or ((sampler_index,) if sampler_index is not None else ())
         self.process_index = process_index
         self.remote_traceback = remote_traceback
+        self.worker = worker
         self.restarted = False
         super().__init__(message)
 
@@ -77,7 +81,8 @@ class WorkerCrashedError(WorkerError):
 
 
 class WorkerTimeoutError(WorkerError, TimeoutError):
-    """A worker process did not answer within ``read_timeout`` seconds (it was stopped)."""
+    """A worker process did not answer within its deadline (``read_timeout`` seconds, or a
+    rollout's ``timeout``); it was stopped."""
 
 
 class WorkerRestartWarning(RuntimeWarning):

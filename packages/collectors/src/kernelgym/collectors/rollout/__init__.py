@@ -23,8 +23,12 @@ Example: two worker processes, each stepping one vector env of 4096 CartPoles::
             break                  # workers are stopped, no process is left behind
 
 ``actor`` subclasses :class:`Actor` (``step(stepno, obs, act, rew, fin, *, hx,
-virtual)``). A dead worker raises :class:`WorkerError` with its traceback or
-signal; a silent one raises ``TimeoutError`` after ``timeout`` seconds.
+virtual)``). The multi-process engines raise the errors of
+:mod:`kernelgym.collectors.worker_errors`: a worker that raised,
+:class:`~kernelgym.collectors.WorkerError` with its ``remote_traceback``; one that was
+killed or exited, :class:`~kernelgym.collectors.WorkerCrashedError` (``exitcode``,
+``signal``); a silent one, :class:`~kernelgym.collectors.WorkerTimeoutError` (a
+``TimeoutError``) after ``timeout`` seconds.
 """
 
 from . import double, episodic, evaluation, inprocess, pool
@@ -34,12 +38,11 @@ from .core import collect, context, episode, evaluate, prepare, startup
 from .nested import getitem, setitem, suply, tuply
 from .shared import Aliased, aliased, numpify, torchify
 from .state import Context, Fragment, State
-from .workers import CloudpickleSpawner, WorkerError
+from .workers import CloudpickleSpawner
 
 __all__ = [
     "Actor",
     "CloudpickleSpawner",
-    "WorkerError",
     "double",
     "episodic",
     "evaluation",

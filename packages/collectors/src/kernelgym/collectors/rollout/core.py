@@ -15,6 +15,7 @@ and bootstrap from the final observation on truncation.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Iterator
 
 import numpy
@@ -36,6 +37,7 @@ __all__ = [
     "copy_",
     "as_device",
     "check_positive",
+    "check_timeout",
 ]
 
 
@@ -61,6 +63,12 @@ def check_positive(name: str, value: Any) -> None:
     """Raise ValueError naming ``name`` unless ``value`` is a positive int."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValueError(f"{name}: expected a positive int, got {value!r}")
+
+
+def check_timeout(timeout: Any) -> None:
+    """Raise ValueError unless ``timeout`` is a positive number of seconds."""
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
 
 
 def prepare(env, actor, n_steps: int, n_envs: int, *, pinned=False, shared=False, device=None) -> Fragment:

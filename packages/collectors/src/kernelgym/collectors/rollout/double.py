@@ -29,7 +29,7 @@ import torch
 from numpy.random import SeedSequence
 
 from .batch import make_batch
-from .core import as_device, check_positive, collect, prepare, startup
+from .core import as_device, check_positive, check_timeout, collect, prepare, startup
 from .nested import suply
 from .shared import aliased, torchify
 from .state import Fragment
@@ -43,17 +43,31 @@ def env_seeds(ss: SeedSequence, n_envs: int) -> list[int]:
     return [int(child.generate_state(1)[0]) for child in ss.spawn(n_envs)]
 
 
-def local_actor(shared, clone: bool, device):
-    """The worker's actor: a private copy of the shared one (``clone``), or the
-    shared module itself."""
+def worker_setup(ss: SeedSequence, factory, n_envs: int, shared, clone: bool, device):
+    """A worker's actor and envs, seeded from ``ss``.
+
+    The actor is a private copy of the shared one (``clone``) or the shared module
+    itself; torch's generator and the ``n_envs`` envs get seeds spawned from ``ss``.
+    """
     torch.set_num_threads(1)  # one core per worker process
-    return deepcopy(shared).to(device) if clone else shared
+    torch.manual_seed(int(ss.generate_state(1)[0]))
+    actor = deepcopy(shared).to(device) if clone else shared
+    return actor, make_batch(factory, n_envs, env_seeds(ss, n_envs))
+
+
+def shared_reference(factory, actor, n_steps: int, n_envs: int, close: bool):
+    """The learner's side: the actor moved to shared memory for the workers, and a
+    fragment of the right shapes for their buffers (from one env made with ``seed=None``)."""
+    shared = deepcopy(actor).cpu().share_memory()
+    env = factory(seed=None)
+    reference = prepare(env, shared, n_steps, n_envs)
+    if close:
+        env.close()
+    return shared, reference
 
 
 def _double_worker(stop, ss, filled, resume, factory, buffers, shared, n_envs, clone, close, sticky, device):
-    torch.manual_seed(int(ss.generate_state(1)[0]))
-    actor = local_actor(shared, clone, device)
-    batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
+    actor, batch = worker_setup(ss, factory, n_envs, shared, clone, device)
     ctx, first = startup(batch, actor, buffers[0])
     fragments = (first, aliased(buffers[1]))
     flipflop = 0
@@ -108,25 +122,20 @@ def rollout(
         has used OpenMP threads (numba's parallel CPU kernels: kernelgym envs).
     timeout : float
         Seconds to wait for a fragment before raising
-        ``TimeoutError``; a dead worker raises :class:`~.workers.WorkerError` as soon
-        as it is noticed.
+        :class:`~kernelgym.collectors.WorkerTimeoutError` (a ``TimeoutError``); a dead
+        worker raises :class:`~kernelgym.collectors.WorkerError` as soon as it is noticed.
     affinity : the torch device the worker's actor runs on (default CPU).
     entropy : seed of the numpy ``SeedSequence`` (reproducible runs).
     """
     check_positive("n_steps", n_steps)
     check_positive("n_envs", n_envs)
-    if not timeout > 0:
-        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    check_timeout(timeout)
     device, affinity = as_device(device), as_device(affinity)
     mp = get_context(start_method)
 
     def fragments():
 
-        shared = deepcopy(actor).cpu().share_memory()
-        env = factory(seed=None)
-        reference = prepare(env, shared, n_steps, n_envs)
-        if close:
-            env.close()
+        shared, reference = shared_reference(factory, actor, n_steps, n_envs, close)
         buffers = torchify((reference,) * 2, shared=True)
         filled, resume = mp.Semaphore(0), mp.Semaphore(0)
         ss = SeedSequence(entropy)

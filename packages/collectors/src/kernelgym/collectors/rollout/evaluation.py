@@ -12,13 +12,11 @@ from copy import deepcopy
 from typing import Iterator
 
 import numpy
-import torch
 from numpy.random import SeedSequence
 
-from .batch import make_batch
-from .core import as_device, check_positive
+from .core import as_device, check_positive, check_timeout
 from .core import evaluate as evaluate_in_process
-from .double import env_seeds, local_actor
+from .double import worker_setup
 from .workers import (
     CloudpickleSpawner,
     Workers,
@@ -33,9 +31,7 @@ __all__ = ["evaluate"]
 
 
 def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, clone, close, device, timeout):
-    torch.manual_seed(int(ss.generate_state(1)[0]))
-    actor = local_actor(shared, clone, device)
-    batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
+    actor, batch = worker_setup(ss, factory, n_envs, shared, clone, device)
     check = worker_check(stop)
     try:
         while True:
@@ -47,7 +43,8 @@ def _evaluation_worker(stop, ss, lock, conn, factory, shared, n_envs, n_steps, c
             conn.send(returns)
     finally:
         conn.close()
-        batch.close()
+        if close:
+            batch.close()
 
 
 def evaluate(
@@ -77,8 +74,7 @@ def evaluate(
     check_positive("n_envs", n_envs)
     if n_steps is not None:
         check_positive("n_steps", n_steps)
-    if not timeout > 0:
-        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    check_timeout(timeout)
     mp = get_context(start_method)
 
     def results():
@@ -108,7 +104,7 @@ def evaluate(
         worker_end.close()  # the worker holds its own copy of this end
         try:
             while True:
-                with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
+                with locked(lock, wait=workers.wait, timeout=timeout, what="learner: shared actor lock"):
                     shared.load_state_dict(actor.state_dict(), strict=True)
                 try:
                     learner_end.send(True)

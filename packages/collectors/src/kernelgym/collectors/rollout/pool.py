@@ -10,15 +10,13 @@ indices to ``empty``. Every wait has a deadline (see :mod:`.workers`).
 
 from __future__ import annotations
 
-from copy import deepcopy
 from typing import Iterator
 
 import torch
 from numpy.random import SeedSequence
 
-from .batch import make_batch
-from .core import as_device, check_positive, collect, copy_, prepare, startup
-from .double import env_seeds, local_actor
+from .core import as_device, check_positive, check_timeout, collect, copy_, startup
+from .double import shared_reference, worker_setup
 from .nested import getitem, suply, tuply
 from .shared import aliased, torchify
 from .state import Fragment
@@ -28,9 +26,7 @@ __all__ = ["rollout"]
 
 
 def _pool_worker(stop, ss, lock, empty, ready, factory, buffers, shared, n_envs, clone, close, sticky, device, timeout):
-    torch.manual_seed(int(ss.generate_state(1)[0]))
-    actor = local_actor(shared, clone, device)
-    batch = make_batch(factory, n_envs, env_seeds(ss, n_envs))
+    actor, batch = worker_setup(ss, factory, n_envs, shared, clone, device)
     # a private buffer for the running context: the shared ones belong to whoever
     # holds their index
     ctx, _ = startup(batch, actor, suply(torch.clone, buffers[0]))
@@ -108,8 +104,7 @@ def rollout(
         raise ValueError(f"n_buffers: expected at least n_actors={n_actors} buffers, got {n_buffers}")
     if n_per_batch > n_buffers:
         raise ValueError(f"n_per_batch: expected at most n_buffers={n_buffers}, got {n_per_batch}")
-    if not timeout > 0:
-        raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
+    check_timeout(timeout)
     device = as_device(device)
     if pinned and device.type != "cpu":
         raise ValueError(f"pinned: a pinned batch stays on the host, but device={device} was asked for too")
@@ -120,11 +115,7 @@ def rollout(
 
     def batches():
 
-        shared = deepcopy(actor).cpu().share_memory()
-        env = factory(seed=None)
-        reference = prepare(env, shared, n_steps, n_per_actor)
-        if close:
-            env.close()
+        shared, reference = shared_reference(factory, actor, n_steps, n_per_actor, close)
         stacked = suply(
             lambda x: x.to(device) if not pinned else x.pin_memory(),
             tuply(torch.stack, *(reference,) * n_per_batch, dim=1),
@@ -174,7 +165,7 @@ def rollout(
                     copy_(batch_slices[j], buffers[index])
                     empty.put(index)
                 yield batch
-                with locked(lock, timeout=timeout, check=workers.check, what="learner: shared actor lock"):
+                with locked(lock, wait=workers.wait, timeout=timeout, what="learner: shared actor lock"):
                     shared.load_state_dict(actor.state_dict(), strict=True)
         finally:
             workers.shutdown()

@@ -4,7 +4,9 @@ rlplay's learner waited on a barrier without a timeout, so a killed worker hung 
 Here every wait, on either side, polls in short slices: the learner checks that its
 workers are alive between slices and gives up after ``timeout`` seconds; a worker
 checks that the learner still wants it (``stop``) and is alive. A worker that dies
-surfaces as :class:`WorkerError` carrying its traceback, signal or exit code, and
+surfaces as :class:`~kernelgym.collectors.WorkerError` (it raised: its traceback) or
+:class:`~kernelgym.collectors.WorkerCrashedError` (killed or exited: its signal or exit
+code), one that stays silent as :class:`~kernelgym.collectors.WorkerTimeoutError`, and
 :meth:`Workers.shutdown` leaves no child process behind.
 """
 
@@ -12,7 +14,6 @@ from __future__ import annotations
 
 import multiprocessing
 import queue
-import signal
 import sys
 import time
 import traceback
@@ -20,28 +21,15 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 import cloudpickle
-import torch.multiprocessing
+import torch.multiprocessing  # noqa: F401 - registers the reducers that share tensors by handle
 
-__all__ = ["WorkerError", "Workers", "CloudpickleSpawner", "get_context", "locked", "poll_until", "POLL_S"]
+from kernelgym.collectors import _processes
+from kernelgym.collectors.worker_errors import WorkerCrashedError, WorkerError, WorkerTimeoutError
+
+__all__ = ["Workers", "CloudpickleSpawner", "get_context", "locked", "poll_until", "POLL_S"]
 
 # how long one slice of a wait lasts: the latency of noticing a dead peer or a stop
 POLL_S = 0.05
-
-
-class WorkerError(RuntimeError):
-    """A rollout worker died. ``traceback`` (str or None), ``exitcode`` and
-    ``signal`` (a signal name such as ``"SIGKILL"``, or None) say how."""
-
-    def __init__(self, worker: str, *, exitcode: int | None, traceback: str | None = None):
-        self.worker, self.exitcode, self.traceback = worker, exitcode, traceback
-        self.signal = signal.Signals(-exitcode).name if exitcode is not None and exitcode < 0 else None
-        if traceback:
-            how = f"raised an exception (exit code {exitcode}):\n{traceback}"
-        elif self.signal:
-            how = f"was killed by {self.signal}"
-        else:
-            how = f"exited unexpectedly with exit code {exitcode}"
-        super().__init__(f"rollout worker {worker} {how}")
 
 
 class CloudpickleSpawner:
@@ -61,15 +49,9 @@ class CloudpickleSpawner:
 
 
 def get_context(start_method: str | None = None):
-    """A torch-aware multiprocessing context (shared tensors pickle by handle)."""
-    methods = multiprocessing.get_all_start_methods()
-    if start_method is not None and start_method not in methods:
-        raise ValueError(f"start_method: expected one of {methods}, got {start_method!r}")
-    mp = torch.multiprocessing.get_context(start_method)
-    if mp.get_start_method() == "forkserver":
-        # the fork server imports torch once; each worker forks from it ready to go
-        mp.set_forkserver_preload(["torch", "kernelgym.collectors.rollout"])
-    return mp
+    """The multiprocessing context of ``start_method``; a fork server imports torch and
+    the rollout engines once, and each worker forks from it ready to go."""
+    return _processes.get_context(start_method, preload=["torch", "kernelgym.collectors.rollout"])
 
 
 def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callable[[], None], what: str) -> Any:
@@ -117,9 +99,14 @@ def connection_receiver(conn: Any) -> Callable[[float], Any]:
 
 
 @contextmanager
-def locked(lock: Any, *, timeout: float, check: Callable[[], None] = lambda: None, what: str) -> Iterator[None]:
-    """Hold ``lock``, waiting for it at most ``timeout`` seconds."""
-    poll_until(acquirer(lock), timeout=timeout, check=check, what=what)
+def locked(lock: Any, *, wait: Callable[..., Any] = poll_until, **wait_args: Any) -> Iterator[None]:
+    """Hold ``lock``, acquired through ``wait(receive, **wait_args)``.
+
+    ``wait`` is :func:`poll_until` (``timeout``, ``check``, ``what``; in a worker) or the
+    learner's :meth:`Workers.wait` (``timeout``, ``what``), so that waiting on a lock
+    keeps the same deadline and watch as any other wait.
+    """
+    wait(acquirer(lock), **wait_args)
     try:
         yield
     finally:
@@ -210,23 +197,38 @@ class Workers:
         return self._tracebacks.get(name)
 
     def check(self) -> None:
-        """Raise :class:`WorkerError` if any worker has exited (workers only exit
-        when stopped)."""
-        for process in self.processes:
-            if process.exitcode is not None:
+        """Raise if any worker has exited (workers only exit when stopped):
+        :class:`~kernelgym.collectors.WorkerError` with the traceback of a worker that
+        raised, :class:`~kernelgym.collectors.WorkerCrashedError` for one that was killed
+        or exited without one."""
+        for index, process in enumerate(self.processes):
+            exitcode = process.exitcode
+            if exitcode is None:
+                continue
+            fields = dict(worker=process.name, process_index=index)
+            traceback_text = self._traceback_of(process.name, exitcode)
+            if traceback_text:
                 raise WorkerError(
-                    process.name,
-                    exitcode=process.exitcode,
-                    traceback=self._traceback_of(process.name, process.exitcode),
+                    f"rollout worker {process.name} raised an exception (exit code {exitcode})",
+                    remote_traceback=traceback_text,
+                    **fields,
                 )
+            error = WorkerCrashedError(f"rollout worker {process.name}", exitcode=exitcode, **fields)
+            if error.signal is not None:
+                error.message += f" was killed by {error.signal.name}"
+            else:
+                error.message += f" exited unexpectedly with exit code {exitcode}"
+            error.args = (error.message,)
+            raise error
 
     def wait(self, receive: Callable[[float], Any], *, timeout: float, what: str) -> Any:
-        """Wait for ``receive`` (see :func:`poll_until`) while watching the workers."""
+        """Wait for ``receive`` (see :func:`poll_until`) while watching the workers;
+        :class:`~kernelgym.collectors.WorkerTimeoutError` after ``timeout`` seconds."""
         try:
             return poll_until(receive, timeout=timeout, check=self.check, what=what)
         except TimeoutError as error:
             alive = [p.name for p in self.processes if p.is_alive()]
-            raise TimeoutError(f"{error}; workers still alive (hung?): {alive}") from None
+            raise WorkerTimeoutError(f"{error}; workers still alive (hung?): {alive}") from None
 
     def shutdown(self, timeout: float = 1.0) -> None:
         """Ask the workers to stop, then terminate and finally kill the stragglers."""
@@ -235,11 +237,6 @@ class Workers:
         for process in self.processes:
             process.join(max(deadline - time.monotonic(), 0.0))
         for process in self.processes:
-            if process.is_alive():
-                process.terminate()
-                process.join(timeout)
-            if process.is_alive():
-                process.kill()
-                process.join()
+            _processes.reap(process, timeout)
         self.errors.close()
         self.errors.cancel_join_thread()

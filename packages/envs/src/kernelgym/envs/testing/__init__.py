@@ -19,32 +19,35 @@ between envs, autoreset semantics, observation bounds, the spec's invariants, in
 actions, out-of-bounds writes and a stateful random walk over reset/step/set_state.
 """
 
-from kernelgym.envs.testing.checks import CHECKS, Check, CheckConfig
-from kernelgym.envs.testing.cli import main_check
-from kernelgym.envs.testing.harness import EnvHarness
-from kernelgym.envs.testing.report import CheckResult, Report, format_report
-from kernelgym.envs.testing.runner import DEFAULT_MAX_EXAMPLES, check_env, check_names
+import importlib
 
-__all__ = [
-    "CHECKS",
-    "Check",
-    "CheckConfig",
-    "CheckResult",
-    "DEFAULT_MAX_EXAMPLES",
-    "EnvHarness",
-    "EnvTestSuite",
-    "Report",
-    "check_env",
-    "check_names",
-    "format_report",
-    "main_check",
-]
+# name -> module: imported on first use, so that the pytest plugin (a submodule, loaded in
+# every pytest run) does not pull in hypothesis, the kit or the env runtime.
+_EXPORTS = {
+    "CHECKS": "checks",
+    "Check": "checks",
+    "CheckConfig": "checks",
+    "CheckResult": "report",
+    "DEFAULT_MAX_EXAMPLES": "runner",
+    "EnvHarness": "harness",
+    "EnvTestSuite": "suite",
+    "Report": "report",
+    "check_env": "runner",
+    "check_names": "runner",
+    "format_report": "report",
+    "main_check": "cli",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name):
-    # EnvTestSuite needs pytest, which only test runs have: import it on first use.
-    if name == "EnvTestSuite":
-        from kernelgym.envs.testing.suite import EnvTestSuite
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'kernelgym.envs.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"kernelgym.envs.testing.{_EXPORTS[name]}"), name)
+    globals()[name] = value
+    return value
 
-        return EnvTestSuite
-    raise AttributeError(f"module 'kernelgym.envs.testing' has no attribute {name!r}")
+
+def __dir__():
+    return __all__

@@ -103,17 +103,12 @@ class EpisodeModel:
     def _same_step_reset(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
         """SAME_STEP: the step's reward and flags, the final observation kept, a fresh start."""
         harness = self.harness
-        expected_state, expected_reward, expected_terminated = harness.reference_step(prev, action)
         problems = []
         if not bool(result.final_mask[index]):
             problems.append("info['_final_obs'] False for an env whose episode ended (SAME_STEP)")
         else:
-            problems += ["final observation: " + text
-                         for text in harness.observation_problems(result.final_obs[index], expected_state)]
-        if not harness._close(np.asarray(result.rewards[index], np.float64), expected_reward):
-            problems.append(f"reward {result.rewards[index]!r}, reference {expected_reward!r}")
-        if bool(result.terminated[index]) != expected_terminated:
-            problems.append(f"terminated {bool(result.terminated[index])}, reference {expected_terminated}")
+            problems += harness.final_step_problems(prev, action, result.final_obs[index],
+                                                    result.rewards[index], result.terminated[index])
         new_state = result.env_slice(index)
         problems += ["after the same-step reset: " + text
                      for text in harness.start_state_problems(new_state)

@@ -21,6 +21,8 @@ from kernelgym.envs.spec import EnvSpec
 __all__ = ["EnvHarness", "StepResult"]
 
 START_SAMPLES = 512  # reference resets sampled to learn the start-state envelope
+STOCHASTIC_DRAWS = 256  # reference generators tried before a transition counts as one it cannot make
+DETERMINISM_PROBE = 8  # a reference that gave the same outcome this often is deterministic here
 START_MARGIN = 0.5  # the envelope is widened by this fraction of its width on each side
 
 
@@ -99,7 +101,15 @@ class EnvHarness:
         self.invariants = env.load("invariants")
         self.rtol, self.atol = float(rtol), float(atol)
         self.agent_shape = (self.num_agents,) if self.num_agents > 1 else ()
+        # set by the out_of_bounds check: on cpu and cuda such writes corrupt memory that
+        # other checks would then use, so they must not run
+        self.out_of_bounds_found = False
         self._envs: dict = {}
+
+    @property
+    def memory_unsafe(self) -> bool:
+        """Whether out-of-bounds writes were found where nothing stops them (not the simulator)."""
+        return self.out_of_bounds_found and self.backend != "sim"
 
     def __repr__(self):
         return f"EnvHarness({self.spec.id!r}, backend={self.backend!r})"
@@ -157,15 +167,38 @@ class EnvHarness:
         return env.get_state()
 
     # ------------------------------------------------------------------- reference
-    def reference_step(self, state: dict, action) -> tuple[dict, np.ndarray, bool]:
-        """``reference.step`` on one env, checking that it leaves its input alone."""
+    def reference_step(self, state: dict, action, draw: int = 0) -> tuple[dict, np.ndarray, bool]:
+        """``reference.step`` on one env with generator ``draw``, checking that it leaves its input alone."""
         before = {name: np.array(value, copy=True) for name, value in state.items()}
-        new_state, reward, terminated = self.reference.step(self.params, state, action, np.random.default_rng(0))
+        new_state, reward, terminated = self.reference.step(self.params, state, action, np.random.default_rng(draw))
         changed = [name for name in before if not _same_bits(before[name], state[name])]
         if changed:
             raise AssertionError(f"the CPU reference's step modified its input state {changed}; it must return a new one")
         reward = np.asarray(reward, dtype=np.float64).reshape(self.agent_shape)
         return new_state, reward, bool(terminated)
+
+    def closest_outcome_problems(self, prev: dict, action, problems_of) -> list[str]:
+        """``problems_of(outcome)`` for a reference step from ``prev``; [] if any outcome it can draw fits.
+
+        A stochastic step (a slip, noise) draws from the reference's generator, which
+        the kernel's RNG cannot mirror: the kernel's transition must then be one the
+        reference can produce. Up to `STOCHASTIC_DRAWS` generators are tried; a
+        reference that gave the same outcome for the first `DETERMINISM_PROBE` is
+        deterministic here and is not asked again.
+        """
+        first = self.reference_step(prev, action)
+        first_problems = problems_of(first)
+        if not first_problems:
+            return []
+        stochastic = False
+        for draw in range(1, STOCHASTIC_DRAWS):
+            outcome = self.reference_step(prev, action, draw)
+            stochastic = stochastic or not _same_outcome(first, outcome)
+            if stochastic and not problems_of(outcome):
+                return []
+            if not stochastic and draw >= DETERMINISM_PROBE:
+                break
+        return first_problems
 
     def reference_observe(self, state: dict) -> np.ndarray:
         return np.asarray(self.reference.observe(self.params, state))
@@ -214,20 +247,40 @@ class EnvHarness:
 
     def step_problems(self, prev: dict, action, new_state: dict, obs, reward, terminated) -> list[str]:
         """Differences between a stepped env and ``reference.step`` from ``prev``."""
-        expected_state, expected_reward, expected_terminated = self.reference_step(prev, action)
-        problems = self.state_differences(new_state, expected_state)
-        if not self._close(np.asarray(reward, np.float64), expected_reward):
-            problems.append(f"reward {_show(reward)}, reference {_show(np.float32(expected_reward))}")
-        if bool(terminated) != expected_terminated:
-            # A state that differs from the reference by rounding alone may sit on the
-            # other side of a threshold; a bitwise-equal state may not.
-            exact = all(_same_bits(np.asarray(new_state[name]).astype(self.state_dtypes[name]),
-                                   np.asarray(expected_state[name]).astype(self.state_dtypes[name]))
-                        for name in self.state_dtypes)
-            if exact:
+
+        def problems_of(outcome):
+            expected_state, expected_reward, expected_terminated = outcome
+            problems = self.state_differences(new_state, expected_state)
+            problems += self._reward_problems(reward, expected_reward)
+            if bool(terminated) != expected_terminated:
+                # A state that differs from the reference by rounding alone may sit on the
+                # other side of a threshold; a bitwise-equal state may not.
+                exact = all(_same_bits(np.asarray(new_state[name]).astype(dtype),
+                                       np.asarray(expected_state[name]).astype(dtype))
+                            for name, dtype in self.state_dtypes.items())
+                if exact:
+                    problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
+            return problems
+
+        return self.closest_outcome_problems(prev, action, problems_of) + self.observation_problems(obs, new_state)
+
+    def final_step_problems(self, prev: dict, action, final_obs, reward, terminated) -> list[str]:
+        """SAME_STEP: the last step of an episode (its state is gone, reset in the same step)."""
+
+        def problems_of(outcome):
+            expected_state, expected_reward, expected_terminated = outcome
+            problems = ["final observation: " + text for text in self.observation_problems(final_obs, expected_state)]
+            problems += self._reward_problems(reward, expected_reward)
+            if bool(terminated) != expected_terminated:
                 problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
-        problems += self.observation_problems(obs, new_state)
-        return problems
+            return problems
+
+        return self.closest_outcome_problems(prev, action, problems_of)
+
+    def _reward_problems(self, reward, expected) -> list[str]:
+        if self._close(np.asarray(reward, np.float64), expected):
+            return []
+        return [f"reward {_show(reward)}, reference {_show(np.float32(expected))}"]
 
     def reset_problems(self, new_state: dict, obs, reward, terminated) -> list[str]:
         """What is wrong with an env that should have just been reset."""
@@ -313,6 +366,12 @@ def _is_float(dtype) -> bool:
 def _same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def _same_outcome(a, b) -> bool:
+    """Whether two reference step outcomes (state, reward, terminated) are bitwise equal."""
+    return (a[2] == b[2] and _same_bits(a[1], b[1])
+            and all(_same_bits(np.asarray(a[0][name]), np.asarray(b[0][name])) for name in a[0]))
 
 
 def _show(value) -> str:

@@ -71,10 +71,8 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     started = time.perf_counter()
     results = []
     for check in selected:
-        if _memory_unsafe(results, harness.backend):
-            results.append(CheckResult(check.name, NOT_RUN, 0.0, message=(
-                "not run: the kernels write out of bounds, which corrupts memory on the "
-                f"{harness.backend} backend; fix out_of_bounds first (or use backend 'sim')")))
+        if harness.memory_unsafe:
+            results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
             continue
         results.append(_run_one(check, harness, config))
     results = tuple(results)
@@ -97,9 +95,9 @@ def _select(checks) -> list:
     return [check for check in CHECKS if check.name in names]
 
 
-def _memory_unsafe(results: list, backend: str) -> bool:
-    """Whether an earlier check found out-of-bounds writes where nothing stops them (cpu, cuda)."""
-    return backend != "sim" and any(r.name == "out_of_bounds" and not r.passed for r in results)
+def unsafe_message(backend: str) -> str:
+    return (f"not run: the kernels write out of bounds, which corrupts memory on the {backend} backend; "
+            "fix out_of_bounds first (backend 'sim' runs every check safely)")
 
 
 def _run_one(check, harness, config) -> CheckResult:

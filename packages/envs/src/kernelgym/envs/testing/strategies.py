@@ -171,15 +171,18 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
             lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
             valid, st.sampled_from([np.float32, np.float64, np.bool_]))
     else:
-        low, high = _box_bounds(space)
-        lows = np.broadcast_to(low, shape).reshape(-1)
-        highs = np.broadcast_to(high, shape).reshape(-1)
+        lows = np.broadcast_to(space.low, shape).reshape(-1).astype(np.float64)
+        highs = np.broadcast_to(space.high, shape).reshape(-1).astype(np.float64)
+        # only a finite bound can be stepped over
+        sides = [(where, True) for where in np.flatnonzero(np.isfinite(lows))]
+        sides += [(where, False) for where in np.flatnonzero(np.isfinite(highs))]
 
-        def out_of_range(batch, where, below, distance):
+        def out_of_range(batch, side, distance):
+            where, below = side
             value = lows[where] - distance if below else highs[where] + distance
-            return InvalidAction("out_of_range", poke(batch, where, value), "clip")
+            return InvalidAction("out_of_range", poke(batch, int(where), value), "clip")
 
-        out = st.builds(out_of_range, valid, position, st.booleans(), st.floats(1e-3, 1e3))
+        out = st.builds(out_of_range, valid, st.sampled_from(sides), st.floats(1e-3, 1e3)) if sides else st.nothing()
         non_finite = st.builds(
             lambda batch, where, value: InvalidAction("non_finite", poke(batch, where, value), ValueError),
             valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
