@@ -150,20 +150,20 @@ class EnvHarness:
     def load_batch(self, env, batch, seed: int) -> dict[str, np.ndarray]:
         """Put a `strategies.Batch` into ``env`` through the public API; returns the state.
 
-        ``env`` must have a time limit of 1 step when any env of the batch is pending a
-        reset: one step then flags every env, and ``set_state`` clears the flag again
-        for the envs that should step.
+        ``env`` must have a time limit of 1 step: one step from the batch's states flags
+        every env for a reset, and ``set_state`` clears the flag again for the envs that
+        should step. The step is taken even when no env is pending, so that every env's
+        RNG stream is in the same place whatever the other envs' flags are.
         """
+        if env.max_episode_steps != 1:
+            raise ValueError(f"load_batch env: expected max_episode_steps=1, got {env.max_episode_steps}")
         env.reset(seed=seed)
         stacked = self.stack_states(batch.states)
         env.set_state(stacked)
-        if any(batch.pending):
-            if env.max_episode_steps != 1:
-                raise ValueError(f"load_batch env: pending resets need max_episode_steps=1, got {env.max_episode_steps}")
-            env.step(batch.actions)
-            for index, pending in enumerate(batch.pending):
-                if not pending:
-                    env.set_state({name: value[index] for name, value in stacked.items()}, index=index)
+        env.step(batch.actions)
+        for index, pending in enumerate(batch.pending):
+            if not pending:
+                env.set_state({name: value[index] for name, value in stacked.items()}, index=index)
         return env.get_state()
 
     # ------------------------------------------------------------------- reference
