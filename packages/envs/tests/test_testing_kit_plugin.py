@@ -38,8 +38,8 @@ def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
         class TestWalkOffByOne(EnvTestSuite):
             env_id = walk.OFF_BY_ONE
     """))
-    result = _python("-m", "pytest", "-p", "kernelgym.envs.testing.pytest_plugin", "-q", "-rfs", "-p", "no:cacheprovider",
-                     "--kernelgym-backend", "cpu", "--kernelgym-max-examples", "20", "--hypothesis-seed", "3",
+    result = _python("-m", "pytest", "-p", "kernelgym.envs.testing.pytest_plugin", "-q", "-rfs",
+                     "-p", "no:cacheprovider", "--kernelgym-backend", "cpu", "--kernelgym-max-examples", "20", "--hypothesis-seed", "3",
                      "-k", "not TestWalkRewardBug or test_parity", "test_walk_suite.py", cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output

@@ -65,3 +65,11 @@ def test_main_check_exit_codes_and_output(capsys):
     assert "NoSuchEnv-v0" in capsys.readouterr().err
     assert main_check(["kit_fixtures.walk:SPEC", "--checks", "speed"]) == 1
     assert "speed" in capsys.readouterr().err
+
+
+def test_main_check_runs_the_simulator_in_a_child_process_when_needed(capfd):
+    # in a process without NUMBA_ENABLE_CUDASIM the command re-runs itself with it set
+    code = main_check(["CartPole-v1", "--backend", "sim", "--checks", "out_of_bounds", "--max-examples", "2"])
+    out, err = capfd.readouterr()
+    assert code == 0, out + err
+    assert "on backend 'sim': PASSED" in out

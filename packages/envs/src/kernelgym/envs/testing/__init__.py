@@ -17,6 +17,13 @@ Every check is a hypothesis property of the env's kernels against its CPU refere
 (``EnvSpec.reference``): one-step parity, determinism, batch invariance, no cross-talk
 between envs, autoreset semantics, observation bounds, the spec's invariants, invalid
 actions, out-of-bounds writes and a stateful random walk over reset/step/set_state.
+
+What an env must provide: its ``EnvSpec.reference`` (a plain numpy version of one env);
+optionally ``state_strategy`` (hypothesis states to start from; default: states reached
+by random reference rollouts) and ``invariants`` (rules every state keeps). A stochastic
+step is fine: the kernel's transition must then be one the reference can draw with some
+generator. Failures come with hypothesis's shrunk example and the seed that reproduces
+them (``kernelgym check ENV_ID --seed N``).
 """
 
 import importlib

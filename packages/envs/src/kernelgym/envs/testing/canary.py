@@ -43,7 +43,8 @@ class _Padded:
     def touched_pads(self) -> list[str]:
         host = self.host if isinstance(self.device, np.ndarray) else self.device.copy_to_host()
         found = []
-        for label, pad in (("before env 0", host[:PAD_ROWS]), (f"after env {self.rows - 1}", host[PAD_ROWS + self.rows:])):
+        pads = (("before env 0", host[:PAD_ROWS]), (f"after env {self.rows - 1}", host[PAD_ROWS + self.rows:]))
+        for label, pad in pads:
             written = np.flatnonzero(pad.reshape(-1).view(np.uint8) != CANARY)
             if written.size:
                 found.append(f"{self.name!r} {label} (byte offsets {written[:8].tolist()} of the pad)")

@@ -317,7 +317,9 @@ def check_invariants(harness: EnvHarness, config: CheckConfig) -> str | None:
             if np.shape(state[name])[:1] != (agents,):
                 problems.append(f"state {name!r} holds {np.shape(state[name])[:1]} agents, expected {agents}")
         if agents > 1 and (result.obs.shape[1] != agents or result.rewards.shape[1] != agents):
-            problems.append(f"obs/rewards hold {result.obs.shape[1]}/{result.rewards.shape[1]} agents, expected {agents}")
+            problems.append(
+                f"obs/rewards hold {result.obs.shape[1]}/{result.rewards.shape[1]} agents, expected {agents}"
+            )
         return problems + harness.invariant_problems(state)
 
     _rollout_check(harness, config, "invariants", inspect)

@@ -19,8 +19,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("env_ids", nargs="+", metavar="ENV_ID",
                         help="registered env ids, or 'module:attr' of an EnvSpec not registered yet")
-    parser.add_argument("--backend", default="cpu", choices=["auto", "cpu", "sim", "cuda"],
-                        help="where the kernels run (default: cpu; sim re-runs under NUMBA_ENABLE_CUDASIM=1)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "sim", "cuda"],
+                        help="where the kernels run (default: auto, i.e. cuda if a GPU is usable, else cpu; "
+                             "sim re-runs the check under NUMBA_ENABLE_CUDASIM=1)")
     parser.add_argument("--max-examples", type=int, default=None,
                         help="hypothesis examples per check (default: 20, 4 on sim)")
     parser.add_argument("--checks", default=None,

@@ -7,7 +7,7 @@ import time
 import traceback
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
-from kernelgym.envs.testing.harness import EnvHarness
+from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
 from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, Report
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
@@ -103,7 +103,8 @@ def unsafe_message(backend: str) -> str:
 def _run_one(check, harness, config) -> CheckResult:
     started = time.perf_counter()
     try:
-        note = check.run(harness, config)
+        with one_cpu_thread(harness.backend):
+            note = check.run(harness, config)
     except AssertionError as error:
         return CheckResult(check.name, FAILED, time.perf_counter() - started, _message(error), _example(error))
     except Exception as error:  # noqa: BLE001 - a crashing kernel or reference is a finding, not a kit crash

@@ -22,7 +22,7 @@ import pytest
 
 from kernelgym.envs.testing import checks
 from kernelgym.envs.testing.checks import CheckConfig
-from kernelgym.envs.testing.harness import EnvHarness
+from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
 from kernelgym.envs.testing.runner import DEFAULT_MAX_EXAMPLES, unsafe_message
 
 __all__ = ["EnvTestSuite"]
@@ -74,7 +74,8 @@ class EnvTestSuite:
         return CheckConfig(max_examples=examples or DEFAULT_MAX_EXAMPLES[kernelgym_harness.backend])
 
     def test_out_of_bounds(self, kernelgym_harness, kernelgym_config):
-        checks.check_out_of_bounds(kernelgym_harness, kernelgym_config)
+        with one_cpu_thread(kernelgym_harness.backend):
+            checks.check_out_of_bounds(kernelgym_harness, kernelgym_config)
 
     def test_parity(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_parity, kernelgym_harness, kernelgym_config)
@@ -107,7 +108,8 @@ class EnvTestSuite:
 def _run_safely(check, harness: EnvHarness, config: CheckConfig) -> None:
     if harness.memory_unsafe:
         pytest.skip(unsafe_message(harness.backend))
-    check(harness, config)
+    with one_cpu_thread(harness.backend):
+        check(harness, config)
 
 
 def _unavailable(backend: str) -> str | None:
