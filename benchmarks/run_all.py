@@ -21,6 +21,7 @@ import datetime
 import importlib.metadata
 import os
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -43,12 +44,13 @@ def discover_scripts() -> dict[str, Path]:
     return {name: found[name] for name in order}
 
 
-def run_script(name: str, script: Path, timeout_s: float) -> str | None:
+def run_script(name: str, script: Path, timeout_s: float, python: str, extra_args: list[str]) -> str | None:
     """Run one script from the repository root; return None on success, else why it failed."""
-    print(f"\n=== {name}: {sys.executable} {script.relative_to(REPO_ROOT)}", flush=True)
+    command = [python, str(script), *extra_args]
+    print(f"\n=== {name}: {shlex.join(command)}", flush=True)
     start = time.perf_counter()
     try:
-        completed = subprocess.run([sys.executable, str(script)], cwd=REPO_ROOT, timeout=timeout_s)
+        completed = subprocess.run(command, cwd=REPO_ROOT, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return f"timed out after {timeout_s:.0f} s"
     print(f"=== {name}: exit code {completed.returncode} after {time.perf_counter() - start:.1f} s", flush=True)
@@ -171,6 +173,14 @@ def assemble(output: Path, failures: dict[str, str]) -> str:
     return text
 
 
+def name_value(text: str) -> tuple[str, str]:
+    """argparse type: ``NAME=VALUE``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, received {text!r}")
+    return name, value
+
+
 def build_parser(scripts: dict[str, Path]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(scripts),
@@ -179,6 +189,12 @@ def build_parser(scripts: dict[str, Path]) -> argparse.ArgumentParser:
                         help="run nothing; re-assemble BENCHMARKS.md from benchmarks/results/")
     parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
                         help="per-script time limit (default: %(default)s)")
+    parser.add_argument("--python", action="append", default=[], metavar="NAME=PYTHON", type=name_value,
+                        help="run script NAME with this interpreter, e.g. memory=.venv-bench/bin/python "
+                             "(a venv that also holds the peer libraries); repeatable")
+    parser.add_argument("--args", action="append", default=[], metavar="NAME=ARGS", type=name_value,
+                        help="extra arguments for script NAME, e.g. "
+                             "'envs=--envpool-python .venv-envpool/bin/python'; repeatable")
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md",
                         help="where to write the assembled file (default: %(default)s)")
     return parser
@@ -187,12 +203,18 @@ def build_parser(scripts: dict[str, Path]) -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     scripts = discover_scripts()
     args = build_parser(scripts).parse_args(argv)
+    for name, _ in args.python + args.args:
+        if name not in scripts:
+            raise SystemExit(f"run_all.py: --python/--args name {name!r} is not a script (expected one of {list(scripts)})")
+    pythons = dict(args.python)
+    extra_args = {name: shlex.split(value) for name, value in args.args}
     RESULTS.mkdir(exist_ok=True)
     failures: dict[str, str] = {}
     if not args.assemble_only:
         MACHINE_FILE.write_text(describe_machine())
         for name in args.only or scripts:
-            failure = run_script(name, scripts[name], args.timeout)
+            failure = run_script(name, scripts[name], args.timeout,
+                                 pythons.get(name, sys.executable), extra_args.get(name, []))
             if failure:
                 failures[name] = failure
                 print(f"=== {name} FAILED: {failure}", file=sys.stderr, flush=True)
