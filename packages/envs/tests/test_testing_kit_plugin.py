@@ -38,7 +38,8 @@ def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
         class TestWalkOffByOne(EnvTestSuite):
             env_id = walk.OFF_BY_ONE
     """))
-    result = _python("-m", "pytest", "-p", "kernelgym.envs.testing.pytest_plugin", "-q", "-rfs",
+    # no `-p`: the plugin must arrive through kernelgym-envs' pytest11 entry point
+    result = _python("-m", "pytest", "-q", "-rfs",
                      "-p", "no:cacheprovider", "--kernelgym-backend", "cpu", "--kernelgym-max-examples", "20", "--hypothesis-seed", "3",
                      "-k", "not TestWalkRewardBug or test_parity", "test_walk_suite.py", cwd=tmp_path)
     output = result.stdout + result.stderr

@@ -408,7 +408,7 @@ def check_stateful(harness: EnvHarness, config: CheckConfig) -> None:
     from kernelgym.envs.testing.stateful import env_state_machine
 
     test_settings = settings(
-        settings.default, max_examples=max(1, config.max_examples // 2), stateful_step_count=15,
+        settings.default, max_examples=max(4, config.max_examples // 2), stateful_step_count=20,
         deadline=None, database=None, report_multiple_bugs=False, print_blob=False, phases=PHASES,
         suppress_health_check=SUPPRESSED,
     )

@@ -23,7 +23,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="where the kernels run (default: auto, i.e. cuda if a GPU is usable, else cpu; "
                              "sim re-runs the check under NUMBA_ENABLE_CUDASIM=1)")
     parser.add_argument("--max-examples", type=int, default=None,
-                        help="hypothesis examples per check (default: 20, 4 on sim)")
+                        help="hypothesis examples per check (default: 20, 10 on sim)")
     parser.add_argument("--checks", default=None,
                         help=f"comma-separated subset of: {','.join(check_names())}")
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")

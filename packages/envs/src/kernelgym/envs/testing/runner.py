@@ -13,7 +13,7 @@ from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, CheckR
 __all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
 
 # Hypothesis examples per check (the simulator runs every thread as Python).
-DEFAULT_MAX_EXAMPLES = {"cpu": 20, "cuda": 20, "sim": 4}
+DEFAULT_MAX_EXAMPLES = {"cpu": 20, "cuda": 20, "sim": 10}
 
 
 def check_names() -> list[str]:
@@ -32,7 +32,7 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     backend : {"auto", "cpu", "sim", "cuda"} or None
         ``sim`` needs ``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported.
     max_examples : int, optional
-        Hypothesis examples per check; default 20 (4 on ``sim``).
+        Hypothesis examples per check; default 20 (10 on ``sim``).
     checks : iterable of str, optional
         Names of the checks to run (`check_names`); default all.
     seed : int, optional
