@@ -160,3 +160,33 @@ def test_spec_is_frozen():
     spec = _spec()
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.id = "Other-v0"
+
+
+def _clock_spec(clock, **overrides):
+    """A toy spec whose extra state array ``clock`` is named as its episode step counter."""
+    return _spec(state=_spec().state + (clock,), episode_step="clock", **overrides)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.int32, np.int64, np.uint16])
+def test_episode_step_names_a_per_env_integer_counter(dtype):
+    spec = _clock_spec(StateArray("clock", dtype))
+    assert spec.episode_step == "clock"
+    assert _spec().episode_step is None  # the default: the env keeps no step counter
+
+
+@pytest.mark.parametrize(
+    ("build", "error", "match"),
+    [
+        (lambda: _spec(episode_step="missing"), ValueError, r"episode_step.*'missing'"),
+        (lambda: _spec(episode_step=3), ValueError, "episode_step"),
+        (lambda: _spec(episode_step="count"), ValueError, r"episode_step.*per env"),  # per_agent array
+        (lambda: _clock_spec(StateArray("clock", np.float32)), TypeError, r"episode_step.*integer dtype"),
+        (lambda: _clock_spec(StateArray("clock", np.bool_)), TypeError, r"episode_step.*integer dtype"),
+        (lambda: _clock_spec(StateArray("clock", np.int32, shape=(2,))), ValueError, r"episode_step.*shape \(\)"),
+        (lambda: _clock_spec(StateArray("clock", np.int32, shape=lambda params: (params.size,))), ValueError,
+         r"episode_step.*shape \(\)"),
+    ],
+)
+def test_bad_episode_step_fails_at_construction(build, error, match):
+    with pytest.raises(error, match=match):
+        build()

@@ -80,6 +80,21 @@ def test_reward_that_ignores_termination_is_found():
     assert re.search(rf"'position': np\.int32\((-?){goal - 1}\)", parity.example), parity.example
 
 
+def test_episode_step_that_does_not_count_the_steps_is_found():
+    import dataclasses
+
+    from kernelgym.envs import get_spec
+
+    # tagged_now is a per-env integer (a valid spec) but no step counter: it disagrees
+    # with the runtime's count, which set_state would start from it
+    spec = dataclasses.replace(get_spec("TagGridWorld-v0"), id="TagWrongClock-v0", episode_step="tagged_now")
+    report = check_env(spec, backend="cpu", max_examples=10, seed=SEED, checks=["autoreset"])
+    autoreset = report["autoreset"]
+    assert autoreset.status == "failed"
+    assert "state 'tagged_now' (the spec's episode_step) = 0 after 1 steps" in autoreset.message, autoreset.message
+    assert "steps=1" in autoreset.example, autoreset.example
+
+
 @pytest.mark.sim
 def test_simulator_reports_the_off_by_one_write_as_an_index_error():
     report = check_env(walk.OFF_BY_ONE, backend="sim", max_examples=4, seed=SEED, checks=["out_of_bounds"])

@@ -8,7 +8,7 @@ reference implementation and gymnasium's autoreset rules.
 import numpy as np
 import pytest
 import torch
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -239,6 +239,62 @@ def test_get_and_set_state_validate_their_inputs():
     env.set_state({name: np.float32(0.01) for name in state}, index=2)
     assert env.get_state(2)["theta"] == np.float32(0.01)
     assert env.get_state(0)["theta"] != np.float32(0.01)
+
+
+TAG_ENVS = 3
+
+
+def _small_tag(episode_length):
+    """TagGridWorld with one tagger and one runner: its env counts ``timestep`` (spec.episode_step)."""
+    env = kge.make("TagGridWorld-v0", TAG_ENVS, backend="cpu", seed=0, num_taggers=1, episode_length=episode_length)
+    env.reset()
+    return env
+
+
+@settings(max_examples=10)
+@given(episode_length=st.integers(1, 12), data=st.data())
+def test_set_state_mid_episode_is_truncated_when_its_episode_ends(episode_length, data):
+    # Regression: set_state used to restart the runtime's step counter at 0 whatever the
+    # env's own timestep, so a Tag env set to step k ran to k + episode_length (t/T > 1).
+    starts = data.draw(st.lists(st.integers(0, episode_length - 1), min_size=TAG_ENVS, max_size=TAG_ENVS))
+    one_by_one = data.draw(st.booleans())
+    env = _small_tag(episode_length)
+    state = env.get_state()
+    state["timestep"] = np.array(starts, np.int32)
+    if one_by_one:
+        for index in range(TAG_ENVS):
+            env.set_state({name: value[index] for name, value in state.items()}, index=index)
+    else:
+        env.set_state(state)
+    np.testing.assert_array_equal(env.data_manager.pull_data_from_device("_timestep_"), starts)
+    stay = np.zeros((TAG_ENVS, env.num_agents), np.int64)  # tagger in the centre, runner in the corner: no tag
+    truncated_at = [None] * TAG_ENVS
+    for step in range(1, episode_length - min(starts) + 1):
+        obs, _, terminated, truncated, _ = env.step(stay, numpy=True)
+        time = obs[:, :, -1]  # every agent's t / episode_length
+        assert np.all((time >= 0) & (time <= 1)), f"t/T {time} outside [0, 1] at step {step}"
+        assert not terminated.any()
+        for index in np.flatnonzero(truncated):
+            if truncated_at[index] is None:
+                truncated_at[index] = step
+                assert time[index, 0] == 1.0
+    assert truncated_at == [episode_length - start for start in starts]
+
+
+def test_set_state_refuses_a_negative_episode_step_and_changes_nothing():
+    env = _small_tag(5)
+    before = env.get_state()
+    with pytest.raises(ValueError, match=r"state\['timestep'\].*episode_step"):
+        env.set_state(dict({name: value[1] for name, value in before.items()}, timestep=np.int32(-1)), index=1)
+    assert all(np.array_equal(before[name], env.get_state()[name]) for name in before)
+
+
+def test_set_state_restarts_the_step_counter_of_envs_without_an_episode_step():
+    env = kge.make("CartPole-v1", 2, backend="cpu", seed=0)
+    env.reset()
+    env.step(torch.ones(2, dtype=torch.int64))
+    env.set_state(env.get_state(0), index=0)
+    np.testing.assert_array_equal(env.data_manager.pull_data_from_device("_timestep_"), [0, 1])
 
 
 def test_reset_rejects_options_and_bad_seeds():

@@ -29,7 +29,10 @@ Kernel contract (arguments the runtime passes, in this order)
 - ``step`` writes ``obs[i]``, ``rewards[i]`` (float32; ``(num_envs, num_agents)`` for
   multi-agent envs) and ``terminated[i]`` (bool, per env). The runtime owns the
   rest: time limit (``truncated``), ``reset_mask`` for the next step, the episode
-  step counter and the SAME_STEP final observation.
+  step counter and the SAME_STEP final observation. An env that also counts the
+  steps of its episode in a state array (for ``t / T`` in its observations, say)
+  names that array in ``EnvSpec.episode_step``, so that ``set_state`` starts the
+  runtime's counter from the same value.
 """
 
 from __future__ import annotations
@@ -151,6 +154,14 @@ class EnvSpec:
     num_agents : int or callable(params) -> int
     max_episode_steps : int, None or callable(params) -> int or None
         Episodes are truncated after this many steps (None: never).
+    episode_step : str or None
+        The name of a per-env integer state array (``per_agent=False``, shape ``()``)
+        in which the env counts the steps of its episode: 0 after a reset, one more
+        after every step. ``KernelVectorEnv.set_state`` starts the runtime's step
+        counter (used for truncation at ``max_episode_steps``) from its value, so the
+        two never disagree: an env set to step ``k`` of its episode is truncated after
+        ``max_episode_steps - k`` more steps. None (the default): the env keeps no
+        such counter and ``set_state`` starts the runtime's counter at 0.
     kernel_layout : {"env", "agent"}
         One thread per env, or one block per env and one thread per agent.
     render : str or callable, optional
@@ -176,6 +187,7 @@ class EnvSpec:
     params: Any = None
     num_agents: int | Callable[[Any], int] = 1
     max_episode_steps: int | None | Callable[[Any], int | None] = None
+    episode_step: str | None = None
     kernel_layout: str = "env"
     render: Any = None
     state_strategy: Any = None
@@ -208,6 +220,7 @@ class EnvSpec:
             raise ValueError(f"{where} kernel_layout: expected one of {KERNEL_LAYOUTS}, got {self.kernel_layout!r}")
         if self.params is not None:
             _check_params_record(where, self.params)
+        _check_episode_step(where, self.episode_step, state)
         # Resolve the params-dependent parts once, so a broken spec fails at registration.
         self.resolve(self.params)
 
@@ -242,6 +255,9 @@ class EnvSpec:
         for array in self.state:
             leading = (int(num_agents),) if array.per_agent else ()
             shapes[array.name] = leading + array.resolved_shape(params)
+        if self.episode_step is not None and shapes[self.episode_step] != ():
+            raise ValueError(f"{where} episode_step: the state array {self.episode_step!r} must hold one "
+                             f"integer per env (shape ()), got shape {shapes[self.episode_step]}")
         return ResolvedSpec(
             num_agents=int(num_agents),
             observation_space=observation_space,
@@ -328,6 +344,22 @@ def _check_params_record(where, params):
         value = getattr(params, field.name)
         if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
             raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, got {value!r}")
+
+
+def _check_episode_step(where, name, state):
+    """``episode_step`` is None or names a per-env integer StateArray (its shape is checked in resolve)."""
+    if name is None:
+        return
+    arrays = {array.name: array for array in state}
+    if not isinstance(name, str) or name not in arrays:
+        raise ValueError(f"{where} episode_step: expected None or the name of a state array "
+                         f"(one of {sorted(arrays)}), got {name!r}")
+    array = arrays[name]
+    if array.per_agent:
+        raise ValueError(f"{where} episode_step: the state array {name!r} must be per env, got per_agent=True")
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, "
+                        f"got {array.dtype}")
 
 
 def _check_shape(where, shape) -> tuple[int, ...]:

@@ -411,9 +411,12 @@ class KernelVectorEnv:
     def set_state(self, state: dict, index: int | None = None) -> None:
         """Write state values into every env (``index=None``) or into env ``index``.
 
-        The env(s) written start a fresh episode count and are not pending a reset.
-        Every state array must be given, with its per-env shape (or the full batch
-        shape when ``index`` is None) and a dtype that casts safely.
+        The env(s) written are not pending a reset. Their episode step counter (which
+        truncates at ``max_episode_steps``) starts from the value of the state array
+        named by ``spec.episode_step`` when the spec names one (the env is then that
+        many steps into its episode), else from 0. Every state array must be given,
+        with its per-env shape (or the full batch shape when ``index`` is None) and a
+        dtype that casts safely.
         """
         self._check_open()
         if not isinstance(state, dict):
@@ -434,10 +437,24 @@ class KernelVectorEnv:
             if not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
                 raise TypeError(f"state[{name!r}]: expected dtype {target.dtype}, got {value.dtype}")
             checked[name] = value
+        episode_steps = self._episode_steps(checked)
         for name, value in checked.items():
             self._write_rows(self.state[name], value, index)
-        for buffer, value in ((self._reset_mask, 0), (self._timestep, 0)):
+        for buffer, value in ((self._reset_mask, 0), (self._timestep, episode_steps)):
             self._write_rows(buffer, value, index)
+
+    def _episode_steps(self, state: dict):
+        """Where ``set_state`` starts the episode step counter: the ``spec.episode_step`` values, else 0."""
+        name = self.spec.episode_step
+        if name is None:
+            return 0
+        steps = state[name]
+        if steps.dtype.kind not in "iu" or np.any(steps < 0) or np.any(steps >= _NO_TIME_LIMIT):
+            raise ValueError(
+                f"state[{name!r}]: the episode step count (spec.episode_step) must be integers in "
+                f"[0, {_NO_TIME_LIMIT}), got {steps.dtype} values from {int(steps.min())} to {int(steps.max())}"
+            )
+        return steps.astype(np.int32)
 
     def close(self) -> None:
         """Release the buffers; the env cannot be used afterwards."""

@@ -442,7 +442,11 @@ REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=ref
 
 
 def state_strategy(params):
-    """Hypothesis strategy of consistent single-env states inside the square."""
+    """Hypothesis strategy of consistent single-env states inside the square.
+
+    ``timestep`` is drawn in ``[0, episode_length)``: a state at ``episode_length``
+    ends its episode (the runtime truncates it), so no step can start from it.
+    """
     from hypothesis import strategies as st
 
     n = params.num_agents
@@ -473,7 +477,7 @@ def state_strategy(params):
 
 
 def check_invariants(params, state):
-    """Agents stay in the square, speeds within their caps, taggers never leave, counts agree."""
+    """Agents stay in the square, speeds within their caps, taggers never leave, counts and time agree."""
     grid = np.float32(params.grid_length)
     for axis in ("loc_x", "loc_y"):
         values = state[axis]
@@ -485,6 +489,7 @@ def check_invariants(params, state):
     assert int(state["runners_left"]) == in_game_runners, (
         f"runners_left {int(state['runners_left'])} but {in_game_runners} runners are in the game"
     )
+    assert 0 <= int(state["timestep"]) <= params.episode_length, f"timestep {state['timestep']} out of range"
 
 
 def _observation_space(params):
@@ -517,6 +522,9 @@ SPEC = EnvSpec(
     params=TagContinuousParams(),
     num_agents=lambda params: params.num_agents,
     max_episode_steps=lambda params: params.episode_length,
+    # the env counts t for its observations and the end-of-game reward: set_state
+    # starts the runtime's truncation counter from it
+    episode_step="timestep",
     kernel_layout="agent",
     render="kernelgym.envs.render:render_tag_continuous",
     state_strategy=f"{__name__}:state_strategy",

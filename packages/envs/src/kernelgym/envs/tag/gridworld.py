@@ -245,7 +245,11 @@ REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=ref
 
 
 def state_strategy(params):
-    """Hypothesis strategy of consistent single-env states anywhere on the grid."""
+    """Hypothesis strategy of consistent single-env states anywhere on the grid.
+
+    ``timestep`` is drawn in ``[0, episode_length)``: a state at ``episode_length``
+    ends its episode (the runtime truncates it), so no step can start from it.
+    """
     from hypothesis import strategies as st
 
     num_agents = params.num_agents
@@ -302,6 +306,9 @@ SPEC = EnvSpec(
     params=TagGridWorldParams(),
     num_agents=lambda params: params.num_agents,
     max_episode_steps=lambda params: params.episode_length,
+    # the env counts t for its observations: set_state starts the runtime's
+    # truncation counter from it
+    episode_step="timestep",
     kernel_layout="agent",
     render="kernelgym.envs.render:render_tag_gridworld",
     state_strategy=f"{__name__}:state_strategy",

@@ -88,9 +88,13 @@ def _batch_states(harness: EnvHarness, min_envs: int = 1):
     return build()
 
 
-def _start(harness: EnvHarness, env, start_states) -> None:
-    if start_states is not None:
-        env.set_state(harness.stack_states(start_states))
+def _start(harness: EnvHarness, env, start_states) -> dict | None:
+    """Write the drawn start states (if any) into ``env``; returns the batch written, or None."""
+    if start_states is None:
+        return None
+    written = harness.stack_states(start_states)
+    env.set_state(written)
+    return written
 
 
 # ------------------------------------------------------------------------ parity
@@ -238,8 +242,9 @@ def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
     def autoreset(start, seed, actions_seed, limit, steps, mode):
         count, start_states = start
         env = harness.make_env(count, seed, autoreset_mode=mode, max_episode_steps=limit)
-        _start(harness, env, start_states)
+        written = _start(harness, env, start_states)
         model = EpisodeModel(harness, count, limit, same_step=mode == "same_step", envs=_watched_envs(count))
+        model.restart(state=written)  # envs set mid-episode are that far into their time limit
         generator = np.random.default_rng(actions_seed)
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)

@@ -3,7 +3,9 @@
 It follows every env through a sequence of steps and says what each step must show:
 a reset exactly on the step after an episode ended (NEXT_STEP) or within it
 (SAME_STEP, keeping the final observation), truncation exactly when the step counter
-reaches the time limit and the counter restarting after every reset, ``terminated``
+reaches the time limit and the counter restarting after every reset (from the
+``EnvSpec.episode_step`` array's value after ``set_state``, and that array agreeing
+with the counter after every step), ``terminated``
 exactly when the CPU reference says so, and everything else a stepped env shows
 matching ``reference.step``.
 """
@@ -41,10 +43,20 @@ class EpisodeModel:
         self.steps = np.zeros(num_envs, dtype=np.int64)
         self.pending = np.zeros(num_envs, dtype=bool)
 
-    def restart(self, index: int | None = None) -> None:
-        """Env ``index`` (or every env) starts a fresh episode: after ``reset`` or ``set_state``."""
+    def restart(self, index: int | None = None, state: dict | None = None) -> None:
+        """Env ``index`` (or every env) starts counting its episode anew: after ``reset`` or ``set_state``.
+
+        Parameters
+        ----------
+        index : int or None
+            The env, or None for every env.
+        state : dict or None
+            What ``set_state`` wrote (one env's state for an ``index``, the batch for
+            None): the count starts from its ``EnvSpec.episode_step`` array, as the
+            runtime's does. None (after ``reset``): from 0.
+        """
         where = slice(None) if index is None else index
-        self.steps[where] = 0
+        self.steps[where] = self.harness.episode_steps(state)
         self.pending[where] = False
 
     def start_problems(self, obs: np.ndarray, state: dict) -> list[str]:
@@ -97,8 +109,17 @@ class EpisodeModel:
         if self.same_step and bool(result.final_mask[index]):
             problems.append("info['_final_obs'] True for an env whose episode did not end")
         problems += harness.step_problems(prev, action, new_state, obs, reward, terminated)
+        problems += self._episode_step_problems(index, new_state)
         self.pending[index] = done and not self.same_step
         return problems
+
+    def _episode_step_problems(self, index: int, state: dict) -> list[str]:
+        """The env's own step count (``EnvSpec.episode_step``) must agree with the runtime's."""
+        name = self.harness.spec.episode_step
+        if name is None or int(state[name]) == self.steps[index]:
+            return []
+        return [f"state {name!r} (the spec's episode_step) = {int(state[name])} after "
+                f"{self.steps[index]} steps of the episode"]
 
     def _same_step_reset(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
         """SAME_STEP: the step's reward and flags, the final observation kept, a fresh start."""

@@ -190,6 +190,17 @@ class EnvHarness:
                 env.set_state({name: value[index] for name, value in stacked.items()}, index=index)
         return env.get_state()
 
+    def episode_steps(self, state: dict | None):
+        """Where ``set_state(state)`` starts the runtime's episode step counter.
+
+        The values of the spec's ``episode_step`` array (one env's or the batch's,
+        as int64), or 0 when the spec names none or ``state`` is None (a reset).
+        """
+        name = self.spec.episode_step
+        if name is None or state is None:
+            return 0
+        return np.asarray(state[name], dtype=np.int64)
+
     # ------------------------------------------------------------------- reference
     def reference_step(self, state: dict, action, draw: int = 0) -> tuple[dict, np.ndarray, bool]:
         """``reference.step`` on one env with generator ``draw``, checking that it leaves its input alone."""

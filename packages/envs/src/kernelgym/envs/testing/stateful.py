@@ -52,8 +52,9 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
 
         @rule(index=st.integers(0, NUM_ENVS - 1), state=states)
         def set_state(self, index, state):
-            self.env.set_state({name: np.asarray(value) for name, value in state.items()}, index=index)
-            self.model.restart(index)
+            written = {name: np.asarray(value) for name, value in state.items()}
+            self.env.set_state(written, index=index)
+            self.model.restart(index, written)
 
         @rule(bad=bad_actions)
         def refused_step(self, bad):
