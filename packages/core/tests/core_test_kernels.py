@@ -60,3 +60,10 @@ def scaled_lookup(i, out, table, scale, offset):
 @agent_kernel
 def agent_sum(env, agent, num_agents, values, totals):
     atomic_add(totals, env, values[env, agent])
+
+
+@env_kernel
+def row_sum_into(i, out, totals):
+    """Reads what ``affine`` wrote for env i: fused after it, the order matters."""
+    for j in range(out.shape[1]):
+        totals[i] += out[i, j]

@@ -10,7 +10,7 @@ from kernelgym.core.data_feed import DataFeed
 from kernelgym.core.data_manager import CUDADataManager
 from kernelgym.core.device_functions import atomic_add, device_function
 from kernelgym.core.function_manager import FunctionManager
-from kernelgym.core.kernels import agent_kernel, env_kernel
+from kernelgym.core.kernels import agent_kernel, env_kernel, fuse_env_kernels
 
 __version__ = "0.1.0"
 
@@ -22,6 +22,7 @@ __all__ = [
     "FunctionManager",
     "env_kernel",
     "agent_kernel",
+    "fuse_env_kernels",
     "atomic_add",
     "device_function",
     "rng",

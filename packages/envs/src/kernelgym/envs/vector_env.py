@@ -26,7 +26,8 @@ from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from kernelgym.core import CUDADataManager, DataFeed, env_kernel, resolve_backend, rng, to_numpy
+from kernelgym.core import CUDADataManager, DataFeed, env_kernel, fuse_env_kernels, resolve_backend, rng, to_numpy
+from kernelgym.core.kernels import EnvKernel, FusedEnvKernel
 from kernelgym.core.data_manager import DONE, TIMESTEP
 from kernelgym.envs.spec import EnvSpec, validate_params
 
@@ -112,7 +113,8 @@ class _BoundLaunch:
 
     The first call goes through ``kernel.launch``, which checks every argument and
     compiles; later calls go straight to the compiled launcher (the buffers never
-    change), which saves the per-argument checks in the hot loop.
+    change), which saves the per-argument checks in the hot loop. ``args`` is one tuple
+    of arguments per fused kernel for a ``FusedEnvKernel``.
     """
 
     def __init__(self, kernel, backend, counts, args):
@@ -125,7 +127,10 @@ class _BoundLaunch:
             return
         self._kernel.launch(self._backend, *self._counts, *self._args)
         if self._backend == "cpu" and hasattr(self._kernel, "cpu_launcher"):
-            self._fast = functools.partial(self._kernel.cpu_launcher(len(self._args)), *self._counts, *self._args)
+            fused = isinstance(self._kernel, FusedEnvKernel)
+            arity = tuple(len(group) for group in self._args) if fused else len(self._args)
+            flat = tuple(arg for group in self._args for arg in group) if fused else self._args
+            self._fast = functools.partial(self._kernel.cpu_launcher(arity), *self._counts, *flat)
         elif self._backend != "cpu" and hasattr(self._kernel, "cuda"):
             self._fast = functools.partial(self._kernel.cuda, *self._counts, *self._args)
         else:
@@ -288,9 +293,16 @@ class KernelVectorEnv:
             self._obs_rows, self._final_obs_rows, self._final_mask,
         )
         self._numpy_views = None
-        self._launch_step = self._bind(self._step_kernel, self._step_args)
         self._launch_reset = self._bind(self._reset_kernel, self._reset_args)
-        self._launch_finish = self._bind(_finish_step, self._finish_args, layout="env")
+        if isinstance(self._step_kernel, EnvKernel):
+            # One launch per step: the env's step and the time-limit bookkeeping, per env.
+            fused = fuse_env_kernels(self._step_kernel, _finish_step)
+            self._launch_step = _BoundLaunch(fused, self.backend, (n,), (self._step_args, self._finish_args))
+        else:
+            # Agent layouts (a block per env) cannot share a launch with per-env code.
+            step = self._bind(self._step_kernel, self._step_args)
+            finish = self._bind(_finish_step, self._finish_args, layout="env")
+            self._launch_step = lambda: (step(), finish())
 
     def _write(self, array, host_values) -> None:
         """Copy host values into a backend array in place (the buffer is never rebound)."""
@@ -368,7 +380,6 @@ class KernelVectorEnv:
         if self._restore_rows and self.autoreset_mode is AutoresetMode.NEXT_STEP:
             self._restore(self._reset_mask)
         self._launch_step()
-        self._launch_finish()
         if self.autoreset_mode is AutoresetMode.SAME_STEP:
             if self._restore_rows:
                 self._restore(self._reset_mask)
@@ -461,7 +472,7 @@ class KernelVectorEnv:
         self._closed = True
         self.state = {}
         self._step_args = self._reset_args = self._finish_args = ()
-        self._launch_step = self._launch_reset = self._launch_finish = None
+        self._launch_step = self._launch_reset = None
         self._numpy_views = None
 
     def __repr__(self):
