@@ -131,8 +131,8 @@ def describe_machine() -> str:
         f"- CPU: {cpu_model()}, {os.cpu_count()} logical cores",
         f"- Memory: {memory:.1f} GiB" if memory else "- Memory: unknown",
         f"- OS: {platform.platform()}",
-        f"- Load average when recorded: {load_average()} (above the core count, other jobs shared the machine; "
-        "each section gives its own)",
+        f"- Load average when recorded: {load_average()} (near or above {os.cpu_count()}, the core count, means "
+        "other jobs shared the machine; each section gives its own)",
         "- Versions: " + ", ".join(f"{name} {version(name)}" for name in VERSIONED),
         "",
         "## GPU",
