@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
-from kernelgym.envs.testing.harness import EnvHarness
+from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
 
@@ -38,18 +38,19 @@ class CheckConfig:
     max_examples: int
     seed: int | None = None
 
+    def hypothesis_settings(self, **overrides) -> settings:
+        """The hypothesis settings of a check (no example database: runs are reproducible by seed)."""
+        options = {"max_examples": self.max_examples, "deadline": None, "database": None,
+                   "report_multiple_bugs": False, "print_blob": False, "phases": PHASES,
+                   "suppress_health_check": SUPPRESSED}
+        return settings(settings.default, **{**options, **overrides})
+
     def run(self, test: Callable) -> None:
-        """Run a ``@given`` test with these settings (no example database: runs are reproducible by seed)."""
-        test = settings(
-            settings.default,
-            max_examples=self.max_examples,
-            deadline=None,
-            database=None,
-            report_multiple_bugs=False,
-            print_blob=False,
-            phases=PHASES,
-            suppress_health_check=SUPPRESSED,
-        )(test)
+        """Run a ``@given`` test with these settings and seed."""
+        self.run_configured(self.hypothesis_settings()(test))
+
+    def run_configured(self, test: Callable) -> None:
+        """Run a ``@given`` test whose settings are already applied, pinned to this seed."""
         if self.seed is not None:
             test = hypothesis_seed(self.seed)(test)
         test()
@@ -62,11 +63,6 @@ class Check:
     name: str
     run: Callable[[EnvHarness, CheckConfig], str | None]
     description: str
-
-
-def _fail(problems: list[str], what: str) -> None:
-    if problems:
-        raise AssertionError(f"{what}:\n" + "\n".join(problems))
 
 
 def _rollout_steps(harness: EnvHarness) -> st.SearchStrategy[int]:
@@ -111,7 +107,7 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
         for index in range(batch.num_envs):
             new_state = result.env_slice(index)
             obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
-            prev_env = {name: value[index] for name, value in prev.items()}
+            prev_env = env_slice(prev, index)
             if batch.pending[index]:
                 found = harness.reset_problems(new_state, obs, reward, terminated)
                 found = ["reset branch: " + text for text in found]
@@ -123,7 +119,7 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             found = harness.step_problems(prev_env, batch.actions[index], new_state, obs, reward, terminated)
             if found:
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
-        _fail(problems, "kernel and CPU reference disagree")
+        fail_on(problems, "kernel and CPU reference disagree")
 
     config.run(parity)
 
@@ -205,8 +201,8 @@ def check_batch_invariance(harness: EnvHarness, config: CheckConfig) -> None:
 
 def check_no_cross_talk(harness: EnvHarness, config: CheckConfig) -> None:
     """Changing env j's state, action or reset flag changes nothing in any other env."""
-    batches = strategies.batches(harness.spec, harness.params, harness.backend, min_envs=2)
     states = strategies.states(harness.spec, harness.params, harness.reference)
+    batches = strategies.batches(harness.spec, harness.params, harness.backend, min_envs=2, state_strategy=states)
 
     @given(batch=batches, seed=strategies.seeds(), data=st.data())
     def no_cross_talk(batch, seed, data):
@@ -250,7 +246,7 @@ def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
             prev = env.get_state()
             result = harness.step(env, actions)
-            _fail(model.step_problems(prev, actions, result), f"step {step + 1} ({mode}, time limit {limit})")
+            fail_on(model.step_problems(prev, actions, result), f"step {step + 1} ({mode}, time limit {limit})")
 
     config.run(autoreset)
 
@@ -270,13 +266,13 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         count, start_states = start
         env = harness.make_env(count, seed)
         first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
-        _fail([harness.env_problem(i, found) for i in range(count) if (found := inspect(first, i))], "after reset")
+        fail_on([harness.env_problem(i, found) for i in range(count) if (found := inspect(first, i))], "after reset")
         _start(harness, env, start_states)
         generator = np.random.default_rng(actions_seed)
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
             result = harness.step(env, actions)
-            _fail([harness.env_problem(i, found) for i in range(count) if (found := inspect(result, i))],
+            fail_on([harness.env_problem(i, found) for i in range(count) if (found := inspect(result, i))],
                   f"step {step + 1}")
 
     rollout.__name__ = rollout.__qualname__ = name
@@ -292,7 +288,7 @@ class _Reset:
         self.terminated = self.truncated = np.zeros(count, bool)
 
     def env_slice(self, index):
-        return {name: value[index] for name, value in self.state.items()}
+        return env_slice(self.state, index)
 
 
 def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
@@ -396,7 +392,7 @@ def check_out_of_bounds(harness: EnvHarness, config: CheckConfig) -> None:
         problems = launch_padded(harness, "step_kernel", state, batch.actions, pending, seed)
         everyone = np.ones(batch.num_envs, dtype=np.bool_)
         problems += launch_padded(harness, "reset_kernel", state, batch.actions, everyone, seed)
-        _fail(problems, "out-of-bounds writes")
+        fail_on(problems, "out-of-bounds writes")
 
     try:
         config.run(out_of_bounds)
@@ -412,15 +408,8 @@ def check_stateful(harness: EnvHarness, config: CheckConfig) -> None:
 
     from kernelgym.envs.testing.stateful import env_state_machine
 
-    test_settings = settings(
-        settings.default, max_examples=max(4, config.max_examples // 2), stateful_step_count=20,
-        deadline=None, database=None, report_multiple_bugs=False, print_blob=False, phases=PHASES,
-        suppress_health_check=SUPPRESSED,
-    )
-    stateful = get_state_machine_test(env_state_machine(harness), settings=test_settings)
-    if config.seed is not None:
-        stateful = hypothesis_seed(config.seed)(stateful)
-    stateful()
+    test_settings = config.hypothesis_settings(max_examples=max(4, config.max_examples // 2), stateful_step_count=20)
+    config.run_configured(get_state_machine_test(env_state_machine(harness), settings=test_settings))
 
 
 CHECKS: tuple[Check, ...] = tuple(

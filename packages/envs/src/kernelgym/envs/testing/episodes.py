@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelgym.envs.testing.harness import EnvHarness, StepResult
+from kernelgym.envs.testing.harness import EnvHarness, StepResult, env_slice
 
 __all__ = ["EpisodeModel"]
 
@@ -64,7 +64,7 @@ class EpisodeModel:
         harness = self.harness
         found = []
         for index in self.envs:
-            env_state = {name: value[index] for name, value in state.items()}
+            env_state = env_slice(state, index)
             problems = harness.start_state_problems(env_state) + harness.observation_problems(obs[index], env_state)
             problems += harness.invariant_problems(env_state)
             if problems:
@@ -75,7 +75,7 @@ class EpisodeModel:
         """Check one step of every env against the model and the reference; advance the model."""
         found = []
         for index in self.envs:
-            prev_env = {name: value[index] for name, value in prev.items()}
+            prev_env = env_slice(prev, index)
             problems = self._env_step(index, prev_env, actions[index], result)
             if problems:
                 found.append(self.harness.env_problem(index, problems, prev_env, actions[index]))

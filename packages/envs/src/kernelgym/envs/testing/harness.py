@@ -20,7 +20,7 @@ import numpy as np
 from kernelgym.core import resolve_backend
 from kernelgym.envs.spec import EnvSpec
 
-__all__ = ["EnvHarness", "StepResult"]
+__all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
 
 START_SAMPLES = 512  # reference resets sampled to learn the start-state envelope
 STOCHASTIC_DRAWS = 256  # reference generators tried before a transition counts as one it cannot make
@@ -50,6 +50,17 @@ def one_cpu_thread(backend: str):
         numba.set_num_threads(threads)
 
 
+def fail_on(problems: list[str], what: str) -> None:
+    """Raise AssertionError listing ``problems`` under ``what`` (nothing if there are none)."""
+    if problems:
+        raise AssertionError(f"{what}:\n" + "\n".join(problems))
+
+
+def env_slice(state: dict, index: int) -> dict:
+    """Env ``index``'s part of a batch's state dict."""
+    return {name: value[index] for name, value in state.items()}
+
+
 class StepResult:
     """Host copies of everything one ``step`` produced (outputs, info and the new state)."""
 
@@ -66,7 +77,7 @@ class StepResult:
         self.state = env.get_state()
 
     def env_slice(self, index: int) -> dict:
-        return {name: value[index] for name, value in self.state.items()}
+        return env_slice(self.state, index)
 
     def differences(self, other: StepResult, index: int) -> list[str]:
         """Names of what differs, bitwise, between two results for env ``index``."""
@@ -187,7 +198,7 @@ class EnvHarness:
         env.step(batch.actions)
         for index, pending in enumerate(batch.pending):
             if not pending:
-                env.set_state({name: value[index] for name, value in stacked.items()}, index=index)
+                env.set_state(env_slice(stacked, index), index=index)
         return env.get_state()
 
     def episode_steps(self, state: dict | None):

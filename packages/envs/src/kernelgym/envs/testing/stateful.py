@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.episodes import EpisodeModel
+from kernelgym.envs.testing.harness import env_slice, fail_on
 
 __all__ = ["env_state_machine"]
 
@@ -37,7 +38,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def _start(self):
             obs = np.array(self.env.numpy().obs)
             self.model.restart()
-            _fail(self.model.start_problems(obs, self.env.get_state()), "after reset")
+            fail_on(self.model.start_problems(obs, self.env.get_state()), "after reset")
 
         @rule(seed=st.none() | strategies.seeds())
         def reset(self, seed):
@@ -48,7 +49,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def step(self, actions):
             prev = self.env.get_state()
             result = harness.step(self.env, actions)
-            _fail(self.model.step_problems(prev, actions, result), "step")
+            fail_on(self.model.step_problems(prev, actions, result), "step")
 
         @rule(index=st.integers(0, NUM_ENVS - 1), state=states)
         def set_state(self, index, state):
@@ -77,19 +78,14 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
             state = self.env.get_state()
             problems = []
             for index in range(NUM_ENVS):
-                env_state = {name: value[index] for name, value in state.items()}
+                env_state = env_slice(state, index)
                 found = harness.invariant_problems(env_state)
                 if found:
                     problems.append(harness.env_problem(index, found))
-            _fail(problems, "invariants")
+            fail_on(problems, "invariants")
 
     EnvMachine.__name__ = EnvMachine.__qualname__ = f"{_identifier(harness.spec.id)}Machine"
     return EnvMachine
-
-
-def _fail(problems: list[str], when: str) -> None:
-    if problems:
-        raise AssertionError(f"{when}:\n" + "\n".join(problems))
 
 
 def _identifier(text: str) -> str:

@@ -283,12 +283,12 @@ class Batch:
         return Batch(tuple(new_states), new_actions, tuple(new_pending))
 
 
-def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strategy=None,
-            reset_branch: bool = True) -> st.SearchStrategy[Batch]:
-    """Batches of envs with states, valid actions and (optionally) pending resets.
+def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strategy=None) -> st.SearchStrategy[Batch]:
+    """Batches of envs with states, valid actions and pending resets.
 
     At most eight distinct states are drawn; a larger batch repeats them in turn, which
-    keeps examples small and shrinking quick while still filling a whole block.
+    keeps examples small and shrinking quick while still filling a whole block. The
+    states come from ``state_strategy``, default `states` of the spec.
     """
     resolved = spec.resolve(params)
     state_strategy = states(spec, params) if state_strategy is None else state_strategy
@@ -299,8 +299,7 @@ def batches(spec, params, backend: str = "cpu", min_envs: int = 1, state_strateg
         distinct = draw(st.lists(state_strategy, min_size=1, max_size=min(count, _DISTINCT_STATES)))
         batch_states = tuple(distinct[i % len(distinct)] for i in range(count))
         batch = draw(batch_actions(resolved.action_space, count, resolved.num_agents))
-        flags = st.booleans() if reset_branch else st.just(False)
-        pending = tuple(draw(st.lists(flags, min_size=count, max_size=count)))
+        pending = tuple(draw(st.lists(st.booleans(), min_size=count, max_size=count)))
         return Batch(batch_states, batch, pending)
 
     return build()
