@@ -7,6 +7,7 @@ written through ``atomic_add``, must match the runner-by-runner reference.
 """
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -14,10 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelgym.core import rng, to_numpy
-from kernelgym.core.arrays import to_backend
 from kernelgym.envs.tag import continuous
 from kernelgym.envs.tag.continuous import SPEC, TagContinuousParams
+from tag_kernel_batch import KernelBatch
 
 REFERENCE = continuous.REFERENCE
 NAMES = [array.name for array in SPEC.state]
@@ -27,48 +27,8 @@ CROWDED = TagContinuousParams(num_taggers=3, num_runners=6, grid_length=4.0, epi
                               step_reward_for_runner=0.02)
 
 
-class Batch:
-    """``num_envs`` TagContinuous envs driven straight through the env's kernels."""
-
-    def __init__(self, backend, params, num_envs, seed=0):
-        self.backend, self.params, self.num_envs = backend, params, num_envs
-        resolved = SPEC.resolve(params)
-        self.num_agents = resolved.num_agents
-        host = {
-            "rng_states": rng.seed_streams(seed, num_envs),
-            "reset_mask": np.ones(num_envs, bool),
-            "obs": np.zeros((num_envs, self.num_agents, *resolved.observation_space.shape), np.float32),
-            "rewards": np.zeros((num_envs, self.num_agents), np.float32),
-            "terminated": np.zeros(num_envs, bool),
-        }
-        for array in SPEC.state:
-            host[array.name] = np.full((num_envs, *resolved.state_shapes[array.name]), array.initial, array.dtype)
-        self.arrays = {name: to_backend(value, backend) for name, value in host.items()}
-        self._launch(continuous.reset_kernel, ("rng_states", "reset_mask", "obs", *NAMES))
-        self.set_reset_mask(np.zeros(num_envs, bool))
-
-    def _launch(self, kernel, names):
-        args = [self.arrays[name] for name in names]
-        kernel.launch(self.backend, self.num_envs, self.num_agents, *args, *SPEC.params_tuple(self.params))
-
-    def set_reset_mask(self, mask):
-        self.arrays["reset_mask"] = to_backend(np.asarray(mask, bool), self.backend)
-
-    def set_states(self, states):
-        """Overwrite every env's state with ``states`` (one dict per env)."""
-        host = self.host()
-        for name in NAMES:
-            host[name][:] = np.stack([state[name] for state in states])
-            self.arrays[name] = to_backend(host[name], self.backend)
-
-    def step(self, actions):
-        self.arrays["actions"] = to_backend(np.asarray(actions, np.int64), self.backend)
-        names = ("actions", "rng_states", "reset_mask", "obs", "rewards", "terminated", *NAMES)
-        self._launch(continuous.step_kernel, names)
-        return self.host()
-
-    def host(self):
-        return {name: to_numpy(value).copy() for name, value in self.arrays.items()}
+# ``num_envs`` TagContinuous envs driven straight through the env's kernels
+Batch = functools.partial(KernelBatch, continuous)
 
 
 def env_state(out, env):

@@ -90,6 +90,18 @@ def _check_index(state, index, name) -> int:
     return int(index)
 
 
+def _agents_in_drawing_order(num_taggers, in_game):
+    """``(agent, color)`` of every Tag agent: taggers red, runners blue, tagged runners grey.
+
+    Runners come first, so a tagger on a runner's spot is drawn over it.
+    """
+    for agent in [*range(num_taggers, len(in_game)), *range(num_taggers)]:
+        if agent < num_taggers:
+            yield agent, TAGGER_RED
+        else:
+            yield agent, RUNNER_BLUE if in_game[agent] else OUT_GREY
+
+
 # ------------------------------------------------------------------------ CartPole
 def render_cartpole(state, index, params, width: int = 600, height: int = 400) -> np.ndarray:
     """CartPole env ``index``: the track, the cart at ``x`` and the pole at angle ``theta``.
@@ -130,13 +142,7 @@ def render_tag_gridworld(state, index, params, size: int = 400) -> np.ndarray:
         canvas[line * cell, :] = GRID_GREY
         canvas[:, line * cell] = GRID_GREY
     xs, ys, in_game = state["loc_x"][index], state["loc_y"][index], state["in_game"][index]
-    # runners first, so a tagger standing on a runner's cell is drawn over it
-    order = list(range(params.num_taggers, len(xs))) + list(range(params.num_taggers))
-    for agent in order:
-        if agent < params.num_taggers:
-            color = TAGGER_RED
-        else:
-            color = RUNNER_BLUE if in_game[agent] else OUT_GREY
+    for agent, color in _agents_in_drawing_order(params.num_taggers, in_game):
         centre_x = (int(xs[agent]) + 0.5) * cell
         centre_y = (cells - int(ys[agent]) - 0.5) * cell
         fill_circle(canvas, centre_x, centre_y, cell * 0.35, color)
@@ -159,12 +165,7 @@ def render_tag_continuous(state, index, params, size: int = 400) -> np.ndarray:
     radius = max(3.0, size * 0.015)
     xs, ys = state["loc_x"][index], state["loc_y"][index]
     directions, in_game = state["direction"][index], state["in_game"][index]
-    order = list(range(params.num_taggers, len(xs))) + list(range(params.num_taggers))
-    for agent in order:
-        if agent < params.num_taggers:
-            color = TAGGER_RED
-        else:
-            color = RUNNER_BLUE if in_game[agent] else OUT_GREY
+    for agent, color in _agents_in_drawing_order(params.num_taggers, in_game):
         centre_x = margin + float(xs[agent]) * scale
         centre_y = margin + size - float(ys[agent]) * scale
         fill_circle(canvas, centre_x, centre_y, radius, color)

@@ -231,7 +231,7 @@ class EnvSpec:
             raise KeyError(f"EnvSpec.load field: expected one of {LAZY_FIELDS}, got {field!r}")
         value = getattr(self, field)
         if isinstance(value, str):
-            return _import_reference(value)
+            return load_reference(value)
         return value
 
     # --------------------------------------------------------- params-dependent parts
@@ -321,7 +321,11 @@ def validate_params(spec: EnvSpec, overrides: dict):
 
 def load_reference(reference: str):
     """Import ``"module:attr"`` (``attr`` may be dotted)."""
-    return _import_reference(reference)
+    module_name, _, attr = reference.partition(":")
+    obj = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -379,14 +383,6 @@ def _check_reference(where, field, value, must_be_string):
             raise ValueError(f"{where} {field}: expected 'module:attr', got {value!r}")
     elif must_be_string:
         raise TypeError(f"{where} {field}: expected a 'module:attr' string (loaded lazily), got {value!r}")
-
-
-def _import_reference(reference: str):
-    module_name, _, attr = reference.partition(":")
-    obj = importlib.import_module(module_name)
-    for part in attr.split("."):
-        obj = getattr(obj, part)
-    return obj
 
 
 def _space(where, field, value, params):

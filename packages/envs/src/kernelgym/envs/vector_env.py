@@ -533,13 +533,14 @@ class KernelVectorEnv:
         else:
             low = high = None
         self._action_low, self._action_high = low, high
-        if self._discrete:
-            self._action_rows = to_numpy(self._actions).reshape(-1, low.shape[0]) if self.backend != "cuda" else None
+        if self.backend != "cuda":
+            # a numpy view of the action buffer: one row per discrete action, flat for Box
+            self._action_rows = to_numpy(self._actions).reshape((-1, low.shape[0]) if self._discrete else -1)
         else:
-            self._action_rows = to_numpy(self._actions).reshape(-1) if self.backend != "cuda" else None
-        if self.backend == "cuda" and low is not None:
-            self._action_low_t = torch.as_tensor(low, device=self.device)
-            self._action_high_t = torch.as_tensor(high, device=self.device)
+            self._action_rows = None
+            if low is not None:
+                self._action_low_t = torch.as_tensor(low, device=self.device)
+                self._action_high_t = torch.as_tensor(high, device=self.device)
 
     def _load_actions(self, actions) -> None:
         """Copy ``actions`` into the action buffer after checking them (no kernel runs before)."""
@@ -569,12 +570,10 @@ class KernelVectorEnv:
             return
         if self._discrete:
             bad = _first_out_of_range(self._action_rows, self._action_low, self._action_high)
-            if bad >= 0:
-                self._raise_bad_action(source, bad)
         else:
             bad = _first_non_finite(self._action_rows)
-            if bad >= 0:
-                self._raise_bad_action(source, bad)
+        if bad >= 0:
+            self._raise_bad_action(source, bad)
 
     def _load_actions_cuda(self, actions) -> None:
         source = torch.as_tensor(actions) if isinstance(actions, np.ndarray) else actions

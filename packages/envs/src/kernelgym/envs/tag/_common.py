@@ -13,12 +13,16 @@ Each phase names in its signature only the arguments it uses; `PhasedKernel` pic
 them by name from the runtime's argument list. Besides readability this keeps every
 body under 30 parameters: CPython passes longer calls as ``*args``, which Numba
 cannot inline.
+
+`check_game_invariants` holds the rules both games keep, whatever the moves.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+
+import numpy as np
 
 # the leading parameters of every agent-kernel body, filled in by the launcher
 _LAYOUT_PARAMETERS = ("env", "agent", "num_agents")
@@ -30,6 +34,16 @@ RESET_INPUTS = ("rng_states", "reset_mask", "obs")
 def kernel_arguments(inputs, spec) -> tuple[str, ...]:
     """The names of the arguments the runtime passes (see `kernelgym.envs.spec`), in order."""
     return (*inputs, *(array.name for array in spec.state), *(field.name for field in dataclasses.fields(spec.params)))
+
+
+def check_game_invariants(params, state) -> None:
+    """What holds in every Tag state: taggers never leave, the runners count and time agree."""
+    assert np.all(state["in_game"][: params.num_taggers]), "a tagger left the game"
+    in_game_runners = int(state["in_game"][params.num_taggers:].sum())
+    assert int(state["runners_left"]) == in_game_runners, (
+        f"runners_left {int(state['runners_left'])} but {in_game_runners} runners are in the game"
+    )
+    assert 0 <= int(state["timestep"]) <= params.episode_length, f"timestep {state['timestep']} out of range"
 
 
 class PhasedKernel:

@@ -50,7 +50,13 @@ from gymnasium import spaces
 from kernelgym.core import agent_kernel, atomic_add, device_function, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
-from kernelgym.envs.tag._common import RESET_INPUTS, STEP_INPUTS, PhasedKernel, kernel_arguments
+from kernelgym.envs.tag._common import (
+    RESET_INPUTS,
+    STEP_INPUTS,
+    PhasedKernel,
+    check_game_invariants,
+    kernel_arguments,
+)
 
 TWO_PI = 2.0 * math.pi
 FEATURES = 7  # values per agent block in the observation
@@ -484,12 +490,7 @@ def check_invariants(params, state):
         assert np.all((values >= 0) & (values <= grid)), f"{axis} {values} outside [0, {params.grid_length}]"
     top = np.float32(params.max_speed * max(params.skill_level_tagger, params.skill_level_runner))
     assert np.all((state["speed"] >= 0) & (state["speed"] <= top)), f"speed {state['speed']} outside [0, {top}]"
-    assert np.all(state["in_game"][: params.num_taggers]), "a tagger left the game"
-    in_game_runners = int(state["in_game"][params.num_taggers:].sum())
-    assert int(state["runners_left"]) == in_game_runners, (
-        f"runners_left {int(state['runners_left'])} but {in_game_runners} runners are in the game"
-    )
-    assert 0 <= int(state["timestep"]) <= params.episode_length, f"timestep {state['timestep']} out of range"
+    check_game_invariants(params, state)
 
 
 def _observation_space(params):

@@ -32,7 +32,13 @@ from gymnasium import spaces
 from kernelgym.core import agent_kernel, atomic_add, device_function
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
-from kernelgym.envs.tag._common import RESET_INPUTS, STEP_INPUTS, PhasedKernel, kernel_arguments
+from kernelgym.envs.tag._common import (
+    RESET_INPUTS,
+    STEP_INPUTS,
+    PhasedKernel,
+    check_game_invariants,
+    kernel_arguments,
+)
 
 NUM_ACTIONS = 5
 # (dx, dy) of actions stay, +x, -x, +y, -y
@@ -276,12 +282,7 @@ def check_invariants(params, state):
     for axis in ("loc_x", "loc_y"):
         cells = state[axis]
         assert np.all((cells >= 0) & (cells <= params.grid_length)), f"{axis} {cells} off the grid"
-    assert np.all(state["in_game"][: params.num_taggers]), "a tagger left the game"
-    in_game_runners = int(state["in_game"][params.num_taggers:].sum())
-    assert int(state["runners_left"]) == in_game_runners, (
-        f"runners_left {int(state['runners_left'])} but {in_game_runners} runners are in the game"
-    )
-    assert 0 <= int(state["timestep"]) <= params.episode_length, f"timestep {state['timestep']} out of range"
+    check_game_invariants(params, state)
 
 
 def _observation_space(params):
