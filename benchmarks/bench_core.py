@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--output", default=str(Path(__file__).resolve().parents[1] / "benchmarks/results/core.md"))
     options = parser.parse_args()
     n, repeats = options.num_envs, options.repeats
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")  # reported as "at start"
     rows = []
 
     # launch overhead: one env, a trivial body
@@ -122,7 +123,6 @@ def main() -> None:
     )
 
     threads_setting = f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']} " if "NUMBA_NUM_THREADS" in os.environ else ""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [
         "## kernelgym-core (cpu backend)",
         "",

@@ -16,7 +16,7 @@ import numpy
 import torch
 
 from .rollout.actor import Actor
-from .rollout.core import copy_, react
+from .rollout.core import check_positive, copy_, react
 from .rollout.nested import leaves, suply
 from .rollout.state import Fragment, State
 
@@ -72,8 +72,7 @@ class DeviceCollector:
     """
 
     def __init__(self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None):
-        if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
-            raise ValueError(f"n_steps: expected a positive int, got {n_steps!r}")
+        check_positive("n_steps", n_steps)
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
             if not hasattr(env, attribute):
                 raise TypeError(

@@ -77,8 +77,8 @@ class KernelParallelEnv(ParallelEnv):
         options: ``options`` is accepted for the PettingZoo API and not used."""
         obs, _ = self.env.reset(seed=seed, numpy=True)
         if seed is not None:
-            for index, agent in enumerate(self.possible_agents):
-                self._action_space.seed(seed + index)
+            # every agent shares this one space object: one seed makes action_space(a).sample() reproducible
+            self._action_space.seed(seed)
         self.agents = list(self.possible_agents)
         return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
 
