@@ -3,6 +3,7 @@
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.envs.registration import load_env_creator
 from gymnasium.vector import AutoresetMode
 
 import kernelgym.envs as kge
@@ -17,7 +18,7 @@ def _make(num_envs=4, **kwargs):
 def test_every_kernelgym_id_is_registered_with_gymnasium():
     for env_id in kge.list_envs():
         spec = gymnasium.spec(f"kernelgym/{env_id}")
-        assert spec.vector_entry_point is KernelGymnasiumVectorEnv
+        assert load_env_creator(spec.vector_entry_point) is KernelGymnasiumVectorEnv
         assert spec.entry_point is None  # vector only: "sync"/"async" modes make no sense here
 
 

@@ -9,7 +9,7 @@ import types
 import pytest
 
 import kernelgym.envs as kge
-from kernelgym.envs import registry
+from kernelgym.envs import hookspecs, registry
 from kernelgym.envs.classic import cartpole
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference
@@ -27,7 +27,7 @@ class FakeEntryPoint:
         self._plugin = plugin
 
     def load(self):
-        if isinstance(self._plugin, Exception):
+        if isinstance(self._plugin, BaseException):
             raise self._plugin
         return self._plugin
 
@@ -53,9 +53,10 @@ def _toy_spec(env_id):
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """A registry of its own whose entry points the test chooses."""
+    """A registry of its own whose plugin entry points the test chooses (and no declared ids)."""
     fake_entry_points = []
-    monkeypatch.setattr(registry, "entry_points", lambda group: list(fake_entry_points))
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: list(fake_entry_points) if group == hookspecs.ENTRY_POINT_GROUP else [])
     monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
     return registry._Registry(), fake_entry_points
 
@@ -82,20 +83,27 @@ def test_unknown_ids_and_bad_types():
 def test_two_plugins_with_one_id_name_both_distributions(fresh):
     reg, eps = fresh
     eps += [FakeEntryPoint("first", _plugin(_toy_spec("Toy-v0")), "dist-alpha"),
-            FakeEntryPoint("second", _plugin(_toy_spec("Toy-v0")), "dist-beta")]
-    with pytest.raises(ValueError, match="dist-alpha") as error:
-        reg.specs()
-    assert "dist-beta" in str(error.value) and "Toy-v0" in str(error.value)
+            FakeEntryPoint("second", _plugin(_toy_spec("Toy-v0"), _toy_spec("Other-v0")), "dist-beta")]
+    with pytest.warns(registry.PluginLoadWarning, match="dist-alpha") as caught:
+        specs = reg.specs()
+    message = " ".join(str(w.message) for w in caught)
+    assert "dist-beta" in message and "Toy-v0" in message
+    # neither claim is used; the other ids of the same plugins still are
+    assert list(specs) == ["Other-v0"]
+    assert reg.conflict("Toy-v0") == [("first", "dist-alpha"), ("second", "dist-beta")]
 
 
-def test_a_plugin_that_fails_to_import_is_reported_and_skipped(fresh):
+@pytest.mark.parametrize("failure", [ImportError("no module named nowhere"), SystemExit(3)])
+def test_a_plugin_that_fails_to_import_is_reported_and_skipped(fresh, failure):
     reg, eps = fresh
-    eps += [FakeEntryPoint("broken", ImportError("no module named nowhere"), "dist-broken"),
+    eps += [FakeEntryPoint("broken", failure, "dist-broken"),
             FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine")]
-    with pytest.warns(registry.PluginLoadWarning, match="broken.*dist-broken"):
+    with pytest.warns(registry.PluginLoadWarning, match="broken.*dist-broken.*failed to load") as caught:
         specs = reg.specs()
     assert list(specs) == ["Fine-v0"]
     assert specs["Fine-v0"].distribution == "dist-fine" and specs["Fine-v0"].plugin == "fine"
+    cause = "sys.exit(3)" if isinstance(failure, SystemExit) else "no module named nowhere"
+    assert cause in str(caught[0].message)
 
 
 def test_a_hook_that_raises_or_returns_junk_is_reported_and_skipped(fresh):
@@ -124,6 +132,20 @@ def test_autoload_switch_skips_third_party_entry_points(fresh, monkeypatch):
     reg.register(_plugin(_toy_spec("Explicit-v0")), name="explicit")
     assert sorted(reg.specs()) == ["Builtin-v0", "Explicit-v0"]
     assert reg.specs()["Explicit-v0"].plugin == "explicit"
+
+
+def test_a_keyboard_interrupt_in_a_plugin_is_the_users_and_propagates(fresh):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("interrupted", KeyboardInterrupt(), "dist-x")]
+    with pytest.raises(KeyboardInterrupt):
+        reg.specs()
+
+
+def test_register_plugin_by_name_of_a_module_that_exits_raises_import_error(tmp_path, monkeypatch):
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(4)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ImportError, match=r"exits_at_import.*sys.exit\(4\)"):
+        registry._Registry().register("exits_at_import")
 
 
 def test_register_plugin_refuses_objects_without_the_hook():

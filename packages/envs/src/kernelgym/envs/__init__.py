@@ -8,10 +8,14 @@
     obs, info = env.reset()
     obs, reward, terminated, truncated, info = env.step(actions)
 
-Importing this package also registers every env id with gymnasium as
-``"kernelgym/<id>"`` (``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``).
+Importing this package imports no env plugin: plugins load on the first lookup
+(`make`, `get_spec`, `list_envs`). It registers the env ids that plugins declare in
+their metadata with gymnasium as ``"kernelgym/<id>"``
+(``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``), and every other
+id as soon as the plugins are loaded (see `kernelgym.envs.gymnasium_registration`).
 """
 
+from kernelgym.envs import gymnasium_registration
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.registry import PluginLoadWarning, get_spec, list_envs, make, register_plugin
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
@@ -41,10 +45,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'kernelgym.envs' has no attribute {name!r}")
 
 
-def _register_with_gymnasium() -> None:
-    from kernelgym.envs.gymnasium_adapter import register_gymnasium_envs
-
-    register_gymnasium_envs()
-
-
-_register_with_gymnasium()
+gymnasium_registration.install()

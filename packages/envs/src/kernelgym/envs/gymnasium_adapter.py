@@ -1,7 +1,7 @@
 """kernelgym envs as gymnasium 1.x ``VectorEnv`` objects (numpy in, numpy out).
 
-Every registered id is also registered with gymnasium as ``"kernelgym/<id>"``, with a
-vector entry point only::
+Every registered id is also registered with gymnasium as ``"kernelgym/<id>"`` (see
+`kernelgym.envs.gymnasium_registration`), with a vector entry point only::
 
     import gymnasium, kernelgym.envs
 
@@ -11,18 +11,14 @@ vector entry point only::
 
 from __future__ import annotations
 
-import warnings
-
 import gymnasium
 import numpy as np
-from gymnasium.envs.registration import registry as gymnasium_registry
 
 from kernelgym.envs import registry
-from kernelgym.envs.registry import PluginLoadWarning
+# the registration lives in its own module (it never imports this one); re-exported here
+from kernelgym.envs.gymnasium_registration import GYMNASIUM_NAMESPACE, register_gymnasium_envs
 
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
-
-GYMNASIUM_NAMESPACE = "kernelgym"
 
 
 class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
@@ -82,32 +78,3 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self.env.close()
-
-
-def register_gymnasium_envs(env_ids=None) -> list[str]:
-    """Register ``"kernelgym/<id>"`` with gymnasium for every kernelgym env (idempotent).
-
-    Returns
-    -------
-    list of str
-        The gymnasium ids registered by this call.
-    """
-    if env_ids is None:
-        try:
-            env_ids = registry.list_envs()
-        except ValueError as error:  # two plugins claim one id: make() raises it again
-            warnings.warn(f"kernelgym envs were not registered with gymnasium: {error}", PluginLoadWarning,
-                          stacklevel=2)
-            return []
-    added = []
-    for env_id in env_ids:
-        gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
-        if gymnasium_id in gymnasium_registry:
-            continue
-        gymnasium.register(
-            id=gymnasium_id,
-            vector_entry_point=KernelGymnasiumVectorEnv,
-            kwargs={"env_id": env_id},
-        )
-        added.append(gymnasium_id)
-    return added

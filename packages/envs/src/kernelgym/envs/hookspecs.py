@@ -12,12 +12,23 @@ given explicitly to `kernelgym.envs.register_plugin`::
         return [SPEC]
 
 The hook must be cheap: build `EnvSpec` objects only; never compile kernels here.
+
+A plugin also declares its env ids in its metadata, one entry point per id in the
+``kernelgym.envs.ids`` group (name: the id; value: the plugin module, for the reader)::
+
+    [project.entry-points."kernelgym.envs.ids"]
+    "GoRight-v0" = "kernelgym_example_plugin.go_right"
+
+so that ``import kernelgym.envs`` registers ``"kernelgym/<id>"`` with gymnasium without
+importing any plugin. An undeclared id still works everywhere; gymnasium learns it at the
+first kernelgym lookup (`list_envs`, `make`, ...).
 """
 
 import pluggy
 
 PROJECT_NAME = "kernelgym.envs"
 ENTRY_POINT_GROUP = "kernelgym.envs"
+ID_ENTRY_POINT_GROUP = "kernelgym.envs.ids"
 
 hookspec = pluggy.HookspecMarker(PROJECT_NAME)
 hookimpl = pluggy.HookimplMarker(PROJECT_NAME)

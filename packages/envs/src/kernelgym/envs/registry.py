@@ -1,8 +1,21 @@
 """The env registry: a pluggy plugin manager over the ``kernelgym.envs`` entry points.
 
 Built-in envs and third-party plugins register the same way (see
-`kernelgym.envs.hookspecs`). Plugins are loaded on first use, once per process.
-Set ``KERNELGYM_NO_PLUGIN_AUTOLOAD=1`` to skip entry-point loading; plugins given to
+`kernelgym.envs.hookspecs`). Nothing is imported when ``kernelgym.envs`` is: the plugin
+modules are loaded on the first lookup (`make`, `get_spec`, `list_envs`, or a gymnasium
+make of a ``kernelgym/<id>``), once per process.
+
+One bad plugin never takes the others down:
+
+- a plugin that fails to import, or whose hook raises or returns something other than
+  `EnvSpec` objects, is skipped with a `PluginLoadWarning` naming it and its distribution.
+  ``SystemExit`` raised by a plugin (``sys.exit`` at import) counts as such a failure;
+  ``KeyboardInterrupt`` is the user's and always propagates;
+- an env id claimed by two plugins is dropped (neither claim is kept, so neither one is
+  used silently), with a warning naming both distributions; `get_spec` and `make` of
+  that id raise a `KeyError` naming both; every other id still works.
+
+Set ``KERNELGYM_NO_PLUGIN_AUTOLOAD=1`` to skip third-party entry points; plugins given to
 `register_plugin` still work then.
 """
 
@@ -14,19 +27,32 @@ import os
 import threading
 import warnings
 from importlib.metadata import entry_points
+from typing import Callable
 
 import pluggy
 
 from kernelgym.envs import hookspecs
 from kernelgym.envs.spec import EnvSpec
 
-__all__ = ["PluginLoadWarning", "get_spec", "list_envs", "make", "register_plugin"]
+__all__ = ["PluginLoadWarning", "declared_env_ids", "get_spec", "list_envs", "make", "register_plugin"]
 
 NO_AUTOLOAD_ENV_VAR = "KERNELGYM_NO_PLUGIN_AUTOLOAD"
+BUILTIN_DISTRIBUTION = "kernelgym-envs"
+
+# What a plugin may raise that is reported instead of propagated: every error, and
+# SystemExit (a plugin calling sys.exit must not end the user's program). KeyboardInterrupt
+# and GeneratorExit are control flow of the caller and pass through.
+PLUGIN_FAILURES = (Exception, SystemExit)
 
 
 class PluginLoadWarning(UserWarning):
-    """A plugin could not be imported or returned bad specs; the other plugins still load."""
+    """A plugin could not be imported, returned bad specs or claimed a taken id; the others still load."""
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"it called sys.exit({error.code!r})"
+    return f"{type(error).__name__}: {error}"
 
 
 class _Registry:
@@ -36,13 +62,21 @@ class _Registry:
         self._lock = threading.RLock()
         self._autoloaded = False
         self._specs: dict[str, EnvSpec] | None = None
+        # env id -> the (plugin, distribution) pairs that claimed it, for ids claimed twice
+        self._conflicts: dict[str, list[tuple[str, str | None]]] = {}
         # plugin object -> (plugin name, distribution name or None)
         self._origins: dict[int, tuple[str, str | None]] = {}
+        self._listeners: list[Callable[[list[str]], None]] = []
 
     # ------------------------------------------------------------------ plugins
     def register(self, plugin, name: str | None = None, distribution: str | None = None) -> None:
         if isinstance(plugin, str):
-            plugin = importlib.import_module(plugin)
+            module_name = plugin
+            try:
+                plugin = importlib.import_module(module_name)
+            except SystemExit as error:  # an explicit registration fails loudly, but as an error
+                raise ImportError(f"register_plugin plugin: importing {module_name!r} failed: "
+                                  f"{_describe(error)}") from error
         if not hasattr(plugin, "kernelgym_register_envs"):
             raise TypeError(
                 f"register_plugin plugin: expected a module or object with a @hookimpl "
@@ -56,79 +90,103 @@ class _Registry:
             self._origins[id(plugin)] = (name, distribution)
             self._specs = None  # rebuilt on next lookup, so id conflicts surface there
 
+    def add_listener(self, listener: Callable[[list[str]], None]) -> None:
+        """Call ``listener(sorted ids)`` after every (re)collection of the specs."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def _plugin_entry_points(self, group: str):
+        """The entry points of ``group`` that autoload may use (built-ins only when it is off)."""
+        found = entry_points(group=group)
+        if os.environ.get(NO_AUTOLOAD_ENV_VAR) == "1":
+            return [ep for ep in found if ep.dist is not None and ep.dist.name == BUILTIN_DISTRIBUTION]
+        return list(found)
+
     def _autoload(self) -> None:
         if self._autoloaded:
             return
         self._autoloaded = True
-        if os.environ.get(NO_AUTOLOAD_ENV_VAR) == "1":
-            self._register_builtins()
-            return
-        for entry_point in entry_points(group=hookspecs.ENTRY_POINT_GROUP):
+        for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
             distribution = entry_point.dist.name if entry_point.dist is not None else None
             try:
                 plugin = entry_point.load()
-            except Exception as error:  # noqa: BLE001 - one broken plugin must not hide the others
+                self.register(plugin, name=entry_point.name, distribution=distribution)
+            except PLUGIN_FAILURES as error:  # one broken plugin must not hide the others
                 warnings.warn(
                     f"kernelgym env plugin {entry_point.name!r} ({entry_point.value}) from distribution "
-                    f"{distribution!r} failed to load and was skipped: {type(error).__name__}: {error}",
+                    f"{distribution!r} failed to load and was skipped: {_describe(error)}",
                     PluginLoadWarning,
-                    stacklevel=3,
+                    stacklevel=2,
                 )
-                continue
-            self.register(plugin, name=entry_point.name, distribution=distribution)
 
-    def _register_builtins(self) -> None:
-        """Built-ins without the entry-point scan (autoload off): this package's own group entries."""
-        for entry_point in entry_points(group=hookspecs.ENTRY_POINT_GROUP):
-            if entry_point.dist is not None and entry_point.dist.name == "kernelgym-envs":
-                try:
-                    plugin = entry_point.load()
-                except ImportError as error:
-                    warnings.warn(
-                        f"built-in env module {entry_point.value} failed to import: {error}",
-                        PluginLoadWarning,
-                        stacklevel=3,
-                    )
-                    continue
-                self.register(plugin, name=entry_point.name, distribution="kernelgym-envs")
+    def declared_ids(self) -> list[str]:
+        """The ids that distributions declare in the ``kernelgym.envs.ids`` group (nothing imported)."""
+        return sorted({ep.name for ep in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)})
 
     # -------------------------------------------------------------------- specs
     def specs(self) -> dict[str, EnvSpec]:
         with self._lock:
             self._autoload()
             if self._specs is None:
-                self._specs = self._collect()
+                self._specs, self._conflicts = self._collect()
+                self._warn_about_undelivered_declarations()
+                for listener in self._listeners:
+                    listener(sorted(self._specs))
             return self._specs
 
-    def _collect(self) -> dict[str, EnvSpec]:
-        specs: dict[str, EnvSpec] = {}
+    def _warn_about_undelivered_declarations(self) -> None:
+        found = set(self._specs) | set(self._conflicts)
+        missing = [env_id for env_id in self.declared_ids() if env_id not in found]
+        if missing:
+            warnings.warn(f"env ids {missing} are declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} "
+                          f"entry points but no loaded plugin provides them", PluginLoadWarning, stacklevel=2)
+
+    def conflict(self, env_id: str) -> list[tuple[str, str | None]] | None:
+        """The (plugin, distribution) pairs that claimed ``env_id``, when it was claimed twice."""
+        with self._lock:
+            self.specs()
+            return self._conflicts.get(env_id)
+
+    def _provided_specs(self, plugin, name: str, distribution: str | None) -> list[EnvSpec]:
+        """What ``plugin``'s hook returns, or [] (with a warning) when it raises or returns junk."""
+        try:
+            provided = list(plugin.kernelgym_register_envs())
+            bad = [spec for spec in provided if not isinstance(spec, EnvSpec)]
+            if bad:
+                raise TypeError(f"expected EnvSpec objects, got {bad!r}")
+        except PLUGIN_FAILURES as error:  # a broken plugin is reported, others still work
+            warnings.warn(
+                f"kernelgym env plugin {name!r} (distribution {distribution!r}) failed in "
+                f"kernelgym_register_envs and was skipped: {_describe(error)}",
+                PluginLoadWarning,
+                stacklevel=2,
+            )
+            return []
+        return [dataclasses.replace(spec, distribution=distribution, plugin=name) for spec in provided]
+
+    def _collect(self) -> tuple[dict[str, EnvSpec], dict[str, list[tuple[str, str | None]]]]:
+        claims: dict[str, list[EnvSpec]] = {}
         for registered_name, plugin in self._manager.list_name_plugin():  # registration order
             name, distribution = self._origins.get(id(plugin), (registered_name, None))
-            hook = getattr(plugin, "kernelgym_register_envs")
-            try:
-                provided = list(hook())
-                bad = [spec for spec in provided if not isinstance(spec, EnvSpec)]
-                if bad:
-                    raise TypeError(f"expected EnvSpec objects, got {bad!r}")
-            except Exception as error:  # noqa: BLE001 - a broken plugin is reported, others still work
-                warnings.warn(
-                    f"kernelgym env plugin {name!r} (distribution {distribution!r}) failed in "
-                    f"kernelgym_register_envs and was skipped: {type(error).__name__}: {error}",
-                    PluginLoadWarning,
-                    stacklevel=4,
-                )
+            for spec in self._provided_specs(plugin, name, distribution):
+                claims.setdefault(spec.id, []).append(spec)
+        specs, conflicts = {}, {}
+        for env_id, claimed in claims.items():
+            if len(claimed) == 1:
+                specs[env_id] = claimed[0]
                 continue
-            for spec in provided:
-                spec = dataclasses.replace(spec, distribution=distribution, plugin=name)
-                if spec.id in specs:
-                    first = specs[spec.id]
-                    raise ValueError(
-                        f"env id {spec.id!r} is registered twice: by plugin {first.plugin!r} "
-                        f"(distribution {first.distribution!r}) and by plugin {spec.plugin!r} "
-                        f"(distribution {spec.distribution!r}); uninstall one of them"
-                    )
-                specs[spec.id] = spec
-        return specs
+            conflicts[env_id] = [(spec.plugin, spec.distribution) for spec in claimed]
+            warnings.warn(
+                f"env id {env_id!r} is claimed by {len(claimed)} plugins: {_claimants(conflicts[env_id])}; "
+                f"it is left out (the other ids still work): uninstall all but one of them",
+                PluginLoadWarning,
+                stacklevel=2,
+            )
+        return specs, conflicts
+
+
+def _claimants(claims: list[tuple[str, str | None]]) -> str:
+    return " and ".join(f"plugin {plugin!r} (distribution {distribution!r})" for plugin, distribution in claims)
 
 
 _REGISTRY = _Registry()
@@ -137,19 +195,31 @@ _REGISTRY = _Registry()
 def register_plugin(plugin, name: str | None = None) -> None:
     """Register an env plugin explicitly (a module, an importable module name, or an object).
 
-    Works with ``KERNELGYM_NO_PLUGIN_AUTOLOAD=1`` too.
+    Works with ``KERNELGYM_NO_PLUGIN_AUTOLOAD=1`` too. Its ids reach gymnasium at once.
 
     Raises
     ------
     TypeError
         ``plugin`` has no ``kernelgym_register_envs`` hook implementation.
+    ImportError
+        ``plugin`` names a module that fails to import (or calls ``sys.exit``).
     """
     _REGISTRY.register(plugin, name=name)
-    _register_gymnasium_ids()
+    _REGISTRY.specs()  # collect now, so listeners (gymnasium) learn the new ids
+
+
+def declared_env_ids() -> list[str]:
+    """The env ids that installed plugins declare in their metadata, without importing them.
+
+    A plugin declares an id with an entry point in the ``kernelgym.envs.ids`` group whose
+    name is the id (see `kernelgym.envs.hookspecs`). These are what gymnasium learns at
+    ``import kernelgym.envs``; `list_envs` is the authority once plugins are loaded.
+    """
+    return _REGISTRY.declared_ids()
 
 
 def list_envs() -> list[str]:
-    """The ids of every registered env, sorted."""
+    """The ids of every registered env, sorted (ids claimed by two plugins are left out)."""
     return sorted(_REGISTRY.specs())
 
 
@@ -159,15 +229,20 @@ def get_spec(env_id: str) -> EnvSpec:
     Raises
     ------
     KeyError
-        ``env_id`` is not registered; the message lists the known ids.
+        ``env_id`` is not registered (the message lists the known ids), or two plugins
+        claim it (the message names both).
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id: expected a str, got {type(env_id).__name__} {env_id!r}")
     specs = _REGISTRY.specs()
     key = env_id.removeprefix("kernelgym/")
-    if key not in specs:
-        raise KeyError(f"env_id: unknown env {env_id!r}; registered envs: {sorted(specs)}")
-    return specs[key]
+    if key in specs:
+        return specs[key]
+    claims = _REGISTRY.conflict(key)
+    if claims:
+        raise KeyError(f"env_id: {env_id!r} is claimed by {_claimants(claims)}, so neither is used; "
+                       f"uninstall all but one of them")
+    raise KeyError(f"env_id: unknown env {env_id!r}; registered envs: {sorted(specs)}")
 
 
 def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | None = None, **kwargs):
@@ -189,9 +264,3 @@ def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | N
     from kernelgym.envs.vector_env import KernelVectorEnv
 
     return KernelVectorEnv(get_spec(env_id), num_envs, backend=backend, seed=seed, **kwargs)
-
-
-def _register_gymnasium_ids() -> None:
-    from kernelgym.envs.gymnasium_adapter import register_gymnasium_envs
-
-    register_gymnasium_envs(list_envs())

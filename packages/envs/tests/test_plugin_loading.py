@@ -1,0 +1,188 @@
+"""Plugins load lazily, without an import cycle, and one bad plugin never takes the others down."""
+
+import ast
+import graphlib
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import types
+import warnings
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernelgym.envs import hookspecs, registry
+from kernelgym.envs.hookspecs import hookimpl
+from test_registry import _toy_spec
+
+ENVS_SOURCE = pathlib.Path(registry.__file__).parent
+
+
+def _run(code, **env):
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+# ------------------------------------------------------------------ lazy, no cycle
+def test_importing_kernelgym_envs_imports_no_plugin_until_one_is_asked_for():
+    out = _run("""
+        import sys
+        from importlib.metadata import entry_points
+        import gymnasium
+        import kernelgym.envs
+
+        plugins = {ep.value for ep in entry_points(group="kernelgym.envs")}
+        assert "kernelgym.envs.classic.cartpole" in plugins
+        lazy = plugins | {"kernelgym.envs.vector_env", "kernelgym.envs.gymnasium_adapter", "numba", "torch"}
+        assert not lazy & set(sys.modules), sorted(lazy & set(sys.modules))
+        assert "kernelgym/CartPole-v1" in gymnasium.registry  # declared ids are known to gymnasium
+
+        envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point",
+                                  backend="cpu")
+        obs, _ = envs.reset(seed=0)
+        assert obs.shape == (3, 4)
+        envs.step(envs.action_space.sample())
+        assert "kernelgym.envs.classic.cartpole" in sys.modules
+        print("ok")
+    """).stdout
+    assert out.strip() == "ok"
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(ENVS_SOURCE.parent).with_suffix("").parts
+    return ".".join(("kernelgym", *parts)).removesuffix(".__init__")
+
+
+def test_no_import_cycle_between_the_modules_of_kernelgym_envs():
+    files = {_module_name(path): path for path in ENVS_SOURCE.rglob("*.py")}
+    graph = {}
+    for module, path in files.items():
+        imported = set()
+        for node in ast.walk(ast.parse(path.read_text())):  # function-level imports count too
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    submodule = f"{node.module}.{alias.name}"
+                    imported.add(submodule if submodule in files else node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+        graph[module] = {name for name in imported if name in files and name != module}
+    assert "kernelgym.envs.gymnasium_registration" in graph["kernelgym.envs"]
+    list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError naming the cycle
+
+
+# --------------------------------------------------------- bad plugins, in any mix
+def _module(name, hook):
+    module = types.ModuleType(name)
+    module.kernelgym_register_envs = hookimpl(hook)
+    return module
+
+
+def _good(ids):
+    return lambda: [_toy_spec(env_id) for env_id in ids]
+
+
+def _raises(error):
+    def hook():
+        raise error
+
+    return hook
+
+
+PLUGIN_KINDS = st.one_of(
+    st.tuples(st.just("good"), st.lists(st.sampled_from(["A-v0", "B-v0", "C-v0", "D-v0"]), max_size=3, unique=True)),
+    st.tuples(st.just("raises"), st.sampled_from([RuntimeError("broken"), SystemExit(2), SystemExit("bye")])),
+    st.tuples(st.just("junk"), st.just(["not a spec"])),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plugins=st.lists(PLUGIN_KINDS, max_size=6))
+def test_any_mix_of_good_and_bad_plugins_keeps_every_id_claimed_once(plugins, monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
+    reg = registry._Registry()
+    claims, bad = {}, []
+    for index, (kind, payload) in enumerate(plugins):
+        name = f"plugin{index}"
+        if kind == "good":
+            hook = _good(payload)
+            for env_id in payload:
+                claims.setdefault(env_id, []).append(name)
+        elif kind == "raises":
+            hook, _ = _raises(payload), bad.append(name)
+        else:
+            hook, _ = (lambda junk=payload: junk), bad.append(name)
+        reg.register(_module(name, hook), name=name, distribution=f"dist-{index}")
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        specs = reg.specs()
+    messages = [str(w.message) for w in caught if issubclass(w.category, registry.PluginLoadWarning)]
+
+    # the reference: an id claimed by exactly one good plugin is served by it, others are left out
+    expected = {env_id: names[0] for env_id, names in claims.items() if len(names) == 1}
+    assert {env_id: spec.plugin for env_id, spec in specs.items()} == expected
+    for name in bad:
+        assert any(repr(name) in message for message in messages), (name, messages)
+    for env_id, names in claims.items():
+        if len(names) > 1:
+            assert reg.conflict(env_id) == [(name, f"dist-{name.removeprefix('plugin')}") for name in names]
+            warning = next(message for message in messages if repr(env_id) in message)
+            assert all(f"dist-{name.removeprefix('plugin')}" in warning for name in names)
+    assert len(messages) == len(bad) + sum(len(names) > 1 for names in claims.values())
+
+
+# ------------------------------------------- real installed plugins, in a fresh process
+def _install_fake_distribution(site, name, module_source, ids=()):
+    """A distribution importlib.metadata finds on sys.path: a dist-info with entry points and its module."""
+    module = name.replace("-", "_")
+    (site / f"{module}.py").write_text(textwrap.dedent(module_source))
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    lines = [f"[{hookspecs.ENTRY_POINT_GROUP}]", f"{module} = {module}", f"[{hookspecs.ID_ENTRY_POINT_GROUP}]"]
+    lines += [f"{env_id} = {module}" for env_id in ids]
+    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+
+
+CLASHING_PLUGIN = """
+    import dataclasses
+    from kernelgym.envs.classic import cartpole
+    from kernelgym.envs.hookspecs import hookimpl
+
+    @hookimpl
+    def kernelgym_register_envs():
+        return [dataclasses.replace(cartpole.SPEC, id="Clash-v0")]
+"""
+
+
+def test_an_exiting_plugin_and_two_clashing_plugins_leave_the_other_ids_working(tmp_path):
+    _install_fake_distribution(tmp_path, "exits-at-import", "import sys\nsys.exit(7)\n")
+    _install_fake_distribution(tmp_path, "clash-one", CLASHING_PLUGIN, ids=["Clash-v0"])
+    _install_fake_distribution(tmp_path, "clash-two", CLASHING_PLUGIN, ids=["Clash-v0"])
+    result = _run("""
+        import warnings
+        warnings.simplefilter("always")
+        import gymnasium
+        import kernelgym.envs as kge
+
+        assert "CartPole-v1" in kge.list_envs() and "Clash-v0" not in kge.list_envs()
+        assert kge.make("Pendulum-v1", 2, backend="cpu", seed=0).reset()[0].shape == (2, 3)
+        envs = gymnasium.make_vec("kernelgym/Acrobot-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                                  backend="cpu")
+        assert envs.reset(seed=0)[0].shape == (2, 6)
+        try:
+            kge.make("Clash-v0", 2, backend="cpu")
+        except KeyError as error:
+            assert "clash-one" in str(error) and "clash-two" in str(error), error
+        else:
+            raise AssertionError("a clashing id was made")
+        print("survived")
+    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    assert result.stdout.strip() == "survived"
+    assert "exits_at_import" in result.stderr and "sys.exit(7)" in result.stderr
+    assert "'Clash-v0' is claimed by 2 plugins" in result.stderr and "clash-two" in result.stderr
