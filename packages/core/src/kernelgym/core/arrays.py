@@ -13,7 +13,58 @@ import numpy as np
 
 from kernelgym.core.backends import simulator_enabled
 
-__all__ = ["to_torch", "to_numpy", "to_dlpack", "to_backend", "byte_view", "is_device_array", "is_torch_tensor"]
+__all__ = [
+    "SUPPORTED_DTYPES", "allocation", "check_supported_dtype", "to_torch", "to_numpy", "to_dlpack", "to_backend",
+    "byte_view", "is_device_array", "is_torch_tensor",
+]
+
+# dtypes that every backend's kernels and torch views can take (numba and torch both lack
+# float128/complex256, strings and objects; byte order must be the machine's own)
+SUPPORTED_DTYPES = tuple(np.dtype(name) for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "complex64", "complex128",
+))
+
+
+def check_supported_dtype(name: str, dtype) -> None:
+    """Raise a TypeError naming ``name`` unless kernels and torch can take ``dtype`` as it is."""
+    dtype = np.dtype(dtype)
+    if not dtype.isnative:
+        raise TypeError(
+            f"{name}: expected native byte order ({np.dtype(dtype.newbyteorder('=')).str}), got {dtype.str}; "
+            f"convert it with array.astype(array.dtype.newbyteorder('='))"
+        )
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(f"{name}: expected one of the dtypes {[str(d) for d in SUPPORTED_DTYPES]}, got {dtype}")
+
+
+class allocation:
+    """Context manager: a MemoryError inside becomes one that names the array and its bytes.
+
+    Parameters
+    ----------
+    name : str
+        What is allocated (an argument or data name).
+    shape : tuple of int
+    dtype : numpy dtype
+    where : str
+        The backend or ``"host"``.
+    """
+
+    def __init__(self, name: str, shape, dtype, where: str = "host"):
+        self.name, self.shape, self.dtype, self.where = name, tuple(shape), np.dtype(dtype), where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, error, traceback):
+        if kind is not None and issubclass(kind, MemoryError):
+            nbytes = int(np.prod(self.shape, dtype=object)) * self.dtype.itemsize
+            raise MemoryError(
+                f"{self.name}: cannot allocate {nbytes:,} bytes on {self.where} for shape {self.shape} "
+                f"dtype {self.dtype}: {error}"
+            ) from error
+        return False
 
 
 def is_torch_tensor(obj) -> bool:

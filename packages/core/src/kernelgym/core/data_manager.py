@@ -25,7 +25,7 @@ from types import MappingProxyType
 import numpy as np
 
 from kernelgym.core import builtin_kernels
-from kernelgym.core.arrays import byte_view, to_backend, to_torch
+from kernelgym.core.arrays import allocation, byte_view, check_supported_dtype, to_backend, to_torch
 from kernelgym.core.backends import resolve_backend
 from kernelgym.core.data_feed import DataFeed
 from kernelgym.core.kernels import check_count
@@ -54,7 +54,8 @@ class _Entry:
 def _host_values(name: str, data) -> np.ndarray:
     """A read-only C-contiguous copy of ``data``, refusing anything a kernel cannot take."""
     try:
-        values = np.array(data, order="C", copy=True)
+        with allocation(name, np.shape(data), getattr(data, "dtype", np.float64)):
+            values = np.array(data, order="C", copy=True)
     except ValueError as error:
         raise ValueError(f"{name}: cannot make an array of the data (ragged nested lists?): {error}") from None
     except TypeError as error:
@@ -64,6 +65,7 @@ def _host_values(name: str, data) -> np.ndarray:
             f"{name}: expected numeric or bool data, got dtype {values.dtype}"
             + (" (ragged nested lists or Python objects)" if values.dtype == object else "")
         )
+    check_supported_dtype(name, values.dtype)
     values.flags.writeable = False
     return values
 
@@ -113,10 +115,12 @@ class CUDADataManager:
                 meta.update(dict.fromkeys(names, value))
         self.add_meta_info(meta)
         if self.num_envs is not None:
-            builtins = DataFeed()
-            builtins.add_data(DONE, np.zeros(self.num_envs, np.int32), layout="per_env")
-            builtins.add_data(TIMESTEP, np.zeros(self.num_envs, np.int32), layout="per_env")
-            self.push_data_to_device(builtins, torch_accessible=True)
+            # the built-in arrays (_done_, _timestep_) are where a huge num_envs first fails
+            with allocation("num_envs", (2, self.num_envs), np.int32, where=self.backend):
+                builtins = DataFeed()
+                builtins.add_data(DONE, np.zeros(self.num_envs, np.int32), layout="per_env")
+                builtins.add_data(TIMESTEP, np.zeros(self.num_envs, np.int32), layout="per_env")
+                self.push_data_to_device(builtins, torch_accessible=True)
 
     def __repr__(self):
         return (
@@ -265,26 +269,25 @@ class CUDADataManager:
         if torch_accessible:
             import torch  # noqa: F401 - fail here, before anything is stored, if torch is missing
 
+        # Allocate everything (device arrays, reset copies, logs, torch views) before
+        # storing anything: an allocation that fails leaves the data manager unchanged.
         entries = {}
         for name, (values, attributes) in prepared.items():
             if values.ndim == 0:
                 entries[name] = _Entry(values, values[()], True, False, attributes)
                 continue
-            entries[name] = _Entry(values, to_backend(values, self.backend), False, torch_accessible, attributes)
+            entries[name] = self._new_entry(name, values, torch_accessible, attributes)
             if attributes.get("save_copy_and_apply_at_reset"):
-                entries[name + AT_RESET_SUFFIX] = _Entry(
-                    values, to_backend(values, self.backend), False, torch_accessible, {"copy_of": name}
-                )
+                entries[name + AT_RESET_SUFFIX] = self._new_entry(
+                    name + AT_RESET_SUFFIX, values, torch_accessible, {"copy_of": name})
             if attributes.get("log_data_across_episode"):
-                log = np.zeros((self.episode_length + 1, *values.shape), values.dtype)
+                log_shape = (self.episode_length + 1, *values.shape)
+                with allocation(name + FOR_LOG_SUFFIX, log_shape, values.dtype):
+                    log = np.zeros(log_shape, values.dtype)
                 log.flags.writeable = False
-                entries[name + FOR_LOG_SUFFIX] = _Entry(
-                    log, to_backend(log, self.backend), False, torch_accessible, {"log_of": name}
-                )
-        for name, entry in entries.items():
-            self._data[name] = entry
-            if entry.torch_accessible:
-                entry.tensor = to_torch(entry.device)
+                entries[name + FOR_LOG_SUFFIX] = self._new_entry(
+                    name + FOR_LOG_SUFFIX, log, torch_accessible, {"log_of": name})
+        self._data.update(entries)
         for name, (values, attributes) in prepared.items():
             if values.ndim == 0:
                 self._scalar_data_list.append(name)
@@ -294,6 +297,12 @@ class CUDADataManager:
                 self._log_data_list.append(name)
         self._reset_rows = None
         self._log_rows = None
+
+    def _new_entry(self, name: str, values: np.ndarray, torch_accessible: bool, attributes: dict) -> _Entry:
+        with allocation(name, values.shape, values.dtype, where=self.backend):
+            device = to_backend(values, self.backend)
+        tensor = to_torch(device) if torch_accessible else None
+        return _Entry(values, device, False, torch_accessible, attributes, tensor)
 
     # -- reading data ---------------------------------------------------------------------
 

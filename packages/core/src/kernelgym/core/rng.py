@@ -39,6 +39,19 @@ _TWO_POW_MINUS_53 = 1.0 / 9007199254740992.0
 _TWO_PI = 2.0 * math.pi
 
 
+def _check_seed(seed) -> None:
+    """A TypeError/ValueError naming ``seed`` unless SeedSequence takes it: None, int >= 0, or a sequence of them."""
+    if seed is None:
+        return
+    entropy = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [seed]
+    for value in entropy:
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"seed: expected None, an int >= 0 or a sequence of them, got {type(value).__name__} "
+                            f"{value!r}")
+        if value < 0:
+            raise ValueError(f"seed: expected None, an int >= 0 or a sequence of them, got {seed!r}")
+
+
 def seed_streams(seed, num_streams: int) -> np.ndarray:
     """Independent stream states from ``numpy.random.SeedSequence(seed)``.
 
@@ -56,8 +69,12 @@ def seed_streams(seed, num_streams: int) -> np.ndarray:
     """
     from kernelgym.core.kernels import check_count
 
+    from kernelgym.core.arrays import allocation
+
     num_streams = check_count("num_streams", num_streams)
-    words = np.random.SeedSequence(seed).generate_state(2 * num_streams, dtype=np.uint64)
+    _check_seed(seed)
+    with allocation("num_streams", (num_streams, 2), np.uint64):
+        words = np.random.SeedSequence(seed).generate_state(2 * num_streams, dtype=np.uint64)
     states = words.reshape(num_streams, 2)
     # xoroshiro128+ never leaves the all-zero state; SeedSequence makes one astronomically
     # unlikely, and this keeps it impossible.
