@@ -103,6 +103,49 @@ def test_list_shows_builtin_envs_with_provider_spaces_and_agents(capsys):
         assert cell in cartpole_line
 
 
+def test_list_fits_100_columns_with_every_id_whole():
+    from io import StringIO
+
+    from rich.console import Console
+
+    import kernelgym.envs as kge
+    from kernelgym.cli.env_table import print_env_table
+
+    console = Console(file=StringIO(), width=100)
+    print_env_table(console)
+    lines = console.file.getvalue().splitlines()
+    assert max(len(line.rstrip()) for line in lines) <= 100
+    for env_id in kge.list_envs():
+        assert any(line.startswith(env_id + " ") for line in lines), env_id
+
+
+def test_list_survives_a_plugin_that_exits_and_two_that_claim_one_id(tmp_path):
+    import os
+    import textwrap
+
+    plugin = textwrap.dedent("""
+        import dataclasses
+        from kernelgym.envs.classic import cartpole
+        from kernelgym.envs.hookspecs import hookimpl
+
+        @hookimpl
+        def kernelgym_register_envs():
+            return [dataclasses.replace(cartpole.SPEC, id="Clash-v0")]
+    """)
+    for name, source in (("exits", "import sys\nsys.exit(5)\n"), ("clash_a", plugin), ("clash_b", plugin)):
+        (tmp_path / f"{name}.py").write_text(source)
+        info = tmp_path / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        (info / "entry_points.txt").write_text(f"[kernelgym.envs]\n{name} = {name}\n")
+    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli", "list"], capture_output=True, text=True,
+                               timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr
+    assert "CartPole-v1" in completed.stdout and "Clash-v0" not in completed.stdout
+    assert "clash_a" in completed.stderr and "clash_b" in completed.stderr and "sys.exit(5)" in completed.stderr
+
+
 def test_describe_space_is_short():
     from gymnasium import spaces
 
@@ -129,10 +172,91 @@ def test_bench_measures_both_sides_and_writes_a_plot(capsys, tmp_path):
 def test_bench_rows_hold_positive_medians_and_consistent_ratios():
     from kernelgym.cli.throughput import bench_env
 
-    rows = bench_env("CartPole-v1", [8], backend="cpu", steps=10, repeats=3, progress=False)
-    (row,) = rows
+    bench = bench_env("CartPole-v1", [8], backend="cpu", steps=10, repeats=3, progress=False)
+    (row,) = bench.rows
     assert row.num_envs == 8 and row.kernelgym_steps_per_s > 0 and row.gymnasium_steps_per_s > 0
     assert row.ratio == pytest.approx(row.kernelgym_steps_per_s / row.gymnasium_steps_per_s)
+    for rates in (row.kernelgym, row.gymnasium):
+        assert 0 < rates.min <= rates.median <= rates.max and rates.spread >= 1
+    assert bench.load_at_start >= 0 and bench.load_at_end >= 0
+
+
+def _bench_with_spread(spread):
+    from kernelgym.cli.throughput import Bench, Rates, Throughput
+
+    rows = [Throughput(16, Rates(100.0, 120.0, 100.0 * spread), Rates(10.0, 11.0, 12.0), "CartPoleVectorEnv")]
+    return Bench(rows, load_at_start=0.25, load_at_end=1.5)
+
+
+@given(spread=st.floats(1.0, 10.0))
+def test_bench_table_shows_min_median_max_and_load_and_warns_on_a_large_spread(spread):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelgym.cli.throughput import SPREAD_WARNING, print_throughput_table
+
+    console = Console(file=StringIO(), width=200)
+    print_throughput_table("CartPole-v1", "cpu", _bench_with_spread(spread), console=console)
+    out = console.file.getvalue()
+    assert "120 (100-" in out and "11 (10-12)" in out and "min-max" in out
+    assert "load average (1 min) at start 0.25, at end 1.50" in out
+    assert ("WARNING" in out) == (spread > SPREAD_WARNING)
+    if spread > SPREAD_WARNING:
+        assert f"{spread:.1f}x" in out
+
+
+@pytest.mark.parametrize("num_envs", [[16], [16, 64]])
+def test_throughput_plot_is_a_bar_chart_for_one_num_envs_and_a_line_plot_otherwise(tmp_path, num_envs):
+    from kernelgym.cli.plots import plot_throughput
+    from kernelgym.cli.throughput import Rates, Throughput
+
+    rows = [Throughput(n, Rates(90.0, 100.0, 110.0), Rates(9.0, 10.0, 11.0), "CartPoleVectorEnv") for n in num_envs]
+    figure = plot_throughput("CartPole-v1", "cpu", rows, str(tmp_path / "plot.png"))
+    (axes,) = figure.axes
+    bars = [patch for patch in axes.patches if patch.get_height() > 0]
+    if len(num_envs) == 1:
+        assert sorted(bar.get_height() for bar in bars) == [10.0, 100.0]
+        assert [label.get_text() for label in axes.get_xticklabels()] == ["kernelgym (cpu)",
+                                                                          "gymnasium (CartPoleVectorEnv)"]
+    else:
+        assert not bars and len(axes.get_legend().get_texts()) == 2
+    assert (tmp_path / "plot.png").read_bytes().startswith(PNG_MAGIC)
+
+
+@pytest.mark.parametrize("command", [["bench", "CartPole-v1", "--backend", "cpu", "--plot"], ["demo", "--out"]])
+@pytest.mark.parametrize("where", ["missing-folder/out.png", "a-folder.png"])
+def test_output_paths_are_checked_before_any_work(capsys, tmp_path, command, where):
+    (tmp_path / "a-folder.png").mkdir()
+    path = str(tmp_path / where)
+    problem = f"folder {str(tmp_path / 'missing-folder')!r} does not exist" if "missing" in where else "it is a folder"
+    code, out, err = run(capsys, *command, path)
+    assert code == 2 and out == ""  # nothing measured or trained
+    assert f"argument {command[-1]}: expected a writable .png file path ({problem})" in " ".join(err.split())
+    assert repr(path) in err
+
+
+def test_ctrl_c_prints_one_line_and_exits_130_without_a_traceback():
+    import os
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kernelgym.cli", "bench", "CartPole-v1", "--num-envs", "64", "--steps", "1000000",
+         "--repeats", "100", "--backend", "cpu", "--no-gymnasium"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # tqdm draws its bar (on stderr) once the command is measuring
+    seen = ""
+    while "bench CartPole-v1" not in seen:
+        seen += os.read(process.stderr.fileno(), 4096).decode()
+        assert process.poll() is None, seen
+    time.sleep(0.5)  # into the measuring loop (no assertion depends on this)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert [line for line in err.splitlines() if "interrupted" in line] == ["kernelgym bench: interrupted"]
 
 
 def test_bench_without_gymnasium_counterpart_says_so(capsys):

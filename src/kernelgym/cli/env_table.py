@@ -5,14 +5,22 @@ from __future__ import annotations
 import sys
 
 from gymnasium import spaces
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 import kernelgym.envs as kge
 
 __all__ = ["describe_space", "env_rows", "print_env_table"]
 
 COLUMNS = ("env", "plugin", "distribution", "agents", "observation", "action", "description")
+TABLE_WIDTH = 100  # the table fits this many columns: long cells wrap, ids never do
+# Column widths: built-in providers and "Box(4,) float32" stay on one line; longer cells
+# wrap at spaces, or fold. The description goes under the id, in the env column, which
+# takes the width left over (3 columns between neighbours: padding, rule, padding).
+WIDTHS = {"plugin": 12, "distribution": 14, "agents": 6, "observation": 16, "action": 11}
+GAP = 3
 
 
 def describe_space(space: spaces.Space) -> str:
@@ -44,12 +52,18 @@ def env_rows() -> list[dict[str, str]]:
     return rows
 
 
-def print_env_table() -> None:
-    """Print `env_rows` as a table (wide enough not to fold ids when piped to a file)."""
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    table = Table(title="registered kernelgym envs")
-    for column in COLUMNS:
-        table.add_column(column, overflow="fold")
+def print_env_table(console: Console | None = None) -> None:
+    """Print `env_rows` as a table at most `TABLE_WIDTH` columns wide (narrower on a narrower terminal)."""
+    if console is None:
+        width = min(TABLE_WIDTH, Console().width) if sys.stdout.isatty() else TABLE_WIDTH
+        console = Console(width=width)
+    table = Table(title="registered kernelgym envs", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("env / description", overflow="fold",
+                     width=console.width - sum(WIDTHS.values()) - GAP * len(WIDTHS))
+    for column, width in WIDTHS.items():
+        table.add_column(column, overflow="fold", width=width)
     for row in env_rows():
-        table.add_row(*(row[column] for column in COLUMNS))
+        env = Text(row["env"], style="bold")
+        env.append("\n" + row["description"], style="dim")
+        table.add_row(env, *(row[column] for column in WIDTHS))
     console.print(table)

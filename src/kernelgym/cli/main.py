@@ -2,7 +2,8 @@
 
 Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
 names the argument, what was expected and what was received (argparse's convention),
-before anything is compiled or run.
+before anything is compiled or run; output files are checked then too (folder exists
+and is writable, ``.png``). Ctrl-C prints one line and exits with code 130.
 """
 
 from __future__ import annotations
@@ -58,9 +59,20 @@ def comma_separated(text: str) -> list[str]:
 
 
 def png_path(text: str) -> str:
-    """argparse type: a file name ending in .png (matplotlib picks the format from it)."""
+    """argparse type: a PNG to write: ending in .png (matplotlib picks the format from it),
+    in an existing writable folder, and not a folder itself; checked before any work."""
     if not text.lower().endswith(".png"):
         raise argparse.ArgumentTypeError(f"expected a file name ending in .png, received {text!r}")
+    folder = os.path.dirname(os.path.abspath(text))
+    problem = (
+        f"folder {folder!r} does not exist" if not os.path.isdir(folder)
+        else f"folder {folder!r} is not writable" if not os.access(folder, os.W_OK | os.X_OK)
+        else "it is a folder" if os.path.isdir(text)
+        else "the file exists and is not writable" if os.path.exists(text) and not os.access(text, os.W_OK)
+        else None
+    )
+    if problem:
+        raise argparse.ArgumentTypeError(f"expected a writable .png file path ({problem}), received {text!r}")
     return text
 
 
@@ -83,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bench", help="measure env-steps/s against gymnasium",
         description="Measure an env's env-steps/s at several num_envs, side by side with "
                     "gymnasium's vector env at the same num_envs where gymnasium has the env "
-                    "(medians over repeats; random actions).",
+                    "(min, median and max over repeats, and the machine's load; random actions).",
     )
     bench.add_argument("env", metavar="ENV", help="a registered env id (see `kernelgym list`)")
     bench.add_argument("--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_BENCH_NUM_ENVS),
@@ -92,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)")
     bench.add_argument("--steps", type=positive_int, default=200, help="steps per repeat (default: %(default)s)")
     bench.add_argument("--repeats", type=positive_int, default=3,
-                       help="timed repeats; the median is reported (default: %(default)s)")
+                       help="timed repeats; min, median and max are reported (default: %(default)s)")
     bench.add_argument("--no-gymnasium", action="store_true", help="measure kernelgym only")
     bench.add_argument("--plot", type=png_path, metavar="FILE.png",
                        help="write a PNG of env-steps/s against num_envs")
@@ -172,11 +184,11 @@ def run_bench(args, parser) -> int:
 
     check_env_id(parser, args.env)
     backend = resolve_backend_or_exit(parser, args.backend)
-    rows = bench_env(args.env, sorted(set(args.num_envs)), backend=backend, steps=args.steps,
-                     repeats=args.repeats, with_gymnasium=not args.no_gymnasium)
-    print_throughput_table(args.env, backend, rows)
+    bench = bench_env(args.env, sorted(set(args.num_envs)), backend=backend, steps=args.steps,
+                      repeats=args.repeats, with_gymnasium=not args.no_gymnasium)
+    print_throughput_table(args.env, backend, bench)
     if args.plot:
-        plot_throughput(args.env, backend, rows, args.plot)
+        plot_throughput(args.env, backend, bench.rows, args.plot)
         print(f"plot written to {args.plot}")
     return 0
 
@@ -228,7 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``kernelgym`` command with ``argv`` (default: ``sys.argv[1:]``); return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    return args.handler(args, args.subparser)
+    try:
+        return args.handler(args, args.subparser)
+    except KeyboardInterrupt:
+        # the user's own Ctrl-C: one line, the shell's exit code for SIGINT, no traceback
+        print(f"kernelgym {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

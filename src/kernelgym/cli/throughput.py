@@ -2,13 +2,16 @@
 
 Both sides step the same number of envs with random actions drawn before the clock
 starts (a few batches, cycled), after one untimed repeat that compiles the kernels.
-A repeat times ``steps`` calls to ``step``; the table reports the median over
-repeats. On the cuda backend the clock stops only after the device finished.
+A repeat times ``steps`` calls to ``step``; the table reports the min, median and max
+over repeats and the machine's load average at the start and the end, and warns when the
+spread (max / min) exceeds `SPREAD_WARNING`: on a shared machine, other work can change a
+rate several-fold. On the cuda backend the clock stops only after the device finished.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import statistics
 import time
 from typing import Callable
@@ -21,26 +24,74 @@ from tqdm import tqdm
 
 import kernelgym.envs as kge
 
-__all__ = ["Throughput", "bench_env", "gymnasium_counterpart", "print_throughput_table"]
+__all__ = ["Bench", "Rates", "SPREAD_WARNING", "Throughput", "bench_env", "gymnasium_counterpart",
+           "print_throughput_table"]
 
 ACTION_BATCHES = 4  # distinct random action batches cycled through while timing
+SPREAD_WARNING = 1.5  # max / min over repeats above which the table warns
+
+
+@dataclasses.dataclass(frozen=True)
+class Rates:
+    """env-steps/s over the timed repeats: min, median and max."""
+
+    min: float
+    median: float
+    max: float
+
+    @classmethod
+    def of(cls, steps: int, seconds: list[float]) -> "Rates":
+        rates = [steps / second for second in seconds]
+        return cls(min(rates), statistics.median(rates), max(rates))
+
+    @property
+    def spread(self) -> float:
+        """max / min (1.0 when every repeat ran at the same rate)."""
+        return self.max / self.min
+
+    def __str__(self) -> str:
+        return f"{self.median:,.0f} ({self.min:,.0f}-{self.max:,.0f})"
 
 
 @dataclasses.dataclass(frozen=True)
 class Throughput:
-    """Median env-steps/s at one ``num_envs`` (``gymnasium_*`` None without a counterpart)."""
+    """env-steps/s at one ``num_envs`` (``gymnasium_*`` None without a counterpart)."""
 
     num_envs: int
-    kernelgym_steps_per_s: float
-    gymnasium_steps_per_s: float | None = None
+    kernelgym: Rates
+    gymnasium: Rates | None = None
     gymnasium_vector_env: str | None = None
 
     @property
+    def kernelgym_steps_per_s(self) -> float:
+        """kernelgym's median env-steps/s."""
+        return self.kernelgym.median
+
+    @property
+    def gymnasium_steps_per_s(self) -> float | None:
+        """gymnasium's median env-steps/s (None without a counterpart)."""
+        return None if self.gymnasium is None else self.gymnasium.median
+
+    @property
     def ratio(self) -> float | None:
-        """kernelgym's steps/s over gymnasium's."""
+        """kernelgym's median steps/s over gymnasium's."""
         if not self.gymnasium_steps_per_s:
             return None
         return self.kernelgym_steps_per_s / self.gymnasium_steps_per_s
+
+    @property
+    def spread(self) -> float:
+        """The larger max / min of the two sides."""
+        return max(rates.spread for rates in (self.kernelgym, self.gymnasium) if rates is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Bench:
+    """One `bench_env` run: its rows and the 1-minute load average at its start and end."""
+
+    rows: list[Throughput]
+    load_at_start: float
+    load_at_end: float
 
 
 def gymnasium_counterpart(env_id: str) -> str | None:
@@ -75,8 +126,8 @@ def time_repeats(step: Callable, actions: list, steps: int, repeats: int, finish
 
 
 def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repeats: int,
-                      progress: tqdm) -> float:
-    """Median env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``."""
+                      progress: tqdm) -> Rates:
+    """env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``."""
     env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0)
     try:
         env.reset(seed=0)
@@ -87,11 +138,11 @@ def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repe
         seconds = time_repeats(env.step, actions, steps, repeats, finish, progress)
     finally:
         env.close()
-    return num_envs * steps / statistics.median(seconds)
+    return Rates.of(num_envs * steps, seconds)
 
 
-def measure_gymnasium(env_id: str, num_envs: int, steps: int, repeats: int, progress: tqdm) -> tuple[float, str]:
-    """Median env-steps/s of gymnasium's vector env, and that vector env's class name."""
+def measure_gymnasium(env_id: str, num_envs: int, steps: int, repeats: int, progress: tqdm) -> tuple[Rates, str]:
+    """env-steps/s of gymnasium's vector env over ``repeats``, and that vector env's class name."""
     env = make_gymnasium_vector_env(env_id, num_envs)
     try:
         env.reset(seed=0)
@@ -101,11 +152,16 @@ def measure_gymnasium(env_id: str, num_envs: int, steps: int, repeats: int, prog
         name = type(env.unwrapped).__name__
     finally:
         env.close()
-    return num_envs * steps / statistics.median(seconds), name
+    return Rates.of(num_envs * steps, seconds), name
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (runnable processes; compare with the core count)."""
+    return os.getloadavg()[0]
 
 
 def bench_env(env_id: str, num_envs: list[int], backend: str, steps: int = 200, repeats: int = 3,
-              with_gymnasium: bool = True, progress: bool = True) -> list[Throughput]:
+              with_gymnasium: bool = True, progress: bool = True) -> Bench:
     """Measure ``env_id`` at every ``num_envs`` (and gymnasium's counterpart, if any).
 
     Parameters
@@ -116,12 +172,13 @@ def bench_env(env_id: str, num_envs: list[int], backend: str, steps: int = 200, 
     backend : str
         A concrete kernelgym backend (``"cuda"``, ``"cpu"`` or ``"sim"``).
     steps, repeats : int
-        Calls to ``step`` per timed repeat, and timed repeats (the median is kept).
+        Calls to ``step`` per timed repeat, and timed repeats (min, median and max are kept).
     with_gymnasium : bool
         Also measure gymnasium's vector env when gymnasium has ``env_id``.
     progress : bool
         Show a tqdm bar (one tick per timed repeat).
     """
+    load_at_start = load_average()
     counterpart = gymnasium_counterpart(env_id) if with_gymnasium else None
     total = len(num_envs) * repeats * (2 if counterpart else 1)
     rows = []
@@ -134,17 +191,25 @@ def bench_env(env_id: str, num_envs: list[int], backend: str, steps: int = 200, 
                 bar.set_postfix(num_envs=n, side="gymnasium")
                 theirs, name = measure_gymnasium(counterpart, n, steps, repeats, bar)
             rows.append(Throughput(n, ours, theirs, name))
-    return rows
+    return Bench(rows, load_at_start, load_average())
 
 
-def print_throughput_table(env_id: str, backend: str, rows: list[Throughput]) -> None:
-    """Print the medians and ratios as a table."""
-    table = Table(title=f"{env_id}: env-steps/s (median), kernelgym backend {backend}")
+def print_throughput_table(env_id: str, backend: str, bench: Bench, console: Console | None = None) -> None:
+    """Print median (min-max) env-steps/s and ratios as a table, the load, and a warning on a large spread."""
+    console = console or Console(width=200)
+    table = Table(title=f"{env_id}: env-steps/s, median (min-max) over repeats, kernelgym backend {backend}")
     for column in ("num_envs", f"kernelgym ({backend})", "gymnasium", "ratio"):
         table.add_column(column, justify="right")
-    for row in rows:
-        theirs = "n/a" if row.gymnasium_steps_per_s is None else (
-            f"{row.gymnasium_steps_per_s:,.0f} ({row.gymnasium_vector_env})")
+    for row in bench.rows:
+        theirs = "n/a" if row.gymnasium is None else f"{row.gymnasium} ({row.gymnasium_vector_env})"
         ratio = "n/a" if row.ratio is None else f"{row.ratio:.1f}x"
-        table.add_row(f"{row.num_envs:,}", f"{row.kernelgym_steps_per_s:,.0f}", theirs, ratio)
-    Console(width=200).print(table)
+        table.add_row(f"{row.num_envs:,}", str(row.kernelgym), theirs, ratio)
+    console.print(table)
+    console.print(f"load average (1 min) at start {bench.load_at_start:.2f}, at end {bench.load_at_end:.2f}, "
+                  f"on {os.cpu_count()} cores")
+    spread = [row for row in bench.rows if row.spread > SPREAD_WARNING]
+    if spread:
+        worst = max(spread, key=lambda row: row.spread)
+        console.print(f"WARNING: the rates vary up to {worst.spread:.1f}x between repeats (num_envs={worst.num_envs:,}; "
+                      f"more than {SPREAD_WARNING}x): the machine was busy; compare medians with care, or use "
+                      f"more --repeats on an idle machine", style="bold yellow")
