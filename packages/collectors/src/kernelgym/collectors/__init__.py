@@ -10,6 +10,7 @@ in every worker process of ``VectorSampledTasks``.
 from __future__ import annotations
 
 import importlib
+from importlib import metadata as _metadata
 from typing import TYPE_CHECKING, Any
 
 from kernelgym.collectors.gym_sampler import GymTask, GymTaskSampler
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from kernelgym.collectors.device_collector import DeviceCollector
     from kernelgym.collectors.rollout import Actor, Context, Fragment, State, numpify, torchify
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("kernelgym-collectors")  # set by the repository's VERSION file
 
 # name -> the module that defines it, imported on first access (PEP 562)
 _LAZY = {

@@ -3,6 +3,8 @@
 Importing this package neither imports torch nor compiles a kernel.
 """
 
+from importlib import metadata as _metadata
+
 from kernelgym.core import rng
 from kernelgym.core.arrays import to_dlpack, to_numpy, to_torch
 from kernelgym.core.backends import BackendUnavailableError, resolve_backend
@@ -12,7 +14,7 @@ from kernelgym.core.device_functions import atomic_add, device_function
 from kernelgym.core.function_manager import FunctionManager
 from kernelgym.core.kernels import agent_kernel, env_kernel, fuse_env_kernels
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("kernelgym-core")  # set by the repository's VERSION file
 
 __all__ = [
     "resolve_backend",

@@ -15,12 +15,14 @@ their metadata with gymnasium as ``"kernelgym/<id>"``
 id as soon as the plugins are loaded (see `kernelgym.envs.gymnasium_registration`).
 """
 
+from importlib import metadata as _metadata
+
 from kernelgym.envs import gymnasium_registration
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.registry import PluginLoadWarning, get_spec, list_envs, make, register_plugin
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("kernelgym-envs")  # set by the repository's VERSION file
 
 __all__ = [
     "CPUReference",

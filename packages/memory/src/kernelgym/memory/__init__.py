@@ -6,6 +6,7 @@ recurrent policies; ``PrioritizedMemory`` does proportional prioritized replay o
 sum tree. Every memory can expose its storage to Numba kernels without a copy.
 """
 
+from importlib import metadata as _metadata
 from .base import Memory
 from .prioritized_memory import PrioritizedMemory
 from .random_memory import RandomMemory
@@ -13,6 +14,6 @@ from .sequence_memory import SequenceMemory
 from .spaces import sample_shape
 from .sum_tree import SumTree
 
-__version__ = "0.1.0"
+__version__ = _metadata.version("kernelgym-memory")  # set by the repository's VERSION file
 
 __all__ = ["Memory", "PrioritizedMemory", "RandomMemory", "SequenceMemory", "SumTree", "sample_shape"]
