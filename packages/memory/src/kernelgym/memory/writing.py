@@ -96,6 +96,30 @@ class SampleWriter:
         return value, n
 
     def _write(self, names: list[str], values: list[torch.Tensor], count: int) -> None:
+        with self._lock:
+            position, num_envs = self._position, self.num_envs
+            if position + count < self._capacity or not self.export:
+                if count == num_envs and position % num_envs == 0 and self._row_views:
+                    row = position // num_envs  # the common case: one full row, through cached views
+                    row_views = self._row_views
+                    # one foreach call copies every tensor for about half the dispatch cost of a loop
+                    torch._foreach_copy_([row_views[name][row] for name in names], values)
+                    if position + count < self._capacity and not self._tracks_writes:
+                        self._position = position + count
+                    else:
+                        self._advance_by(count)
+                    return
+                store = self._storer(names, values)
+                first = min(count, self._capacity - position)
+                store(0, position, first)
+                self._advance_by(first)
+                if first < count:  # wrapped: the rest goes to the start
+                    store(first, 0, count - first)
+                    self._advance_by(count - first)
+            else:
+                self._fill_and_export(count, self._storer(names, values), [self.tensors_view[n] for n in names])
+
+    def _storer(self, names: list[str], values: list[torch.Tensor]) -> Callable[[int, int, int], None]:
         views = self.tensors_view
 
         def store(offset: int, start: int, length: int) -> None:
@@ -105,26 +129,7 @@ class SampleWriter:
                 [value[offset : offset + length] for value in values],
             )
 
-        with self._lock:
-            position, num_envs = self._position, self.num_envs
-            if self.export and position + count >= self._capacity:
-                self._fill_and_export(count, store, [views[name] for name in names])
-            elif count == num_envs and position % num_envs == 0 and self._row_views:
-                row = position // num_envs  # the common case: one full row, through cached views
-                row_views = self._row_views
-                # one foreach call copies every tensor for about half the dispatch cost of a loop
-                torch._foreach_copy_([row_views[name][row] for name in names], values)
-                if position + count < self._capacity and not self._tracks_writes:
-                    self._position = position + count
-                else:
-                    self._advance_by(count)
-            else:
-                first = min(count, self._capacity - position)
-                store(0, position, first)
-                self._advance_by(first)
-                if first < count:  # wrapped: the rest goes to the start
-                    store(first, 0, count - first)
-                    self._advance_by(count - first)
+        return store
 
     def _fill_and_export(
         self, count: int, store: Callable[[int, int, int], None], written: list[torch.Tensor] = ()
