@@ -222,11 +222,11 @@ def test_seeded_memories_sample_the_same_indexes():
 
 
 def test_memories_too_long_for_the_row_view_cache_write_the_same(monkeypatch):
-    from kernelgym.memory import base
+    from kernelgym.memory import storage
 
     results = []
     for cache_rows in (0, 100):
-        monkeypatch.setattr(base, "_ROW_VIEW_CACHE_ROWS", cache_rows)
+        monkeypatch.setattr(storage, "_ROW_VIEW_CACHE_ROWS", cache_rows)
         memory = make(memory_size=3)
         assert bool(memory._row_views) == (cache_rows > 0)
         for step in range(5):

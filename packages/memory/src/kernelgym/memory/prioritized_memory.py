@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import torch
@@ -10,9 +11,9 @@ from .base import Memory
 from .sum_tree import SumTree
 
 
-def _check_real(value, argument: str, low: float, high: float = float("inf")) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value <= high:
-        raise ValueError(f"{argument}: expected a number in [{low}, {high}], got {value!r}")
+def _check_real(value, argument: str, low: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value < math.inf:
+        raise ValueError(f"{argument}: expected a finite number >= {low}, got {value!r}")
     return float(value)
 
 
@@ -56,15 +57,25 @@ class PrioritizedMemory(Memory):
         self.beta = _check_real(beta, "beta", 0.0)
         self.epsilon = _check_real(epsilon, "epsilon", 0.0)
         self._tree = SumTree(self._capacity, self.device)
+        #: largest weight of one cell: the sum of all cells' weights must stay a finite float64
+        self._weight_limit = torch.finfo(torch.float64).max / (2 * self._capacity)
         self._max_weight = 1.0  # largest (priority + epsilon) ** alpha so far: new cells get it
 
     def _on_written(self, start: int, count: int) -> None:
         self._tree.fill_range(start, count, self._max_weight)
 
+    def _cell_state(self, start: int, count: int):
+        return self._tree.leaves[start : start + count].clone(), self._max_weight
+
+    def _restore_cell_state(self, start: int, count: int, state) -> None:
+        leaves, self._max_weight = state
+        self._tree.fill_range(start, count, leaves)
+
     def reset(self) -> None:
-        super().reset()
-        self._tree.clear()
-        self._max_weight = 1.0
+        with self._lock:
+            super().reset()
+            self._tree.clear()
+            self._max_weight = 1.0
 
     def sample(
         self,
@@ -86,6 +97,11 @@ class PrioritizedMemory(Memory):
         batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
         count = self._check_not_empty()
         starts = self._tree.sample(batch_size, self.generator)
+        # every written cell at weight 0 (priorities 0 with epsilon 0): equal weights, so uniform;
+        # chosen on the device, without a host synchronisation
+        all_zero = self._tree.total() == 0
+        uniform = torch.randint(0, count, (batch_size,), generator=self.generator, device=self.device)
+        starts = torch.where(all_zero, uniform, starts)
         # strata come out in cell order: shuffle so that mini-batches are alike
         starts = torch.index_select(starts, 0, torch.randperm(batch_size, generator=self.generator, device=self.device))
         if sequence_length == 1:
@@ -96,11 +112,18 @@ class PrioritizedMemory(Memory):
         self.sampling_indexes = indexes
         extras = [valid] if return_mask else []
         if return_weights:
-            probabilities = torch.index_select(self._tree.leaves, 0, starts) / self._tree.total()
-            weights = (count * probabilities) ** -self.beta
-            weights = (weights / weights.max()).to(torch.get_default_dtype())
-            extras.append(weights.repeat_interleave(sequence_length))
+            extras.append(self._importance_weights(starts, all_zero).repeat_interleave(sequence_length))
         return self._gather(views, indexes, mini_batches, sequence_length, extras)
+
+    def _importance_weights(self, starts: torch.Tensor, all_zero: torch.Tensor) -> torch.Tensor:
+        """``(count * P(i)) ** -beta`` over its batch maximum, i.e. ``(min_j w_j / w_i) ** beta``.
+
+        The ratio form never divides by the total nor raises a tiny probability to a
+        negative power, so extreme weights give finite results in (0, 1].
+        """
+        leaves = torch.index_select(self._tree.leaves, 0, starts)
+        ratios = torch.where(all_zero, 1.0, leaves.min() / leaves)
+        return (ratios**self.beta).to(torch.get_default_dtype())
 
     def update_priorities(self, indexes, priorities) -> None:
         """Set the priorities of written cells (e.g. to absolute TD errors).
@@ -151,8 +174,16 @@ class PrioritizedMemory(Memory):
                 + (str(priorities.tolist()) if priorities.numel() <= 8 else "non-finite or negative values")
             )
         weights = (priorities + self.epsilon) ** self.alpha
+        largest = float(weights.max())
+        if not largest <= self._weight_limit:
+            raise ValueError(
+                f"priorities: expected values whose weight (priority + epsilon) ** alpha (alpha={self.alpha}, "
+                f"epsilon={self.epsilon}) is at most {self._weight_limit:.3g} (so that the sum over "
+                f"{self._capacity} cells stays finite), got a weight of {largest:.3g} "
+                f"from a priority of {float(priorities.max()):.6g}"
+            )
         self._tree.update(indexes.long(), weights)
-        self._max_weight = max(self._max_weight, float(weights.max()))
+        self._max_weight = max(self._max_weight, largest)
 
     def get_priorities(self) -> torch.Tensor:
         """Sampling weight ``(priority + epsilon) ** alpha`` of every cell (0 for unwritten), flat."""
@@ -161,17 +192,26 @@ class PrioritizedMemory(Memory):
     def _extra_state(self) -> dict[str, torch.Tensor]:
         return {"priority": self._tree.leaves.detach().cpu().clone()}
 
-    def _check_extra_state(self, extra: dict[str, torch.Tensor]) -> None:
-        priority = extra.get("priority")
+    def _check_extra_state(self, snapshot) -> None:
+        priority = snapshot.extra.get("priority")
         if priority is None:
             return
-        if (
-            priority.shape != (self._capacity,)
-            or priority.dtype != torch.float64
-            or not bool(torch.isfinite(priority).all())
-            or bool((priority < 0).any())
-        ):
-            raise ValueError("path: the file's priorities must be finite non-negative float64 values")
+        if priority.shape != (self._capacity,) or priority.dtype != torch.float64:
+            raise ValueError(
+                f"path: expected the file's priorities as float64 of shape ({self._capacity},), "
+                f"got {priority.dtype} of shape {tuple(priority.shape)}"
+            )
+        if not bool(((priority >= 0) & (priority <= self._weight_limit)).all()):
+            raise ValueError(
+                f"path: expected the file's priority weights in [0, {self._weight_limit:.3g}] "
+                f"(finite, summing to a finite total), got values in [{float(priority.min())}, {float(priority.max())}]"
+            )
+        unwritten = priority[snapshot.count :]
+        if bool((unwritten != 0).any()):
+            raise ValueError(
+                f"path: expected priority 0 on the {unwritten.numel()} unwritten cells "
+                f"(from cell {snapshot.count}), got {int((unwritten != 0).sum())} nonzero"
+            )
 
     def _load_extra_state(self, extra: dict[str, torch.Tensor]) -> None:
         priority = extra.get("priority")

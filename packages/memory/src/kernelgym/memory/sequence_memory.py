@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .base import _check_int
+from .validation import check_int
 from .random_memory import RandomMemory
 
 
@@ -43,8 +43,8 @@ class SequenceMemory(RandomMemory):
         **kwargs,
     ) -> None:
         super().__init__(memory_size, num_envs, device, export, export_format, export_directory, replacement, **kwargs)
-        self.sequence_length = _check_int(sequence_length, "sequence_length")
-        self.burn_in = _check_int(burn_in, "burn_in", minimum=0)
+        self.sequence_length = check_int(sequence_length, "sequence_length")
+        self.burn_in = check_int(burn_in, "burn_in", minimum=0)
 
     def sample(
         self,
@@ -67,7 +67,7 @@ class SequenceMemory(RandomMemory):
         """
         views = self._views_for(names)
         length = self.sequence_length if sequence_length is None else sequence_length
-        burn_in = self.burn_in if burn_in is None else _check_int(burn_in, "burn_in", minimum=0)
+        burn_in = self.burn_in if burn_in is None else check_int(burn_in, "burn_in", minimum=0)
         batch_size, mini_batches, length = self._check_sample_sizes(batch_size, mini_batches, length)
         starts = self._draw(batch_size, self._check_not_empty())
         steps = burn_in + length
