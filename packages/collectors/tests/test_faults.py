@@ -10,8 +10,11 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernelgym.collectors import (
     RLStepResult,
@@ -190,22 +193,52 @@ def test_samplers_made_before_a_failing_one_are_closed():
             raise error.__cause__
 
 
-def test_a_call_interrupted_by_ctrl_c_leaves_no_stale_reply():
+@contextmanager
+def ctrl_c_after(seconds):
+    """Raise KeyboardInterrupt in the main thread after ``seconds``, as Ctrl-C would."""
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        with make_tasks(True) as tasks:
-            signal.setitimer(signal.ITIMER_REAL, 0.1)
-            with pytest.raises(KeyboardInterrupt):
-                tasks.step([SLOW, 0, 0])  # interrupted while waiting for the replies
-            # the next call skips the late replies of the interrupted step
-            assert tasks.get_observations() == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
-            assert [r.observation for r in tasks.step([0, 0, 0])] == [(0, 1, 2), (1, 1, 2), (2, 1, 2)]
+        yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(slow=st.lists(st.booleans(), min_size=3, max_size=3).filter(any), delay=st.floats(0.05, 0.3))
+def test_an_interrupted_step_is_resumed_by_wait_step_never_skipped(slow, delay):
+    # samplers 0 and 1 live in worker 0, sampler 2 in worker 1: a fast worker's reply may
+    # already have been read when the interruption comes; it must not be lost
+    with make_tasks(True) as tasks:
+        with ctrl_c_after(delay), pytest.raises(KeyboardInterrupt):
+            tasks.step([SLOW if s else 0 for s in slow])  # interrupted while waiting for the replies
+        for call in (lambda: tasks.step([0, 0, 0]), tasks.get_observations, lambda: tasks.async_step([0, 0, 0])):
+            with pytest.raises(RuntimeError, match=r"interrupted \(KeyboardInterrupt\).*call wait_step\(\)"):
+                call()
+        # the interrupted step's own results, one step on; then the next step, two steps on
+        assert [r.observation for r in tasks.wait_step()] == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
+        assert tasks.get_observations() == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
+        assert [r.observation for r in tasks.step([0, 0, 0])] == [(0, 1, 2), (1, 1, 2), (2, 1, 2)]
+
+
+@pytest.mark.parametrize("multiprocess", [False, True])
+def test_any_other_interrupted_call_breaks_the_tasks_until_closed(multiprocess):
+    tasks = make_tasks(multiprocess)
+    interrupted = (lambda: tasks.step_at(0, SLOW)) if multiprocess else (lambda: tasks.step([0, SLOW, 0]))
+    with ctrl_c_after(0.1), pytest.raises(KeyboardInterrupt):
+        interrupted()
+    for call in (tasks.get_observations, lambda: tasks.step([0, 0, 0]), lambda: tasks.attr("number"), tasks.wait_step
+                 if multiprocess else tasks.reset_all):
+        with pytest.raises(RuntimeError, match=r"is broken: .*interrupted \(KeyboardInterrupt\).*close\(\) and make a new"):
+            call()
+    assert not tasks.is_closed
+    tasks.close()  # still stops every worker (the fixture checks that none is left)
+    assert tasks.is_closed
 
 
 @pytest.mark.parametrize("multiprocess", [False, True])
