@@ -32,6 +32,7 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 # actions that make a FaultTask misbehave; any other action is a normal step
 RAISE, UNPICKLABLE, SEGFAULT, HANG, EXIT, SLOW = "raise", "unpicklable", "segfault", "hang", "exit", "slow"
+SPIN = "spin"  # a long loop that holds the GIL (as a numba loop does): no Python thread runs
 
 
 class UnpicklableError(RuntimeError):
@@ -80,6 +81,8 @@ class FaultTask(Task):
             os._exit(3)
         if action == SLOW:
             time.sleep(0.5)
+        if action == SPIN:
+            sum(range(10**14))  # one C call: the interpreter never switches threads inside it
         return RLStepResult((self.sampler_id, self.number, self.num_steps_taken() + 1), 0.0, False, {})
 
 
@@ -378,3 +381,100 @@ def test_workers_exit_when_the_parent_dies_mid_use():
     while not all(pid_gone(pid) for pid in worker_pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(pid_gone(pid) for pid in worker_pids), [pid for pid in worker_pids if not pid_gone(pid)]
+
+
+def descendants(pid):
+    """Process ids of every live descendant of ``pid`` (from /proc), with their command lines."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if fields[0] not in ("Z", "X"):
+                parents[int(entry)] = (int(fields[1]), command)
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, command) in parents.items():
+            if ppid == parent and child not in found:
+                found[child] = command
+                frontier.append(child)
+    return found
+
+
+def wait_gone(pids, seconds=3.0):
+    """The pids still running after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not all(pid_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if not pid_gone(pid)]
+
+
+SPINNING_PARENT = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from test_faults import FaultSampler, SPIN, descendants
+    from kernelgym.collectors import VectorSampledTasks
+
+    tasks = VectorSampledTasks(FaultSampler, [{{"sampler_id": i}} for i in range(2)],
+                               multiprocessing_start_method={method!r}, max_processes=2)
+    tasks.async_step([SPIN, SPIN])  # both workers hold the GIL when the parent dies
+    time.sleep(0.5)
+    print(*tasks.worker_pids, flush=True)
+    print(*descendants(os.getpid()), flush=True)  # with forkserver: the fork server too
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_workers_holding_the_gil_die_promptly_with_a_killed_parent(method, tmp_path):
+    script = SPINNING_PARENT.format(tests=os.path.dirname(__file__), method=method)
+    # a file, not a pipe: orphans holding a pipe would keep run() waiting for its end
+    with open(tmp_path / "out", "w+") as out:
+        parent = subprocess.run([sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+        out.seek(0)
+        lines = out.read().splitlines()
+    assert parent.returncode == -signal.SIGKILL, lines
+    workers, everything = [int(p) for p in lines[0].split()], [int(p) for p in lines[1].split()]
+    assert len(workers) == 2 and set(workers) <= set(everything)
+    left = wait_gone(everything)
+    for pid in left:  # never leave spinning orphans behind, even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+CLOSING_PARENT = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {tests!r})
+    from test_faults import FaultSampler, descendants
+    from kernelgym.collectors import VectorSampledTasks
+
+    with VectorSampledTasks(FaultSampler, [{{"sampler_id": i}} for i in range(2)],
+                            multiprocessing_start_method={method!r}, max_processes=2) as tasks:
+        tasks.step([0, 0])
+    for pid, command in descendants(os.getpid()).items():  # what remains after close()
+        print(pid, command, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "helpers"),
+    [("fork", set()), ("spawn", {"resource_tracker"}), ("forkserver", {"forkserver", "resource_tracker"})],
+)
+def test_close_leaves_only_the_documented_helpers_which_exit_with_the_parent(method, helpers):
+    script = CLOSING_PARENT.format(tests=os.path.dirname(__file__), method=method)
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert parent.returncode == 0, parent.stderr
+    remaining = dict(line.split(" ", 1) for line in parent.stdout.splitlines())
+    kinds = {kind for kind in ("forkserver", "resource_tracker") for command in remaining.values() if f"multiprocessing.{kind}" in command}
+    assert kinds == helpers and len(remaining) == len(helpers), remaining  # no worker, nothing else
+    assert wait_gone([int(pid) for pid in remaining]) == []  # they exit once the parent has

@@ -15,7 +15,8 @@ Dying with the parent: on Linux the child asks the kernel for SIGKILL when its p
 thread ends (``prctl(PR_SET_PDEATHSIG)``), which works even while the child runs code
 that holds the GIL (a numba loop); everywhere a watcher thread also ends the child once
 its parent is gone, when the child's code lets it run. With ``forkserver`` the child's
-parent is Python's fork server, which exits when the parent process does.
+parent is Python's fork server, which exits when the parent process does (once the
+child has closed its copy of the server's lifeline, see :func:`die_with_parent`).
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def get_context(start_method: str | None, *, argument: str = "start_method", pre
     return mp
 
 
-def die_with_parent(kernel_signal: bool) -> None:
+def die_with_parent(kernel_signal: bool, forked_by_server: bool = False) -> None:
     """End this process when its parent dies, even while user code hangs.
 
     Parameters
@@ -83,7 +84,20 @@ def die_with_parent(kernel_signal: bool) -> None:
         Also ask Linux for SIGKILL when the parent thread ends (``PR_SET_PDEATHSIG``).
         Only right when the thread that started this process lives as long as its
         process: the main thread of the parent, or the fork server's.
+    forked_by_server : bool
+        This process was forked by Python's fork server. The fork server exits when the
+        pipe from the parent process reaches EOF, but hands every child a copy of that
+        pipe's write end: while a child lives the server never sees EOF, and the child
+        (whose kernel parent is the server) never gets its death signal. The copy is
+        closed here; a fork server this process may start later gets its own pipe.
     """
+    if forked_by_server:
+        from multiprocessing import forkserver
+
+        server = forkserver._forkserver  # the module's one ForkServer (private, stable since 3.4)
+        if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_alive_fd = None
     if kernel_signal and sys.platform.startswith("linux"):
         parent_pid = os.getppid()
         libc = ctypes.CDLL(None, use_errno=True)
@@ -102,12 +116,13 @@ def die_with_parent(kernel_signal: bool) -> None:
     threading.Thread(target=watch, name="kernelgym-parent-watch", daemon=True).start()
 
 
-def child_main(target: Callable[..., Any], kernel_signal: bool, *args: Any) -> Any:
+def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any) -> Any:
     """What a child started by :func:`start_process` runs: ``target(*args)`` after
-    ignoring SIGINT and arranging to die with its parent."""
+    ignoring SIGINT and arranging to die with its parent (``start``: the arguments of
+    :func:`die_with_parent`)."""
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    die_with_parent(kernel_signal)
+    die_with_parent(*start)
     return target(*args)
 
 
@@ -123,8 +138,11 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
     """
     # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends: safe for the
     # fork server's main thread and ours, not for a short-lived thread of the caller
-    kernel_signal = mp.get_start_method() == "forkserver" or threading.current_thread() is threading.main_thread()
-    process = mp.Process(target=child_main, args=(target, kernel_signal, *args), name=name, daemon=True)
+    forked_by_server = mp.get_start_method() == "forkserver"
+    kernel_signal = forked_by_server or threading.current_thread() is threading.main_thread()
+    process = mp.Process(
+        target=child_main, args=(target, (kernel_signal, forked_by_server), *args), name=name, daemon=True
+    )
     process.start()
     return process
 
