@@ -10,8 +10,11 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernelgym.collectors import (
     RLStepResult,
@@ -29,6 +32,7 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 # actions that make a FaultTask misbehave; any other action is a normal step
 RAISE, UNPICKLABLE, SEGFAULT, HANG, EXIT, SLOW = "raise", "unpicklable", "segfault", "hang", "exit", "slow"
+SPIN = "spin"  # a long loop that holds the GIL (as a numba loop does): no Python thread runs
 
 
 class UnpicklableError(RuntimeError):
@@ -77,6 +81,8 @@ class FaultTask(Task):
             os._exit(3)
         if action == SLOW:
             time.sleep(0.5)
+        if action == SPIN:
+            sum(range(10**14))  # one C call: the interpreter never switches threads inside it
         return RLStepResult((self.sampler_id, self.number, self.num_steps_taken() + 1), 0.0, False, {})
 
 
@@ -190,22 +196,52 @@ def test_samplers_made_before_a_failing_one_are_closed():
             raise error.__cause__
 
 
-def test_a_call_interrupted_by_ctrl_c_leaves_no_stale_reply():
+@contextmanager
+def ctrl_c_after(seconds):
+    """Raise KeyboardInterrupt in the main thread after ``seconds``, as Ctrl-C would."""
+
     def interrupt(signum, frame):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGALRM, interrupt)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        with make_tasks(True) as tasks:
-            signal.setitimer(signal.ITIMER_REAL, 0.1)
-            with pytest.raises(KeyboardInterrupt):
-                tasks.step([SLOW, 0, 0])  # interrupted while waiting for the replies
-            # the next call skips the late replies of the interrupted step
-            assert tasks.get_observations() == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
-            assert [r.observation for r in tasks.step([0, 0, 0])] == [(0, 1, 2), (1, 1, 2), (2, 1, 2)]
+        yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(slow=st.lists(st.booleans(), min_size=3, max_size=3).filter(any), delay=st.floats(0.05, 0.3))
+def test_an_interrupted_step_is_resumed_by_wait_step_never_skipped(slow, delay):
+    # samplers 0 and 1 live in worker 0, sampler 2 in worker 1: a fast worker's reply may
+    # already have been read when the interruption comes; it must not be lost
+    with make_tasks(True) as tasks:
+        with ctrl_c_after(delay), pytest.raises(KeyboardInterrupt):
+            tasks.step([SLOW if s else 0 for s in slow])  # interrupted while waiting for the replies
+        for call in (lambda: tasks.step([0, 0, 0]), tasks.get_observations, lambda: tasks.async_step([0, 0, 0])):
+            with pytest.raises(RuntimeError, match=r"interrupted \(KeyboardInterrupt\).*call wait_step\(\)"):
+                call()
+        # the interrupted step's own results, one step on; then the next step, two steps on
+        assert [r.observation for r in tasks.wait_step()] == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
+        assert tasks.get_observations() == [(0, 1, 1), (1, 1, 1), (2, 1, 1)]
+        assert [r.observation for r in tasks.step([0, 0, 0])] == [(0, 1, 2), (1, 1, 2), (2, 1, 2)]
+
+
+@pytest.mark.parametrize("multiprocess", [False, True])
+def test_any_other_interrupted_call_breaks_the_tasks_until_closed(multiprocess):
+    tasks = make_tasks(multiprocess)
+    interrupted = (lambda: tasks.step_at(0, SLOW)) if multiprocess else (lambda: tasks.step([0, SLOW, 0]))
+    with ctrl_c_after(0.1), pytest.raises(KeyboardInterrupt):
+        interrupted()
+    for call in (tasks.get_observations, lambda: tasks.step([0, 0, 0]), lambda: tasks.attr("number"), tasks.wait_step
+                 if multiprocess else tasks.reset_all):
+        with pytest.raises(RuntimeError, match=r"is broken: .*interrupted \(KeyboardInterrupt\).*close\(\) and make a new"):
+            call()
+    assert not tasks.is_closed
+    tasks.close()  # still stops every worker (the fixture checks that none is left)
+    assert tasks.is_closed
 
 
 @pytest.mark.parametrize("multiprocess", [False, True])
@@ -345,3 +381,100 @@ def test_workers_exit_when_the_parent_dies_mid_use():
     while not all(pid_gone(pid) for pid in worker_pids) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(pid_gone(pid) for pid in worker_pids), [pid for pid in worker_pids if not pid_gone(pid)]
+
+
+def descendants(pid):
+    """Process ids of every live descendant of ``pid`` (from /proc), with their command lines."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    fields = stat.read().rsplit(")", 1)[1].split()
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    command = cmdline.read().replace(b"\0", b" ").decode(errors="replace")
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+            if fields[0] not in ("Z", "X"):
+                parents[int(entry)] = (int(fields[1]), command)
+    found, frontier = {}, [pid]
+    while frontier:
+        parent = frontier.pop()
+        for child, (ppid, command) in parents.items():
+            if ppid == parent and child not in found:
+                found[child] = command
+                frontier.append(child)
+    return found
+
+
+def wait_gone(pids, seconds=3.0):
+    """The pids still running after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not all(pid_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [pid for pid in pids if not pid_gone(pid)]
+
+
+SPINNING_PARENT = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    sys.path.insert(0, {tests!r})
+    from test_faults import FaultSampler, SPIN, descendants
+    from kernelgym.collectors import VectorSampledTasks
+
+    tasks = VectorSampledTasks(FaultSampler, [{{"sampler_id": i}} for i in range(2)],
+                               multiprocessing_start_method={method!r}, max_processes=2)
+    tasks.async_step([SPIN, SPIN])  # both workers hold the GIL when the parent dies
+    time.sleep(0.5)
+    print(*tasks.worker_pids, flush=True)
+    print(*descendants(os.getpid()), flush=True)  # with forkserver: the fork server too
+    os.kill(os.getpid(), signal.SIGKILL)
+    """
+)
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_workers_holding_the_gil_die_promptly_with_a_killed_parent(method, tmp_path):
+    script = SPINNING_PARENT.format(tests=os.path.dirname(__file__), method=method)
+    # a file, not a pipe: orphans holding a pipe would keep run() waiting for its end
+    with open(tmp_path / "out", "w+") as out:
+        parent = subprocess.run([sys.executable, "-c", script], stdout=out, stderr=subprocess.STDOUT, timeout=120)
+        out.seek(0)
+        lines = out.read().splitlines()
+    assert parent.returncode == -signal.SIGKILL, lines
+    workers, everything = [int(p) for p in lines[0].split()], [int(p) for p in lines[1].split()]
+    assert len(workers) == 2 and set(workers) <= set(everything)
+    left = wait_gone(everything)
+    for pid in left:  # never leave spinning orphans behind, even when the test fails
+        os.kill(pid, signal.SIGKILL)
+    assert left == []
+
+
+CLOSING_PARENT = textwrap.dedent(
+    """
+    import os, sys
+    sys.path.insert(0, {tests!r})
+    from test_faults import FaultSampler, descendants
+    from kernelgym.collectors import VectorSampledTasks
+
+    with VectorSampledTasks(FaultSampler, [{{"sampler_id": i}} for i in range(2)],
+                            multiprocessing_start_method={method!r}, max_processes=2) as tasks:
+        tasks.step([0, 0])
+    for pid, command in descendants(os.getpid()).items():  # what remains after close()
+        print(pid, command, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("method", "helpers"),
+    [("fork", set()), ("spawn", {"resource_tracker"}), ("forkserver", {"forkserver", "resource_tracker"})],
+)
+def test_close_leaves_only_the_documented_helpers_which_exit_with_the_parent(method, helpers):
+    script = CLOSING_PARENT.format(tests=os.path.dirname(__file__), method=method)
+    parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert parent.returncode == 0, parent.stderr
+    remaining = dict(line.split(" ", 1) for line in parent.stdout.splitlines())
+    kinds = {kind for kind in ("forkserver", "resource_tracker") for command in remaining.values() if f"multiprocessing.{kind}" in command}
+    assert kinds == helpers and len(remaining) == len(helpers), remaining  # no worker, nothing else
+    assert wait_gone([int(pid) for pid in remaining]) == []  # they exit once the parent has

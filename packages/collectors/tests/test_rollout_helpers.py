@@ -177,7 +177,7 @@ def error_of_exited_worker(exitcode, traceback_text=None):
 
 def test_worker_error_says_how_the_worker_died():
     killed = error_of_exited_worker(-9)
-    assert isinstance(killed, WorkerCrashedError) and "killed by SIGKILL" in str(killed)
+    assert isinstance(killed, WorkerCrashedError) and "died of SIGKILL" in str(killed)
     assert killed.signal == signal.SIGKILL and killed.exitcode == -9 and killed.remote_traceback is None
     exited = error_of_exited_worker(3)
     assert isinstance(exited, WorkerCrashedError) and "exit code 3" in str(exited)

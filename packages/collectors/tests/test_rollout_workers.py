@@ -14,7 +14,7 @@ from numpy.random import SeedSequence
 
 from kernelgym.collectors import WorkerCrashedError, WorkerError, WorkerTimeoutError
 from kernelgym.collectors.rollout import double, evaluation, pool
-from kernelgym.collectors.rollout.double import env_seeds
+from kernelgym.collectors.rollout.worker_setup import env_seeds
 from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments, seeded_envs
 from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
 
@@ -245,7 +245,7 @@ def test_a_worker_that_raises_surfaces_its_traceback(variant):
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_a_killed_worker_surfaces_its_signal(variant):
-    error = fault_error(variant, "sigkill", WorkerCrashedError, "killed by SIGKILL")
+    error = fault_error(variant, "sigkill", WorkerCrashedError, "died of SIGKILL")
     assert error.signal == signal.SIGKILL and error.exitcode == -signal.SIGKILL
     assert error.remote_traceback is None
 

@@ -19,7 +19,7 @@ from kernelgym.collectors import (
     TaskSampler,
     VectorSampledTasks,
 )
-from kernelgym.collectors._worker import PackedArray, pack_results, unpack_results
+from kernelgym.collectors.wire import PackedArray, pack_results, unpack_results
 from kernelgym.collectors.vector_tasks import default_max_processes
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")

@@ -16,7 +16,7 @@ import numpy
 import torch
 
 from .rollout.actor import Actor
-from .rollout.core import check_positive, copy_, react
+from .rollout.core import check_positive, copy_, react, take_actions
 from .rollout.nested import leaves, suply
 from .rollout.state import Fragment, State
 
@@ -145,7 +145,7 @@ class DeviceCollector:
             copy_(out.actor, info, at=slice(t, t + 1))
             if t >= self.n_steps:
                 break  # the look-ahead reaction to record T is never acted upon
-            ctx.act.copy_(act)
+            take_actions(ctx.act, act, actor)
             obs, rew, terminated, truncated, env_info = env.step(ctx.act[0])
             ctx.obs[0].copy_(obs)
             ctx.rew[0].copy_(rew)
@@ -168,8 +168,9 @@ class DeviceCollector:
 
         Parameters
         ----------
-        memory : kernelgym.memory.Memory (or any object with ``add_samples(**tensors)``
-            and ``get_tensor_names()``) whose ``num_envs`` is the env's.
+        memory : kernelgym.memory.Memory (or any object with ``num_envs``,
+            ``add_samples(**tensors)`` and ``get_tensor_names()``) whose ``num_envs`` is
+            the env's; another ``num_envs`` raises ``ValueError`` and writes nothing.
         names : memory tensor name -> fragment field (``obs``, ``act``, ``rew``,
             ``terminated``, ``truncated``, ``final_obs``). Transition ``t`` is the
             observation ``obs[t]``, the action ``act[t + 1]`` taken on it and its
@@ -184,6 +185,11 @@ class DeviceCollector:
         if missing:
             raise KeyError(f"memory: has no tensor(s) {sorted(missing)}; it has {sorted(memory.get_tensor_names())}")
         state, n_envs = self.fragment.state, int(self.env.num_envs)
+        memory_envs = getattr(memory, "num_envs", None)
+        if memory_envs != n_envs:
+            # a memory of other rows per sample would spread (or fold) each step's envs
+            # over several of its rows: refuse, before anything is written
+            raise ValueError(f"memory: expected num_envs={n_envs} (the env's), got num_envs={memory_envs!r}")
 
         def row(field: str, t: int) -> torch.Tensor:
             if field == "obs":

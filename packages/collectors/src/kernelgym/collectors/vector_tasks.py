@@ -1,18 +1,23 @@
-"""``VectorSampledTasks`` (worker processes) and ``SingleProcessVectorSampledTasks``.
+"""The public API: ``VectorSampledTasks`` (worker processes) and
+``SingleProcessVectorSampledTasks`` (this process).
 
 Both step many task samplers in lockstep and keep AllenAct's names and semantics
 (indices of the ``*_at`` methods count unpaused tasks; pausing shifts later ones down).
 The task semantics (auto resampling, held tasks, exhausted samplers) live in
-``SamplerGroup``; ``VectorSampledTasks`` runs one group per worker process, several
-samplers per process, and adds failure handling:
+:class:`~kernelgym.collectors.sampler_group.SamplerGroup`; ``VectorSampledTasks`` runs
+one group per worker process (:mod:`.worker_pool` on this side, :mod:`.worker_loop` on
+theirs, :mod:`.wire` between them) and adds failure handling:
 
 - an exception in a task or sampler reaches the caller as ``WorkerError`` with the
   sampler's index and the remote traceback, after every other worker has answered;
-- a worker that dies or does not answer within ``read_timeout`` seconds is detected by
-  waiting on its pipe and its process sentinel together (never a bare ``recv``) and is
-  reported as ``WorkerCrashedError`` (exit code, signal) or ``WorkerTimeoutError``;
+- a worker that dies or does not answer within ``read_timeout`` seconds is reported as
+  ``WorkerCrashedError`` (exit code, signal) or ``WorkerTimeoutError``;
 - with ``restart_on_failure`` the lost worker is replaced by a new process whose samplers
-  are made again from their ``sampler_fn_args``; otherwise every worker is stopped.
+  are made again from their ``sampler_fn_args``; otherwise every worker is stopped;
+- a ``step`` interrupted while waiting (Ctrl-C) stays pending: the workers apply it and
+  ``wait_step()`` returns its results; every other call refuses until then. A call
+  interrupted while a message was half sent or read breaks the vector: every later call
+  raises, only ``close()`` remains.
 """
 
 from __future__ import annotations
@@ -20,32 +25,21 @@ from __future__ import annotations
 import bisect
 import math
 import os
-import pickle
-import selectors
-import time
-import traceback
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from multiprocessing.connection import Connection
 from typing import Any
 
 import cloudpickle
 import numpy as np
 
-from kernelgym.collectors._processes import get_context, reap
-from kernelgym.collectors._sampler_group import SamplerFailures, SamplerGroup
-from kernelgym.collectors._worker import FAILED, PackedArray, packable, unpack_results, worker_main
+from kernelgym.collectors.processes import get_context
+from kernelgym.collectors.sampler_group import SamplerFailures, SamplerGroup
 from kernelgym.collectors.tasks import RLStepResult
-from kernelgym.collectors.worker_errors import (
-    WorkerCrashedError,
-    WorkerError,
-    WorkerRestartWarning,
-    WorkerTimeoutError,
-)
+from kernelgym.collectors.wire import PackedArray, encode, packable, unpack_results
+from kernelgym.collectors.worker_errors import WorkerError, error_from_failures
+from kernelgym.collectors.worker_pool import WorkerHandle, WorkerPool
 
 RENDER_MODES = ("human", "rgb_array", "raw_rgb_list")
-#: seconds ``close`` waits for workers to close their samplers before stopping them
-CLOSE_TIMEOUT = 5.0
 
 
 def tile_images(images: Sequence[np.ndarray]) -> np.ndarray:
@@ -109,6 +103,8 @@ class _VectorTasksBase:
         self._num_samplers = len(sampler_fn_args)
         self.auto_resample_when_done = auto_resample_when_done
         self._is_closed = False
+        #: why every call but ``close`` must fail (an interruption left the tasks unknown)
+        self._broken: str | None = None
         self._owner_pid = os.getpid()
         self._active = list(range(self._num_samplers))  # unpaused sampler indices, in order
         self._group_firsts = [0]  # first sampler index of each group
@@ -142,6 +138,11 @@ class _VectorTasksBase:
     def _check_open(self) -> None:
         if self._is_closed:
             raise RuntimeError(f"this {type(self).__name__} is closed")
+        if self._broken is not None:
+            raise RuntimeError(
+                f"this {type(self).__name__} is broken: {self._broken}, so the tasks' state is unknown; "
+                "call close() and make a new instance"
+            )
 
     def _position(self, sampler_index: int) -> tuple[int, int]:
         """(group, local index) of the ``sampler_index``-th unpaused task."""
@@ -166,24 +167,6 @@ class _VectorTasksBase:
 
     def _concat(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         return [item for values in self._broadcast(command, args_for) for item in values]
-
-    def _error_from_failures(self, failures: list[tuple[int | None, int | None, str, BaseException | None]]) -> WorkerError:
-        """``WorkerError`` from ``(process_index, sampler_index, traceback, exception)`` tuples."""
-        process_index, sampler_index, traceback_text, exception = failures[0]
-        what = f"sampler {sampler_index}" if sampler_index is not None else f"worker process {process_index}"
-        lines = traceback_text.strip().splitlines()
-        message = f"{what} raised {lines[-1] if lines else 'an exception'}"
-        if len(failures) > 1:
-            message += f" (and {len(failures) - 1} more failures, samplers {[f[1] for f in failures[1:]]})"
-        error = WorkerError(
-            message,
-            sampler_index=sampler_index,
-            sampler_indices=tuple(f[1] for f in failures if f[1] is not None),
-            process_index=process_index,
-            remote_traceback=traceback_text,
-        )
-        error.__cause__ = exception
-        return error
 
     def _resample_if_all_done(self, results: list[RLStepResult]) -> list[RLStepResult]:
         """Without auto resampling, new tasks start once every unpaused task has finished."""
@@ -417,7 +400,7 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
         self._update_routes()
 
     def _local_error(self, exc: SamplerFailures) -> WorkerError:
-        return self._error_from_failures([(None, f.sampler_index, f.traceback_text, f.exception) for f in exc.failures])
+        return error_from_failures([(None, f.sampler_index, f.traceback_text, f.exception) for f in exc.failures])
 
     def _command_group(self, group: int, command: str, args: tuple) -> Any:
         self._check_open()
@@ -426,6 +409,11 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
         except SamplerFailures as exc:
             error = self._local_error(exc)
             raise error from error.__cause__
+        except Exception:
+            raise
+        except BaseException as exc:  # Ctrl-C inside user code: some samplers ran the call, some not
+            self._broken = f"{command}() was interrupted ({type(exc).__name__}) inside the tasks' code"
+            raise
 
     def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         self._check_open()
@@ -440,52 +428,6 @@ class SingleProcessVectorSampledTasks(_VectorTasksBase):
         except SamplerFailures as exc:
             error = self._local_error(exc)
             raise error from error.__cause__
-
-
-class _Worker:
-    """One worker process, its end of the pipe and the samplers it hosts.
-
-    ``selector`` waits on the pipe and the process sentinel together; it is made once
-    because building one per wait (``multiprocessing.connection.wait``) costs more than
-    the rest of a step's bookkeeping.
-    """
-
-    __slots__ = ("index", "process", "connection", "first", "count", "selector", "unanswered")
-
-    def __init__(self, index: int, process: Any, connection: Connection, first: int, count: int):
-        self.index = index
-        self.process = process
-        self.connection = connection
-        self.first = first
-        self.count = count
-        self.unanswered = 1  # the worker reports once its samplers are made
-        self.selector = selectors.DefaultSelector()
-        self.selector.register(connection, selectors.EVENT_READ)
-        self.selector.register(process.sentinel, selectors.EVENT_READ)
-
-    def send(self, message: bytes) -> None:
-        """Send an ``encode``d command; a dead worker is not an error here (the wait for
-        its reply reports it)."""
-        try:
-            self.connection.send_bytes(message)
-        except BrokenPipeError:
-            pass
-        self.unanswered += 1
-
-    def stop(self) -> None:
-        """Stop the process (terminate, then kill) and release the pipe."""
-        reap(self.process)
-        self.selector.close()
-        self.connection.close()
-
-
-def encode(command: str, args: tuple) -> bytes:
-    """A command for a worker; encode every message of a call before sending any, so that
-    an argument that does not pickle leaves no worker with an unanswered command."""
-    try:
-        return pickle.dumps((command, args), pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise TypeError(f"the arguments of {command!r} must be picklable to reach the workers: {exc!r}") from exc
 
 
 def default_max_processes() -> int:
@@ -547,8 +489,9 @@ class VectorSampledTasks(_VectorTasksBase):
         read_timeout: float | None = 60.0,
         restart_on_failure: bool = False,
     ):
-        self._workers: list[_Worker] = []
+        self._pool: WorkerPool | None = None
         self._waiting = False
+        self._step_interrupted = False
         super().__init__(make_sampler_fn, sampler_fn_args, auto_resample_when_done)
         if mp_ctx is None:
             mp_ctx = get_context(multiprocessing_start_method, argument="multiprocessing_start_method")
@@ -558,206 +501,141 @@ class VectorSampledTasks(_VectorTasksBase):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
         if read_timeout is not None and (not isinstance(read_timeout, (int, float)) or not read_timeout > 0):
             raise ValueError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
-        self._mp_ctx = mp_ctx
-        self._read_timeout = read_timeout
-        self.restart_on_failure = bool(restart_on_failure)
 
         num_processes = min(self._num_samplers, max_processes or default_max_processes())
         sizes = [self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)]
         self._group_firsts = [sum(sizes[:p]) for p in range(num_processes)]
-        self._payloads = []
+        payloads = []
         for first, size in zip(self._group_firsts, sizes):
             try:
-                self._payloads.append(cloudpickle.dumps((make_sampler_fn, self._sampler_fn_args[first : first + size])))
+                payloads.append(cloudpickle.dumps((make_sampler_fn, self._sampler_fn_args[first : first + size])))
             except Exception as exc:
                 raise TypeError(f"make_sampler_fn and sampler_fn_args must be picklable by cloudpickle: {exc}") from exc
         self._update_routes()
+        self._pool = WorkerPool(
+            mp_ctx,
+            payloads,
+            self._group_firsts,
+            self._num_samplers,
+            auto_resample_when_done,
+            read_timeout,
+            bool(restart_on_failure),
+            self._active_of,
+        )
         try:
-            for index in range(num_processes):
-                self._workers.append(self._start_worker(index, list(range(sizes[index]))))
-            self._gather(self._workers)
+            self._guarded(self._pool.start)
         except BaseException:
             self.close()
             raise
 
-    # -- processes ---------------------------------------------------------------------------
+    # -- talking to the pool -------------------------------------------------------------------
 
-    def _start_worker(self, index: int, active: list[int]) -> _Worker:
-        first = self._group_firsts[index]
-        count = (self._group_firsts + [self._num_samplers])[index + 1] - first
-        parent_end, worker_end = self._mp_ctx.Pipe(duplex=True)
-        process = self._mp_ctx.Process(
-            target=worker_main,
-            args=(worker_end, self._payloads[index], first, self.auto_resample_when_done, active),
-            name=f"kernelgym-vector-tasks-{index}",
-            daemon=True,
-        )
-        process.start()
-        worker_end.close()  # so that the parent sees EOF when the worker dies
-        return _Worker(index, process, parent_end, first, count)
+    def _active_of(self, worker: WorkerHandle) -> list[int]:
+        """The local indices of ``worker``'s unpaused samplers."""
+        return [sampler - worker.first for sampler in self._active if worker.first <= sampler < worker.first + worker.count]
 
-    def _lost(self, worker: _Worker, timed_out: bool) -> WorkerError:
-        samplers = tuple(range(worker.first, worker.first + worker.count))
-        fields = dict(
-            sampler_index=samplers[0] if len(samplers) == 1 else None,
-            sampler_indices=samplers,
-            process_index=worker.index,
-        )
-        hosting = f"worker process {worker.index} (pid {worker.process.pid}, samplers {list(samplers)})"
-        if timed_out:
-            return WorkerTimeoutError(f"{hosting} did not answer within {self._read_timeout} s", **fields)
-        worker.process.join(1.0)
-        exitcode = worker.process.exitcode
-        error = WorkerCrashedError(f"{hosting} died", exitcode=exitcode, **fields)
-        if error.signal is not None:
-            error.message += f" of {error.signal.name}"
-        elif exitcode is not None:
-            error.message += f" with exit code {exitcode}"
-        return error
-
-    def _receive(self, worker: _Worker, deadline: float | None) -> tuple | WorkerError:
-        """The worker's next reply, or the error saying why none will come."""
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        ready = [key.fileobj for key, _ in worker.selector.select(timeout)]
-        if not ready:
-            return self._lost(worker, timed_out=True)
-        if worker.connection not in ready and not worker.connection.poll():  # exited without a reply
-            return self._lost(worker, timed_out=False)
+    def _guarded(self, call: Callable[[], Any]) -> Any:
+        """``call()``; the vector closes when the pool lost a worker it did not replace,
+        and is broken when an interruption left the pipes out of step."""
         try:
-            data = worker.connection.recv_bytes()
-        except (EOFError, OSError):  # the pipe closed: the process is gone
-            return self._lost(worker, timed_out=False)
-        worker.unanswered -= 1
-        try:
-            return pickle.loads(data)
-        except Exception:  # e.g. a class the parent cannot import: report it, keep the protocol in step
-            return (FAILED, [(None, "the parent could not unpickle the reply:\n" + traceback.format_exc(), None)])
-
-    def _restart(self, error: WorkerError) -> None:
-        old = self._workers[error.process_index]
-        old.stop()
-        active = [sampler - old.first for sampler in self._active if old.first <= sampler < old.first + old.count]
-        new = self._start_worker(old.index, active)
-        self._workers[old.index] = new
-        reply = self._receive(new, self._deadline())
-        if isinstance(reply, WorkerError) or reply[0] == FAILED:
-            self.close()
-            raise WorkerError(f"restarting worker process {old.index} failed", process_index=old.index) from (
-                reply if isinstance(reply, WorkerError) else self._remote_error(old.index, reply[1])
-            )
-        error.restarted = True
-        warnings.warn(WorkerRestartWarning(str(error)), stacklevel=5)  # the caller of step()
-
-    def _deadline(self) -> float | None:
-        return None if self._read_timeout is None else time.monotonic() + self._read_timeout
-
-    @staticmethod
-    def _rebuild_failures(process_index: int, failures: list) -> list[tuple]:
-        """A worker's portable failures as ``_error_from_failures`` takes them."""
-        rebuilt = []
-        for sampler_index, traceback_text, exception_bytes in failures:
-            try:
-                exception = cloudpickle.loads(exception_bytes) if exception_bytes is not None else None
-            except Exception:
-                exception = None
-            rebuilt.append((process_index, sampler_index, traceback_text, exception))
-        return rebuilt
-
-    def _remote_error(self, process_index: int, failures: list) -> WorkerError:
-        return self._error_from_failures(self._rebuild_failures(process_index, failures))
-
-    def _gather(
-        self, workers: list[_Worker], substitute_lost: bool = False, raise_failures: bool = True
-    ) -> tuple[list[Any], dict[int, WorkerError]]:
-        """Every worker's reply value, in order, after all have answered.
-
-        A lost worker is restarted (``restart_on_failure``) or every worker is stopped; its
-        error is raised unless ``substitute_lost``, which returns None for its value and
-        the errors by process index. Failures in user code raise ``WorkerError``.
-        """
-        deadline = self._deadline()
-        replies = []
-        for worker in workers:
-            replies.append(self._receive(worker, deadline))
-            if isinstance(replies[-1], WorkerError):
-                worker.unanswered = 0
-        lost = {worker.index: reply for worker, reply in zip(workers, replies) if isinstance(reply, WorkerError)}
-        if lost:
-            if not self.restart_on_failure:
-                for error in lost.values():
-                    self._workers[error.process_index].stop()
+            return call()
+        except BaseException:
+            if self._pool.failed:
                 self.close()
-                raise next(iter(lost.values()))
-            for error in lost.values():
-                self._restart(error)
-            if not substitute_lost:
-                raise next(iter(lost.values()))
-        failures = [
-            failure
-            for worker, reply in zip(workers, replies)
-            if worker.index not in lost and reply[0] == FAILED
-            for failure in self._rebuild_failures(worker.index, reply[1])
-        ]
-        if failures and raise_failures:
-            raise self._error_from_failures(failures)
-        return [None if worker.index in lost else reply[1] for worker, reply in zip(workers, replies)], lost
+            elif self._pool.broken is not None:
+                self._broken = self._pool.broken
+            raise
 
     def _check_ready(self) -> None:
         self._check_open()
+        if self._step_interrupted:
+            raise RuntimeError(
+                "a step was interrupted (KeyboardInterrupt) while waiting for its results; the workers "
+                "apply it all the same: call wait_step() to receive its results, or close()"
+            )
         if self._waiting:
             raise RuntimeError("an async_step() is waiting: call wait_step() first")
-        # a call interrupted (Ctrl-C) before it read every reply leaves some: skip them
-        while behind := [worker for worker in self._workers if worker.unanswered]:
-            self._gather(behind, substitute_lost=True, raise_failures=False)
 
     def _command_group(self, group: int, command: str, args: tuple) -> Any:
         self._check_ready()
-        worker = self._workers[group]
-        worker.send(encode(command, args))
-        return self._gather([worker])[0][0]
+        worker = self._pool.workers[group]
+        self._guarded(lambda: self._pool.command([worker], command, [args]))
+        return self._gather_or_break(command, [worker])[0]
 
     def _broadcast(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         self._check_ready()
-        messages = [encode(command, args_for(start, stop)) for _, start, stop in self._routes]
-        workers = [self._workers[group] for group, _, _ in self._routes]
-        for worker, message in zip(workers, messages):
-            worker.send(message)
-        return self._gather(workers)[0]
+        workers = [self._pool.workers[group] for group, _, _ in self._routes]
+        args = [args_for(start, stop) for _, start, stop in self._routes]
+        self._guarded(lambda: self._pool.command(workers, command, args))
+        return self._gather_or_break(command, workers)
+
+    def _gather_or_break(self, command: str, workers: list[WorkerHandle]) -> list[Any]:
+        """The workers' replies to ``command`` (not a step); interrupted while waiting, the
+        vector is broken: the workers carry the command out, but what it changed and
+        returned is lost (only ``step`` can be resumed, by ``wait_step``)."""
+        try:
+            return self._guarded(lambda: self._pool.gather(workers))[0]
+        except Exception:
+            raise
+        except BaseException as exc:
+            self._broken = self._broken or f"{command}() was interrupted ({type(exc).__name__}) while waiting for the workers"
+            raise
 
     # -- public API ----------------------------------------------------------------------------
 
     @property
     def mp_ctx(self) -> Any:
         """The multiprocessing context the workers run in."""
-        return self._mp_ctx
+        return self._pool.mp_ctx
+
+    @property
+    def restart_on_failure(self) -> bool:
+        """Whether a lost worker is replaced (see the class docstring)."""
+        return self._pool.restart_on_failure
+
+    @restart_on_failure.setter
+    def restart_on_failure(self, value: bool) -> None:
+        self._pool.restart_on_failure = bool(value)
 
     @property
     def num_processes(self) -> int:
         """Number of worker processes."""
-        return len(self._workers)
+        return len(self._pool.workers)
 
     @property
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (new ones after a restart)."""
-        return [worker.process.pid for worker in self._workers]
+        return [worker.process.pid for worker in self._pool.workers]
 
     def async_step(self, actions: Sequence[Any]) -> None:
         """Send one action per unpaused task; collect the results with ``wait_step``."""
         self._check_ready()
         self._check_actions(actions)
         pack = PackedArray.pack if packable(actions) else lambda part: part
+        workers = [self._pool.workers[group] for group, _, _ in self._routes]
         messages = [encode("step", (pack(actions[start:stop]),)) for _, start, stop in self._routes]
-        for (group, _, _), message in zip(self._routes, messages):
-            self._workers[group].send(message)
+        self._guarded(lambda: self._pool.send(workers, messages))
         self._waiting = True
 
     def wait_step(self) -> list[RLStepResult]:
-        """The results of the last ``async_step`` (see ``step`` for their meaning)."""
+        """The results of the last ``async_step`` (see ``step`` for their meaning).
+
+        Also the results of a ``step`` or ``wait_step`` that was interrupted (Ctrl-C)
+        while waiting: the workers applied that step, and it is the one returned here.
+        """
         self._check_open()
         if not self._waiting:
             raise RuntimeError("wait_step() needs an async_step() first")
-        self._waiting = False
-        values, lost = self._gather([self._workers[group] for group, _, _ in self._routes], substitute_lost=True)
+        workers = [self._pool.workers[group] for group, _, _ in self._routes]
+        try:
+            values, lost = self._guarded(lambda: self._pool.gather(workers, substitute_lost=True))
+        except Exception:
+            self._waiting = self._step_interrupted = False
+            raise
+        except BaseException:  # KeyboardInterrupt: the step stays pending (see _check_ready)
+            self._step_interrupted = self._broken is None
+            raise
+        self._waiting = self._step_interrupted = False
         results: list[RLStepResult] = []
         for (group, _, _), value in zip(self._routes, values):
             if value is None:
@@ -775,32 +653,16 @@ class VectorSampledTasks(_VectorTasksBase):
     step.__doc__ = _VectorTasksBase.step.__doc__
 
     def close(self) -> None:
-        """Close the samplers and stop every worker; waits at most ``CLOSE_TIMEOUT`` s for them.
+        """Close the samplers and stop every worker; waits at most
+        ``worker_pool.CLOSE_TIMEOUT`` s for them.
 
         A sampler whose ``close`` raised is reported with a ``RuntimeWarning``.
         """
         if self._is_closed:
             return
         self._is_closed = True
-        deadline = time.monotonic() + CLOSE_TIMEOUT
-        self._waiting = False
-        closing = []
-        for worker in self._workers:
-            try:
-                worker.send(encode("close", ()))
-                closing.append(worker)
-            except OSError:  # its pipe is closed: it was stopped already
-                pass
-        for worker in closing:
-            reply = None
-            while worker.unanswered and not isinstance(reply, WorkerError):  # the close reply comes last
-                reply = self._receive(worker, deadline)
-            if isinstance(reply, tuple) and reply[0] == FAILED:
-                warnings.warn(
-                    f"closing the samplers failed: {self._remote_error(worker.index, reply[1])}",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        for worker in self._workers:
-            worker.process.join(max(0.0, deadline - time.monotonic()))
-            worker.stop()
+        self._waiting = self._step_interrupted = False
+        if self._pool is None:
+            return
+        for error in self._pool.close():
+            warnings.warn(f"closing the samplers failed: {error}", RuntimeWarning, stacklevel=2)

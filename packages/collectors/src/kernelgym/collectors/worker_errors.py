@@ -87,3 +87,24 @@ class WorkerTimeoutError(WorkerError, TimeoutError):
 
 class WorkerRestartWarning(RuntimeWarning):
     """A failed worker was replaced; the results of its samplers start new tasks."""
+
+
+def error_from_failures(failures: list[tuple[int | None, int | None, str, BaseException | None]]) -> WorkerError:
+    """One ``WorkerError`` from ``(process_index, sampler_index, traceback, exception)``
+    tuples: it names the first failure and counts the others; the first exception (when
+    known) is its ``__cause__``."""
+    process_index, sampler_index, traceback_text, exception = failures[0]
+    what = f"sampler {sampler_index}" if sampler_index is not None else f"worker process {process_index}"
+    lines = traceback_text.strip().splitlines()
+    message = f"{what} raised {lines[-1] if lines else 'an exception'}"
+    if len(failures) > 1:
+        message += f" (and {len(failures) - 1} more failures, samplers {[f[1] for f in failures[1:]]})"
+    error = WorkerError(
+        message,
+        sampler_index=sampler_index,
+        sampler_indices=tuple(f[1] for f in failures if f[1] is not None),
+        process_index=process_index,
+        remote_traceback=traceback_text,
+    )
+    error.__cause__ = exception
+    return error

@@ -38,6 +38,7 @@ __all__ = [
     "as_device",
     "check_positive",
     "check_timeout",
+    "take_actions",
 ]
 
 
@@ -52,6 +53,52 @@ def copy_(dst: Any, src: Any, *, at: Any = None) -> None:
 def react(actor: Any, state: State, hx: Any, *, virtual: bool):
     """Call the actor protocol ``step(stepno, obs, act, rew, fin, *, hx, virtual)``."""
     return actor.step(state.stepno, state.obs, state.act, state.rew, state.fin, hx=hx, virtual=virtual)
+
+
+def take_actions(buffer: Any, actions: Any, actor: Any, path: str = "action") -> None:
+    """Copy the actor's ``actions`` into the action ``buffer`` (same nesting), refusing
+    what ``Tensor.copy_`` would silently change.
+
+    ``copy_`` casts floats to ints (a float action for a discrete space becomes all
+    zeros) and broadcasts (a ``(1, 1)`` action is given to every env): both raise here,
+    naming the actor's output, the expected and the received shape and dtype. An action
+    of the buffer's size in another layout that broadcasts to it (``(B,)`` for
+    ``(1, B)``) and a safe cast (``int32`` to ``int64``) are taken.
+
+    Raises
+    ------
+    TypeError, ValueError
+        The output is not a tensor of a dtype that casts safely, or not of the shape.
+    """
+    where = f"the output {path!r} of {type(actor).__name__}.step"
+    if isinstance(buffer, torch.Tensor):
+        if not isinstance(actions, torch.Tensor):
+            raise TypeError(f"{where}: expected a tensor of shape {tuple(buffer.shape)}, got {type(actions).__name__}")
+        try:
+            fits = torch.broadcast_shapes(actions.shape, buffer.shape) == buffer.shape
+        except RuntimeError:
+            fits = False
+        if not fits or actions.numel() != buffer.numel():
+            raise ValueError(
+                f"{where}: expected shape {tuple(buffer.shape)} (one action per env), got {tuple(actions.shape)}"
+            )
+        if not torch.can_cast(actions.dtype, buffer.dtype):
+            raise TypeError(
+                f"{where}: expected dtype {buffer.dtype} (the action space's) or one that casts to it "
+                f"without loss, got {actions.dtype}"
+            )
+        buffer.copy_(actions)
+        return
+    if isinstance(buffer, dict):
+        if not isinstance(actions, dict) or set(actions) != set(buffer):
+            raise TypeError(f"{where}: expected a dict with keys {sorted(buffer)}, got {actions!r:.200}")
+        for key in buffer:
+            take_actions(buffer[key], actions[key], actor, f"{path}[{key!r}]")
+        return
+    if not isinstance(actions, (tuple, list)) or len(actions) != len(buffer):
+        raise TypeError(f"{where}: expected a sequence of {len(buffer)} parts, got {actions!r:.200}")
+    for index, (part, given) in enumerate(zip(buffer, actions)):
+        take_actions(part, given, actor, f"{path}[{index}]")
 
 
 def as_device(device: Any) -> torch.device:
@@ -195,7 +242,7 @@ def collect(envs, actor, fragment: Aliased, ctx: Aliased, *, sticky=False, devic
         copy_(fragment.pyt.actor, info, at=slice(t, t + 1))
         if t >= n_steps:
             break  # the look-ahead reaction of record T is never acted upon
-        copy_(pyt.act, act)
+        take_actions(pyt.act, act, actor)
         just_done = batch.step(npy.act, npy, ctx.npy.original_obs, sticky=sticky and t > 0)
         setitem(final_obs, ctx.npy.original_obs, index=t)
         if leaves(hx_) and just_done.any():
@@ -234,7 +281,7 @@ def evaluate(envs, actor, *, n_steps: int | None = None, device=None) -> numpy.n
     while running.any() and (n_steps is None or t < n_steps):
         with torch.no_grad():
             act, hx, _ = react(actor, pyt_, hx, virtual=False)
-        copy_(pyt.act, act)
+        take_actions(pyt.act, act, actor)
         batch.step(npy.act, npy, env.npy["final_obs"][0])
         returns += numpy.where(running, npy.rew, 0.0)
         running &= ~npy.fin
@@ -271,7 +318,7 @@ def episode(envs, actor, *, device=None) -> Iterator[tuple]:
     while True:
         with torch.no_grad():
             act, hx_, info = react(actor, current, hx, virtual=False)
-        copy_(pyt.act, act)
+        take_actions(pyt.act, act, actor)
         stepno = npy.stepno + 1  # the step count before an auto-reset zeroes it
         just_done = batch.step(npy.act, npy, env.npy["final_obs"][0])
         copy_(nxt.pyt, pyt)

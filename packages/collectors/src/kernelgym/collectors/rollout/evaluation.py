@@ -16,7 +16,7 @@ from numpy.random import SeedSequence
 
 from .core import as_device, check_positive, check_timeout
 from .core import evaluate as evaluate_in_process
-from .double import worker_setup
+from .worker_setup import worker_setup
 from .workers import (
     CloudpickleSpawner,
     Workers,

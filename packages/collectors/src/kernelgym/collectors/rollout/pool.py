@@ -16,7 +16,7 @@ import torch
 from numpy.random import SeedSequence
 
 from .core import as_device, check_positive, check_timeout, collect, copy_, startup
-from .double import shared_reference, worker_setup
+from .worker_setup import shared_reference, worker_setup
 from .nested import getitem, suply, tuply
 from .shared import aliased, torchify
 from .state import Fragment

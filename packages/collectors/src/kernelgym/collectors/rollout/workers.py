@@ -1,4 +1,4 @@
-"""Worker processes the learner can always get out of.
+"""Worker processes the learner can always get out of (built on :mod:`kernelgym.collectors.processes`).
 
 rlplay's learner waited on a barrier without a timeout, so a killed worker hung it.
 Here every wait, on either side, polls in short slices: the learner checks that its
@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator, Sequence
 import cloudpickle
 import torch.multiprocessing  # noqa: F401 - registers the reducers that share tensors by handle
 
-from kernelgym.collectors import _processes
-from kernelgym.collectors.worker_errors import WorkerCrashedError, WorkerError, WorkerTimeoutError
+from kernelgym.collectors import processes
+from kernelgym.collectors.worker_errors import WorkerError, WorkerTimeoutError
 
 __all__ = ["Workers", "CloudpickleSpawner", "get_context", "locked", "poll_until", "POLL_S"]
 
@@ -51,7 +51,7 @@ class CloudpickleSpawner:
 def get_context(start_method: str | None = None):
     """The multiprocessing context of ``start_method``; a fork server imports torch and
     the rollout engines once, and each worker forks from it ready to go."""
-    return _processes.get_context(start_method, preload=["torch", "kernelgym.collectors.rollout"])
+    return processes.get_context(start_method, preload=["torch", "kernelgym.collectors.rollout"])
 
 
 def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callable[[], None], what: str) -> Any:
@@ -168,20 +168,20 @@ class Workers:
     def __init__(self, mp: Any, target: Callable, args_list: Sequence[tuple], *, name: str):
         self.errors = mp.Queue()
         self.stop = mp.Event()
-        self.processes = [
-            mp.Process(
-                target=_worker_main,
-                args=(target, self.errors, self.stop, f"{name}-{i}", *args),
-                name=f"{name}-{i}",
-                daemon=True,  # never outlive the learner, even if it forgets to close
-            )
-            for i, args in enumerate(args_list)
-        ]
+        self._mp, self._target, self._args_list, self._name = mp, target, list(args_list), name
+        self.processes: list[Any] = []
         self._tracebacks: dict[str, str] = {}
 
     def start(self) -> "Workers":
-        for process in self.processes:
-            process.start()
+        """Start the workers (daemonic, ignoring SIGINT, dying with the learner: see
+        :func:`kernelgym.collectors.processes.start_process`)."""
+        for i, args in enumerate(self._args_list):
+            name = f"{self._name}-{i}"
+            self.processes.append(
+                processes.start_process(
+                    self._mp, _worker_main, (self._target, self.errors, self.stop, name, *args), name=name
+                )
+            )
         return self
 
     def _traceback_of(self, name: str, exitcode: int) -> str | None:
@@ -200,7 +200,7 @@ class Workers:
         """Raise if any worker has exited (workers only exit when stopped):
         :class:`~kernelgym.collectors.WorkerError` with the traceback of a worker that
         raised, :class:`~kernelgym.collectors.WorkerCrashedError` for one that was killed
-        or exited without one."""
+        or exited without one (see :func:`kernelgym.collectors.processes.crashed_error`)."""
         for index, process in enumerate(self.processes):
             exitcode = process.exitcode
             if exitcode is None:
@@ -213,12 +213,7 @@ class Workers:
                     remote_traceback=traceback_text,
                     **fields,
                 )
-            error = WorkerCrashedError(f"rollout worker {process.name}", exitcode=exitcode, **fields)
-            if error.signal is not None:
-                error.message += f" was killed by {error.signal.name}"
-            else:
-                error.message += f" exited unexpectedly with exit code {exitcode}"
-            error.args = (error.message,)
+            error = processes.crashed_error(process, f"rollout worker {process.name}", **fields)
             raise error
 
     def wait(self, receive: Callable[[float], Any], *, timeout: float, what: str) -> Any:
@@ -237,6 +232,6 @@ class Workers:
         for process in self.processes:
             process.join(max(deadline - time.monotonic(), 0.0))
         for process in self.processes:
-            _processes.reap(process, timeout)
+            processes.reap(process, timeout)
         self.errors.close()
         self.errors.cancel_join_thread()

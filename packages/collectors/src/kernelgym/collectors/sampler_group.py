@@ -1,4 +1,4 @@
-"""``SamplerGroup``: task samplers stepped in lockstep inside one process.
+"""``SamplerGroup``: task samplers stepped in lockstep inside one process (the task semantics).
 
 It is the whole of ``SingleProcessVectorSampledTasks`` and the body of each worker of
 ``VectorSampledTasks``, so both classes share one implementation of the task semantics:

@@ -1,0 +1,196 @@
+"""The one process layer of kernelgym.collectors: start, death detection, shutdown.
+
+``VectorSampledTasks`` (its worker pool) and the rollout engines (``rollout.workers``)
+start, watch and stop their worker processes with these functions only:
+
+- :func:`get_context` picks the start method; :func:`start_process` starts a daemonic
+  child that runs :func:`child_main`: it ignores SIGINT (the parent decides when its
+  workers stop) and dies with its parent (:func:`die_with_parent`);
+- :func:`crashed_error` says how a dead child died (signal or exit code);
+  :func:`wait_readable` waits on a pipe and the child's sentinel together, so a death is
+  seen at once, never as a hang;
+- :func:`reap` stops a child for good (terminate, then kill, then join: no zombie).
+
+Dying with the parent: on Linux the child asks the kernel for SIGKILL when its parent
+thread ends (``prctl(PR_SET_PDEATHSIG)``), which works even while the child runs code
+that holds the GIL (a numba loop); everywhere a watcher thread also ends the child once
+its parent is gone, when the child's code lets it run. With ``forkserver`` the child's
+parent is Python's fork server, which exits when the parent process does (once the
+child has closed its copy of the server's lifeline, see :func:`die_with_parent`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import multiprocessing
+import os
+import selectors
+import signal
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kernelgym.collectors.worker_errors import WorkerCrashedError
+
+__all__ = [
+    "child_main",
+    "crashed_error",
+    "die_with_parent",
+    "get_context",
+    "reap",
+    "start_process",
+    "wait_readable",
+    "watch",
+]
+
+#: ``prctl`` option of Linux: the signal this process receives when its parent thread ends
+PR_SET_PDEATHSIG = 1
+
+
+def get_context(start_method: str | None, *, argument: str = "start_method", preload: Sequence[str] = ()) -> Any:
+    """The multiprocessing context of ``start_method`` (None: the platform's default).
+
+    Parameters
+    ----------
+    start_method : str or None
+        ``"fork"``, ``"forkserver"`` or ``"spawn"`` (where the platform has them).
+    argument : str
+        The caller's name for ``start_method``, used in the error message.
+    preload : sequence of str
+        Modules the fork server imports once, so that each worker forked from it starts
+        with them loaded (ignored by the other start methods).
+
+    Raises
+    ------
+    ValueError
+        ``start_method`` is not a start method of this platform.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    if start_method is not None and start_method not in methods:
+        raise ValueError(f"{argument} must be one of {methods}, got {start_method!r}")
+    mp = multiprocessing.get_context(start_method)
+    if preload and mp.get_start_method() == "forkserver":
+        mp.set_forkserver_preload(list(preload))
+    return mp
+
+
+def die_with_parent(kernel_signal: bool, forked_by_server: bool = False) -> None:
+    """End this process when its parent dies, even while user code hangs.
+
+    Parameters
+    ----------
+    kernel_signal : bool
+        Also ask Linux for SIGKILL when the parent thread ends (``PR_SET_PDEATHSIG``).
+        Only right when the thread that started this process lives as long as its
+        process: the main thread of the parent, or the fork server's.
+    forked_by_server : bool
+        This process was forked by Python's fork server. The fork server exits when the
+        pipe from the parent process reaches EOF, but hands every child a copy of that
+        pipe's write end: while a child lives the server never sees EOF, and the child
+        (whose kernel parent is the server) never gets its death signal. The copy is
+        closed here; a fork server this process may start later gets its own pipe.
+    """
+    if forked_by_server:
+        from multiprocessing import forkserver
+
+        server = forkserver._forkserver  # the module's one ForkServer (private, stable since 3.4)
+        if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_alive_fd = None
+    if kernel_signal and sys.platform.startswith("linux"):
+        parent_pid = os.getppid()
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent_pid:  # the parent died before the request was made
+            os._exit(1)
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        parent.join()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="kernelgym-parent-watch", daemon=True).start()
+
+
+def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any) -> Any:
+    """What a child started by :func:`start_process` runs: ``target(*args)`` after
+    ignoring SIGINT and arranging to die with its parent (``start``: the arguments of
+    :func:`die_with_parent`)."""
+    # Ctrl-C reaches the whole process group; the parent decides when workers stop.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    die_with_parent(*start)
+    return target(*args)
+
+
+def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str) -> Any:
+    """Start a daemonic child process running ``target(*args)`` through :func:`child_main`.
+
+    Parameters
+    ----------
+    mp : multiprocessing context (see :func:`get_context`).
+    target : picklable callable (module level).
+    args : its arguments.
+    name : the process name.
+    """
+    # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends: safe for the
+    # fork server's main thread and ours, not for a short-lived thread of the caller
+    forked_by_server = mp.get_start_method() == "forkserver"
+    kernel_signal = forked_by_server or threading.current_thread() is threading.main_thread()
+    process = mp.Process(
+        target=child_main, args=(target, (kernel_signal, forked_by_server), *args), name=name, daemon=True
+    )
+    process.start()
+    return process
+
+
+def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:
+    """The error saying how the exited ``process`` (``what``, e.g. "worker process 1")
+    died: "died of SIGKILL" or "died with exit code 3"; ``fields`` go to the error."""
+    exitcode = process.exitcode
+    error = WorkerCrashedError(f"{what} died", exitcode=exitcode, **fields)
+    if error.signal is not None:
+        error.message += f" of {error.signal.name}"
+    elif exitcode is not None:
+        error.message += f" with exit code {exitcode}"
+    error.args = (error.message,)
+    return error
+
+
+def wait_readable(selector: selectors.BaseSelector, connection: Any, timeout: float | None) -> str:
+    """Wait until ``connection`` has data or its process has exited.
+
+    ``selector`` watches ``connection`` and the process's ``sentinel`` (see
+    :func:`watch`). Returns ``"ready"`` (data to read), ``"exited"`` (the process is
+    gone and left nothing to read) or ``"timeout"``.
+    """
+    ready = [key.fileobj for key, _ in selector.select(timeout)]
+    if not ready:
+        return "timeout"
+    if connection in ready or connection.poll():
+        return "ready"
+    return "exited"
+
+
+def watch(connection: Any, process: Any) -> selectors.BaseSelector:
+    """A selector on ``connection`` and ``process.sentinel`` for :func:`wait_readable`;
+    made once per process because building one per wait costs more than a step's
+    bookkeeping."""
+    selector = selectors.DefaultSelector()
+    selector.register(connection, selectors.EVENT_READ)
+    selector.register(process.sentinel, selectors.EVENT_READ)
+    return selector
+
+
+def reap(process: Any, timeout: float = 1.0) -> None:
+    """Stop ``process`` for good: terminate it, wait ``timeout`` seconds, then kill it;
+    returns once it has been joined (no zombie is left)."""
+    if process.is_alive():
+        process.terminate()
+        process.join(timeout)
+    if process.is_alive():
+        process.kill()
+    process.join()
