@@ -22,6 +22,10 @@ MAX_LEN, LIMIT, N_STEPS = 4, 3, 5
 # these envs and actors use no OpenMP threads, so the quickest start method is safe
 FORK = {"start_method": "fork"}
 
+# A hang is detected by the timeout itself (1.5 s); every other run must finish or fail
+# by its own mechanism, so it gets a timeout that a loaded machine's slow start cannot reach.
+HANG_TIMEOUT, SAFE_TIMEOUT = 1.5, 30.0
+
 
 def no_children_left():
     return multiprocessing.active_children() == []
@@ -51,7 +55,7 @@ def test_double_rollout_records_match_the_plain_model_and_are_reproducible():
     runs = []
     for _ in range(2):
         batches = double.rollout(
-            counter_factory(MAX_LEN, LIMIT), PolicyActor(1), N_STEPS, 3, entropy=42, timeout=3, **FORK
+            counter_factory(MAX_LEN, LIMIT), PolicyActor(1), N_STEPS, 3, entropy=42, timeout=SAFE_TIMEOUT, **FORK
         )
         runs.append([suply_clone(batch) for _, batch in zip(range(3), batches)])
         batches.close()
@@ -71,7 +75,7 @@ def suply_clone(fragment):
 
 def test_double_rollout_publishes_new_parameters_one_fragment_later():
     actor = PolicyActor(0)
-    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=3, **FORK)
+    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=SAFE_TIMEOUT, **FORK)
     fragments = []
     for batch in batches:
         fragments.append(suply_clone(batch))
@@ -97,7 +101,7 @@ def test_pool_with_one_actor_stacks_consecutive_fragments():
         n_buffers=3,
         n_per_batch=n_per_batch,
         entropy=9,
-        timeout=3,
+        timeout=SAFE_TIMEOUT,
         **FORK,
     )
     received = [as_fragment(part) for _, batch in zip(range(2), batches) for part in split(suply_clone(batch), 2)]
@@ -120,7 +124,7 @@ def test_pool_with_two_actors_keeps_each_workers_fragments_in_order():
         n_buffers=4,
         n_per_batch=2,
         entropy=5,
-        timeout=3,
+        timeout=SAFE_TIMEOUT,
         **FORK,
     )
     received = [as_fragment(part) for _, batch in zip(range(3), batches) for part in split(suply_clone(batch), 2)]
@@ -156,7 +160,7 @@ def test_pool_takes_a_vector_env_per_worker():
         n_buffers=2,
         n_per_batch=2,
         entropy=0,
-        timeout=3,
+        timeout=SAFE_TIMEOUT,
         **FORK,
     )
     batch = next(batches)
@@ -188,7 +192,7 @@ def test_pool_runs_under_the_default_forkserver_with_a_closure_factory():
 
 def test_background_evaluation_returns_episode_returns():
     factory = lambda seed=None: CounterEnv(min_len=3, max_len=3, limit=9)  # noqa: E731
-    results = evaluation.evaluate(factory, ConstantActor(2), n_envs=2, entropy=0, timeout=3, **FORK)
+    results = evaluation.evaluate(factory, ConstantActor(2), n_envs=2, entropy=0, timeout=SAFE_TIMEOUT, **FORK)
     for _, returns in zip(range(2), results):
         np.testing.assert_array_equal(returns, [7.5, 7.5])
     results.close()
@@ -224,15 +228,10 @@ def run_evaluation(factory, timeout):
 VARIANTS = {"double": run_double, "pool": run_pool, "evaluation": run_evaluation}
 
 
-# A hang is detected by the timeout itself; a raise or a kill must be detected by its own
-# mechanism, so those runs get a timeout that a loaded machine's slow start cannot reach.
-HANG_TIMEOUT, FAULT_TIMEOUT = 1.5, 30.0
-
-
 def fault_error(variant, fault, error_type, match):
     """The error a rollout of ``variant`` raises when its worker meets ``fault``; it must
     come within 5 s and leave no child process."""
-    timeout = HANG_TIMEOUT if fault == "hang" else FAULT_TIMEOUT
+    timeout = HANG_TIMEOUT if fault == "hang" else SAFE_TIMEOUT
     start = time.monotonic()
     with pytest.raises(error_type, match=match) as caught:
         VARIANTS[variant](counter_factory(MAX_LEN, LIMIT, fault=fault), timeout)
@@ -265,9 +264,9 @@ def test_a_hung_worker_times_out(variant):
 def healthy_rollout(variant):
     """A rollout of ``variant`` over healthy envs, with a timeout no healthy run reaches."""
     if variant == "evaluation":
-        return evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=FAULT_TIMEOUT, **FORK)
+        return evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=SAFE_TIMEOUT, **FORK)
     if variant == "double":
-        return double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=FAULT_TIMEOUT, **FORK)
+        return double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=SAFE_TIMEOUT, **FORK)
     return pool.rollout(
         counter_factory(MAX_LEN, LIMIT),
         PolicyActor(),
@@ -276,7 +275,7 @@ def healthy_rollout(variant):
         n_per_actor=2,
         n_buffers=3,
         n_per_batch=1,
-        timeout=FAULT_TIMEOUT,
+        timeout=SAFE_TIMEOUT,
         **FORK,
     )
 
