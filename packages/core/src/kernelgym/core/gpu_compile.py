@@ -375,7 +375,8 @@ class LauncherRecorder:
         require_toolchain()
         launchers = imported_launchers()
         builds = []
-        for key in sorted(_launched_signatures()):
+        # by kernel name, so that the table reads like an index
+        for key in sorted(_launched_signatures(), key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
             module_name, argtypes = key
             module = launchers[module_name]
             for cc in targets:
