@@ -76,6 +76,7 @@ _FLOAT_ARITHMETIC = frozenset({
     "sin", "cos", "lg2", "ex2", "tanh", "setp", "testp", "copysign",
 })
 _FLOAT_TYPES = {"f16": "f16", "f16x2": "f16", "bf16": "f16", "bf16x2": "f16", "f32": "f32", "f64": "f64"}
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s")
 
 
@@ -297,7 +298,8 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
     except GpuCompileUnavailableError:
         raise
     except Exception as error:  # noqa: BLE001 - a rejected kernel is a finding, reported by name
-        message = f"{type(error).__name__}: {error}".strip()
+        # numba colours its messages for terminals; the report is plain text
+        message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
         return KernelBuild(label, signature, target_name(cc), origin, error=message,
                            seconds=time.perf_counter() - started)
     return KernelBuild(label, signature, target_name(cc), origin, float64_share=float64_share(ptx),
