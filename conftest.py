@@ -37,13 +37,35 @@ def _gpu_usable() -> bool:
         return False
 
 
+def _gpu_compilers_missing() -> str | None:
+    """Why NVIDIA's NVVM and ptxas cannot run in this process (or None), without importing kernelgym."""
+    if SIMULATOR_ON:
+        return "NUMBA_ENABLE_CUDASIM=1: the CUDA simulator replaced numba.cuda's compiler"
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+        from numba.cuda.cudadrv import nvvm
+    except ImportError as error:
+        return f"numba-cuda or cuda-pathfinder missing ({error})"
+    if not nvvm.is_available() or find_nvidia_binary_utility("ptxas") is None:
+        return "NVIDIA's NVVM or ptxas wheels are not installed"
+    return None
+
+
 def pytest_collection_modifyitems(config, items):
     # Simulator tests need NUMBA_ENABLE_CUDASIM=1 before numba is imported, so they run in
     # their own process (tox -e sim); a plain pytest run says where they went.
     needs_sim = pytest.mark.skip(reason="simulator test: run `tox -e sim` (sets NUMBA_ENABLE_CUDASIM=1)")
     needs_gpu = pytest.mark.skip(reason="no usable CUDA GPU on this machine")
     gpu = None
+    compilers_missing = None
     for item in items:
+        if "gpu_compile" in item.keywords:
+            if compilers_missing is None:
+                compilers_missing = _gpu_compilers_missing() or ""
+            if compilers_missing:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"GPU-compile test: {compilers_missing}; run `tox -e gpu-compile` "
+                           '(or pip install "kernelgym-core[gpu-compile]")'))
         if "sim" in item.keywords and not SIMULATOR_ON:
             item.add_marker(needs_sim)
         if "gpu" in item.keywords:

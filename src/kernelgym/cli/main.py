@@ -1,4 +1,4 @@
-"""The ``kernelgym`` command: ``list``, ``bench``, ``check`` and ``demo``.
+"""The ``kernelgym`` command: ``list``, ``bench``, ``check``, ``demo`` and ``gpu-compile``.
 
 Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
 names the argument, what was expected and what was received (argparse's convention),
@@ -145,8 +145,20 @@ def build_parser() -> argparse.ArgumentParser:
                       help="learning-curve PNG (default: %(default)s)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
 
+    gpu_compile = commands.add_parser(
+        "gpu-compile", help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
+        description="Run core's kernels, every registered env (both autoreset modes), memory "
+                    "kernels and the DeviceCollector on the cpu backend, then compile each kernel "
+                    "with the argument types those launches passed, with NVIDIA's NVVM and ptxas "
+                    "(pip install \"kernelgym-core[gpu-compile]\"). Prints registers, stack, spills "
+                    "and float64 share; exit code 1 on any compile error, 2 without the compilers.",
+    )
+    gpu_compile.add_argument("envs", nargs="*", metavar="ENV", help="only these env ids (default: every registered env)")
+    gpu_compile.add_argument("--verbose", action="store_true", help="print each kernel as it compiles")
+
     # each subcommand carries its handler and its own parser (for its error messages)
-    for subparser, handler in ((listing, run_list), (bench, run_bench), (check, run_check), (demo, run_demo)):
+    for subparser, handler in ((listing, run_list), (bench, run_bench), (check, run_check), (demo, run_demo),
+                               (gpu_compile, run_gpu_compile)):
         subparser.set_defaults(handler=handler, subparser=subparser)
     return parser
 
@@ -210,6 +222,14 @@ def run_check(args, parser) -> int:
     if args.seed is not None:
         forwarded += ["--seed", str(args.seed)]
     return main_check(forwarded)
+
+
+def run_gpu_compile(args, parser) -> int:
+    from kernelgym.cli.gpu_compile_table import run_gpu_compile as compile_everything
+
+    for env_id in args.envs:
+        check_env_id(parser, env_id)
+    return compile_everything(args.envs or None, verbose=args.verbose)
 
 
 def run_demo(args, parser) -> int:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
+from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
@@ -426,5 +427,6 @@ CHECKS: tuple[Check, ...] = tuple(
         ("invariants", check_invariants),
         ("invalid_actions", check_invalid_actions),
         ("stateful", check_stateful),
+        ("gpu_compile", check_gpu_compile),
     )
 )

@@ -5,9 +5,13 @@ from __future__ import annotations
 import dataclasses
 import platform
 
-__all__ = ["CheckResult", "Report", "format_report"]
+__all__ = ["CheckResult", "CheckSkipped", "Report", "format_report"]
 
-PASSED, FAILED, ERROR, NOT_RUN = "passed", "failed", "error", "not run"
+PASSED, FAILED, ERROR, NOT_RUN, SKIPPED = "passed", "failed", "error", "not run", "skipped"
+
+
+class CheckSkipped(Exception):
+    """Raised by a check that cannot run here; the message says how to enable it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,10 +21,11 @@ class CheckResult:
     Attributes
     ----------
     name : str
-    status : {"passed", "failed", "error", "not run"}
+    status : {"passed", "failed", "error", "not run", "skipped"}
         ``failed``: the env broke the property; ``error``: the check could not run
         (e.g. a kernel raised); ``not run``: an earlier finding made running it unsafe.
-        Only ``passed`` counts as passing.
+        ``skipped``: the check cannot run here (the message says how to enable it).
+        Only ``passed`` counts as passing; a report passes with skipped checks.
     seconds : float
     message : str
         What went wrong (empty when passed).
@@ -67,12 +72,12 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """Whether every check passed."""
-        return all(result.passed for result in self.results)
+        """Whether every check passed (or was skipped, see `CheckResult`)."""
+        return not self.failures
 
     @property
     def failures(self) -> tuple[CheckResult, ...]:
-        return tuple(result for result in self.results if not result.passed)
+        return tuple(result for result in self.results if result.status not in (PASSED, SKIPPED))
 
     def __getitem__(self, name: str) -> CheckResult:
         for result in self.results:
@@ -92,7 +97,7 @@ def format_report(report: Report) -> str:
         "",
     ]
     for result in report.results:
-        mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR ", NOT_RUN: "--  "}[result.status]
+        mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR ", NOT_RUN: "--  ", SKIPPED: "skip"}[result.status]
         line = f"  [{mark}] {result.name:<{width}}  {result.seconds:7.2f} s"
         if result.note:
             line += f"  ({result.note})"
@@ -106,6 +111,7 @@ def format_report(report: Report) -> str:
     skipped = [result.name for result in report.results if result.status == NOT_RUN]
     if skipped:
         lines += ["", f"not run: {', '.join(skipped)}: {report[skipped[0]].message}"]
+    lines += [f"skipped: {result.name}: {result.message}" for result in report.results if result.status == SKIPPED]
     if not report.passed:
         lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
                       f"--max-examples {report.max_examples} --seed {report.seed}"]

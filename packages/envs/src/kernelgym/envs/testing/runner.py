@@ -8,7 +8,7 @@ import traceback
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
-from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, CheckResult, Report
+from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, SKIPPED, CheckResult, CheckSkipped, Report
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
 
@@ -105,6 +105,8 @@ def _run_one(check, harness, config) -> CheckResult:
     try:
         with one_cpu_thread(harness.backend):
             note = check.run(harness, config)
+    except CheckSkipped as skipped:
+        return CheckResult(check.name, SKIPPED, time.perf_counter() - started, message=str(skipped))
     except AssertionError as error:
         return CheckResult(check.name, FAILED, time.perf_counter() - started, _message(error), _example(error))
     except Exception as error:  # noqa: BLE001 - a crashing kernel or reference is a finding, not a kit crash

@@ -22,6 +22,7 @@ import pytest
 
 from kernelgym.envs.testing import checks
 from kernelgym.envs.testing.checks import CheckConfig
+from kernelgym.envs.testing.gpu_compile import gpu_compile_test
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
 from kernelgym.envs.testing.runner import DEFAULT_MAX_EXAMPLES, unsafe_message
 
@@ -103,6 +104,9 @@ class EnvTestSuite:
 
     def test_stateful(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_stateful, kernelgym_harness, kernelgym_config)
+
+    def test_gpu_compile(self, kernelgym_harness, kernelgym_config):
+        gpu_compile_test(kernelgym_harness, kernelgym_config)
 
 
 def _run_safely(check, harness: EnvHarness, config: CheckConfig) -> None:

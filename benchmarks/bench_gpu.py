@@ -1,0 +1,157 @@
+"""GPU throughput: CartPole at N = 2^12 .. 2^24, TagContinuous at 2,000 envs x 1,000 agents
+(WarpDrive's headline setup: 2.9 M env-steps/s on one A100) and the DeviceCollector end
+to end. Writes benchmarks/results/gpu.md, naming the GPU, and prints it.
+
+    .venv/bin/python benchmarks/bench_gpu.py                      # on a machine with a GPU
+    .venv/bin/python benchmarks/bench_gpu.py --backend cpu --tiny # the same code path, tiny N
+
+Without a usable GPU ``--backend cuda`` (the default) exits with code 2 and the reason.
+Timing on cuda synchronizes the device once per timed run, never per step. Actions are
+made on the device before timing; each number is the median of ``--repeats`` runs after
+a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu.md"
+CARTPOLE_EXPONENTS = range(12, 25)  # N = 2^12 .. 2^24
+TAG_ENVS, TAG_RUNNERS = 2_000, 999  # 1 tagger + 999 runners = 1,000 agents
+ACTION_BATCHES = 4
+
+
+def _synchronize(backend: str) -> None:
+    if backend == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def median_rate(step_all, env_steps: int, repeats: int, backend: str) -> float:
+    """Median env-steps/s of ``step_all()`` over ``repeats`` runs, after one warm-up."""
+    step_all()
+    _synchronize(backend)
+    rates = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        step_all()
+        _synchronize(backend)
+        rates.append(env_steps / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def env_rate(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, **params) -> float:
+    """Env-steps/s of ``env_id`` with random actions made on the env's device beforehand."""
+    import torch
+
+    import kernelgym.envs as kge
+
+    env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0, check_action_values=False, **params)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    actions = [torch.as_tensor(env.action_space.sample(), device=env.device) for _ in range(ACTION_BATCHES)]
+
+    def step_all():
+        for k in range(steps):
+            env.step(actions[k % ACTION_BATCHES])
+
+    try:
+        return median_rate(step_all, num_envs * steps, repeats, backend)
+    finally:
+        env.close()
+
+
+def collector_rate(num_envs: int, backend: str, n_steps: int, repeats: int) -> float:
+    """DeviceCollector env-steps/s on CartPole with a 4-32-2 MLP actor (fragments of ``n_steps``)."""
+    import torch
+
+    import kernelgym.envs as kge
+    from kernelgym.collectors import DeviceCollector
+    from kernelgym.collectors.rollout.actor import Actor
+
+    class MLPActor(Actor):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
+
+        def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+            logits = self.net(obs)
+            return torch.distributions.Categorical(logits=logits).sample(), (), {}
+
+    env = kge.make("CartPole-v1", num_envs=num_envs, backend=backend, seed=0, autoreset_mode="same_step",
+                   check_action_values=False)
+    collector = DeviceCollector(env, MLPActor().to(env.device), n_steps, seed=0)
+    with torch.no_grad():
+        return median_rate(collector.collect, num_envs * n_steps, repeats, backend)
+
+
+def device_name(backend: str) -> str:
+    if backend == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return f"no GPU: backend {backend!r} on {platform.processor() or platform.machine()} (code-path check only)"
+
+
+def run(backend: str, tiny: bool, repeats: int) -> str:
+    """Every measurement; a markdown section."""
+    exponents = [6, 7] if tiny else list(CARTPOLE_EXPONENTS)
+    steps = 5 if tiny else 100
+    tag_envs, tag_runners = (4, 9) if tiny else (TAG_ENVS, TAG_RUNNERS)
+    collector_envs = 64 if tiny else 2**16
+    lines = ["| workload | envs | agents | env-steps/s |", "|---|---:|---:|---:|"]
+    for exponent in exponents:
+        rate = env_rate("CartPole-v1", 2**exponent, backend, steps, repeats)
+        lines.append(f"| CartPole-v1 | 2^{exponent} | 1 | {rate:,.0f} |")
+        print(lines[-1], flush=True)
+    rate = env_rate("TagContinuous-v0", tag_envs, backend, max(2, steps // 10), repeats,
+                    num_taggers=1, num_runners=tag_runners)
+    lines.append(f"| TagContinuous-v0 (WarpDrive: 2.9 M on an A100) | {tag_envs:,} | {tag_runners + 1:,} | {rate:,.0f} |")
+    print(lines[-1], flush=True)
+    rate = collector_rate(collector_envs, backend, 16 if not tiny else 4, repeats)
+    lines.append(f"| DeviceCollector CartPole-v1, MLP 4-32-2 | {collector_envs:,} | 1 | {rate:,.0f} |")
+    print(lines[-1], flush=True)
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    command = "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])
+    return "\n".join([
+        "## GPU throughput", "",
+        f"- Device: {device_name(backend)}",
+        f"- Date: {stamp}; command: `{command.strip()}`; median of {repeats} runs after a warm-up; "
+        "actions made on the device beforehand, check_action_values=False; one device sync per timed run",
+        "", *lines, ""])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "cpu"],
+                        help="cuda (default; the numbers this script is for) or cpu (checks the code path)")
+    parser.add_argument("--tiny", action="store_true", help="tiny N: check the code path, not a measurement")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="markdown file to write (default: %(default)s)")
+    options = parser.parse_args(argv)
+    if options.repeats < 1:
+        parser.error(f"argument --repeats: expected an int >= 1, received {options.repeats}")
+    from kernelgym.core import BackendUnavailableError, resolve_backend
+
+    try:
+        backend = resolve_backend(options.backend)
+    except BackendUnavailableError as error:
+        print(f"bench_gpu: {error}. These benchmarks measure a GPU; run them where one is usable "
+              "(or pass --backend cpu --tiny to check the code path).", file=sys.stderr)
+        return 2
+    section = run(backend, options.tiny, options.repeats)
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(section)
+    print(f"\nwritten to {options.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

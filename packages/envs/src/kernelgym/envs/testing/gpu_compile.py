@@ -1,0 +1,227 @@
+"""Does an env compile for the GPU? The kit's ``gpu_compile`` check, without a GPU.
+
+The env runs a few steps on the ``cpu`` backend in both autoreset modes; then every
+kernel it launched is compiled, with the argument types those launches passed, for
+sm_90a and sm_80 by NVIDIA's NVVM and ptxas (see :mod:`kernelgym.core.gpu_compile`).
+The CUDA simulator runs kernels as Python and accepts code NVVM rejects, so an env can
+pass every other check on ``cpu`` and ``sim`` and still fail to build on a GPU.
+
+The compile runs in a child process: the simulator must be off there (it replaces
+``numba.cuda`` in the process that enables it), and a fresh process has imported
+exactly the launchers that this env's workload built.
+
+Needs NVIDIA's compilers as pip wheels: ``pip install "kernelgym-envs[gpu-compile]"``.
+Where they are missing the check says so and is skipped (never silently).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import warnings
+
+import numpy as np
+
+__all__ = [
+    "AUTORESET_MODES",
+    "EXTRA_HINT",
+    "EnvCompileResult",
+    "GpuCompileSkippedWarning",
+    "check_gpu_compile",
+    "compile_env_for_gpu",
+    "gpu_compile_test",
+    "run_env_workloads",
+]
+
+EXTRA_HINT = 'pip install "kernelgym-envs[gpu-compile]"'
+AUTORESET_MODES = ("next_step", "same_step")
+_UNAVAILABLE_EXIT_CODE = 3
+_CHILD_TIMEOUT_S = 900
+
+
+class GpuCompileSkippedWarning(UserWarning):
+    """The GPU-compile test was skipped: NVIDIA's compilers are not installed here."""
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvCompileResult:
+    """What `compile_env_for_gpu` found.
+
+    Attributes
+    ----------
+    builds : tuple of kernelgym.core.gpu_compile.KernelBuild
+        One per kernel, argument types and target.
+    unavailable : str or None
+        Why nothing could be compiled (NVIDIA's compilers are not installed).
+    workload_errors : tuple of str
+        Tracebacks of workloads that raised on the cpu backend.
+    """
+
+    builds: tuple = ()
+    unavailable: str | None = None
+    workload_errors: tuple = ()
+
+    @property
+    def failed(self) -> tuple:
+        return tuple(build for build in self.builds if not build.ok)
+
+
+def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int = 4, steps: int = 3,
+                      seed: int = 0, keep_going: bool = False) -> None:
+    """Run ``env`` on the ``cpu`` backend under a `LauncherRecorder`, in both autoreset modes.
+
+    Each mode: make, reset, ``steps`` steps with random valid actions.
+
+    Parameters
+    ----------
+    recorder : kernelgym.core.gpu_compile.LauncherRecorder
+    env : str or EnvSpec
+    params : dict, optional
+        Overrides of the env's params.
+    """
+    from kernelgym.envs.registry import get_spec
+    from kernelgym.envs.vector_env import KernelVectorEnv
+
+    spec = get_spec(env) if isinstance(env, str) else env
+    for mode in AUTORESET_MODES:
+        with recorder.workload(f"{spec.id} {mode}", keep_going):
+            vector_env = KernelVectorEnv(spec, num_envs, backend="cpu", seed=seed, autoreset_mode=mode,
+                                         **(params or {}))
+            vector_env.action_space.seed(seed)
+            vector_env.reset(seed=seed)
+            for _ in range(steps):
+                vector_env.step(np.asarray(vector_env.action_space.sample()))
+            vector_env.close()
+
+
+def compile_env_for_gpu(env, params: dict | None = None) -> EnvCompileResult:
+    """Compile every kernel of ``env`` for the GPU, in a child process (see the module docstring).
+
+    Parameters
+    ----------
+    env : str or EnvSpec
+        A registered env id, ``"module:attr"`` of a spec, or a spec (picklable, or
+        registered through an installed distribution's entry point).
+    params : dict, optional
+        Overrides of the env's params.
+
+    Raises
+    ------
+    TypeError
+        A spec the child process cannot receive.
+    RuntimeError
+        The child process crashed.
+    """
+    from kernelgym.core.gpu_compile import KernelBuild
+
+    with tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-") as folder:
+        request, result = os.path.join(folder, "request.pickle"), os.path.join(folder, "result.json")
+        with open(request, "wb") as file:
+            pickle.dump({"env": _transportable(env), "params": params or {}}, file)
+        environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+        # the child sees what this process imports (a test module's specs, for one)
+        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+        done = subprocess.run(
+            [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
+            env=environment, capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S, check=False,
+        )
+        if done.returncode == _UNAVAILABLE_EXIT_CODE:
+            return EnvCompileResult(unavailable=done.stderr.strip().splitlines()[-1])
+        if not os.path.exists(result):
+            raise RuntimeError(f"the GPU-compile child process failed (exit {done.returncode}):\n{done.stderr}")
+        with open(result) as file:
+            found = json.load(file)
+    return EnvCompileResult(
+        builds=tuple(KernelBuild(**build) for build in found["builds"]),
+        workload_errors=tuple(found["workload_errors"]),
+    )
+
+
+def _transportable(env):
+    """``env`` as the child process can receive it: an id, "module:attr", or a pickled spec."""
+    if isinstance(env, str):
+        return env
+    try:
+        pickle.dumps(env)
+        return env
+    except Exception as error:  # noqa: BLE001 - any pickling failure has the same remedy
+        if getattr(env, "distribution", None):
+            return env.id  # registered by an installed distribution: the child finds it by id
+        raise TypeError(
+            f"env: the EnvSpec {getattr(env, 'id', env)!r} cannot be pickled for the GPU-compile child process "
+            f"({type(error).__name__}: {error}); register it through an entry point or pass 'module:attr'"
+        ) from error
+
+
+def check_gpu_compile(harness, config) -> str:
+    """Every kernel the env launches compiles for sm_90a and sm_80 (NVIDIA's NVVM and ptxas)."""
+    from kernelgym.envs.testing.report import CheckSkipped
+
+    result = compile_env_for_gpu(harness.spec, harness.overrides)
+    if result.unavailable is not None:
+        raise CheckSkipped(f"needs NVIDIA's compilers: {EXTRA_HINT} ({result.unavailable})")
+    problems = [f"{build.kernel} for {build.target} with types {build.signature}:\n{build.error}"
+                for build in result.failed]
+    problems += [f"running the env on the cpu backend raised:\n{trace}" for trace in result.workload_errors]
+    if problems:
+        raise AssertionError(f"{len(problems)} kernel(s) do not compile for the GPU:\n\n" + "\n\n".join(problems))
+    if not result.builds:
+        raise AssertionError("the env launched no kernel on the cpu backend, so nothing was compiled")
+    heaviest = max(result.builds, key=lambda build: build.registers)
+    spills = sum(build.spill_store_bytes + build.spill_load_bytes for build in result.builds)
+    targets = sorted({build.target for build in result.builds})
+    kernels = len({(build.kernel, build.signature) for build in result.builds})
+    return (f"{kernels} kernels for {', '.join(targets)}; most registers {heaviest.registers} "
+            f"({heaviest.kernel}); {'no spills' if spills == 0 else f'{spills} bytes spilled'}")
+
+
+def gpu_compile_test(harness, config) -> None:
+    """`EnvTestSuite`'s ``test_gpu_compile``: the check, or a skip that warns with the install hint."""
+    import pytest
+
+    from kernelgym.envs.testing.report import CheckSkipped
+
+    try:
+        check_gpu_compile(harness, config)
+    except CheckSkipped as skipped:
+        # a warning too: pytest prints warnings without -r options, so the hint is seen
+        warnings.warn(str(skipped), GpuCompileSkippedWarning, stacklevel=2)
+        pytest.skip(str(skipped))
+
+
+def _child(argv=None) -> int:
+    """The child process: run the env on cpu, compile its launchers, write the builds as JSON."""
+    from kernelgym.core import gpu_compile
+
+    parser = argparse.ArgumentParser(description="internal: compile one env's kernels for the GPU")
+    parser.add_argument("request")
+    parser.add_argument("result")
+    options = parser.parse_args(argv)
+    reason = gpu_compile.toolchain_missing_reason()
+    if reason is not None:
+        print(reason, file=sys.stderr)
+        return _UNAVAILABLE_EXIT_CODE
+    with open(options.request, "rb") as file:
+        request = pickle.load(file)
+    env = request["env"]
+    if isinstance(env, str) and ":" in env:
+        from kernelgym.envs.spec import load_reference
+
+        env = load_reference(env)
+    recorder = gpu_compile.LauncherRecorder()
+    run_env_workloads(recorder, env, request["params"], keep_going=True)
+    builds = recorder.compile()
+    with open(options.result, "w") as file:
+        json.dump({"builds": [dataclasses.asdict(build) for build in builds],
+                   "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures]}, file)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child())
