@@ -35,9 +35,12 @@ DISTRIBUTIONS = {
 }
 # Modules that another distribution provides under a name it shares: numba-cuda replaces
 # numba's own `numba.cuda` (see ARCHITECTURE.md, Backends).
-MODULE_PROVIDERS = {"numba.cuda": "numba-cuda"}
+MODULE_PROVIDERS = {"numba.cuda": "numba-cuda", "cuda.pathfinder": "cuda-pathfinder"}
 # The meta-distribution installs the four packages whether or not the CLI imports them.
 META_DEPENDENCIES = {"kernelgym": {"kernelgym-core", "kernelgym-envs", "kernelgym-collectors", "kernelgym-memory"}}
+# Wheels that ship programs, found on disk rather than imported: NVIDIA's ptxas for the
+# GPU-compile table (located by cuda.pathfinder).
+BINARY_DEPENDENCIES = {"kernelgym-core": {"nvidia-cuda-nvcc-cu12"}}
 
 
 @dataclasses.dataclass
@@ -134,7 +137,8 @@ def test_every_declared_dependency_is_imported(distribution):
     unused = declared - required - optional - META_DEPENDENCIES.get(distribution, set())
     assert not unused, f"{distribution} declares {sorted(unused)} but never imports them"
     for extra, dependencies in extras.items():
-        unused = {name for name in dependencies if name not in optional | required and name != distribution}
+        binaries = BINARY_DEPENDENCIES.get(distribution, set())
+        unused = {name for name in dependencies if name not in optional | required | binaries and name != distribution}
         assert not unused, f"{distribution}[{extra}] declares {sorted(unused)} but never imports them"
 
 
