@@ -1,12 +1,14 @@
 """kernelgym envs as gymnasium 1.x ``VectorEnv`` objects (numpy in, numpy out).
 
-Every registered id is also registered with gymnasium as ``"kernelgym/<id>"``, with a
-vector entry point only::
+Every registered id is also registered with gymnasium as ``"kernelgym/<id>"``: a
+vector entry point (this module's `KernelGymnasiumVectorEnv`), a single-env entry point
+(`kernelgym.envs.gymnasium_env.KernelGymnasiumEnv`) and the env's time limit::
 
     import gymnasium, kernelgym.envs
 
     envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=1024,
                               vectorization_mode="vector_entry_point")
+    env = gymnasium.make("kernelgym/CartPole-v1")
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import numpy as np
 from gymnasium.envs.registration import registry as gymnasium_registry
 
 from kernelgym.envs import registry
+from kernelgym.envs.gymnasium_env import KernelGymnasiumEnv
 from kernelgym.envs.registry import PluginLoadWarning
 
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
@@ -28,9 +31,11 @@ GYMNASIUM_NAMESPACE = "kernelgym"
 class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     """A `KernelVectorEnv` behind gymnasium's ``VectorEnv`` interface.
 
-    Observations, rewards and flags are returned as numpy arrays that the caller owns
-    (copies of the kernel buffers), as gymnasium's own vector envs do. Autoreset follows
-    the wrapped env's ``autoreset_mode`` and is announced in ``metadata``.
+    Observations, rewards, flags and ``info`` are returned as numpy arrays that the
+    caller owns (copies of the kernel buffers), as gymnasium's own vector envs do.
+    Autoreset follows the wrapped env's ``autoreset_mode`` (also an attribute, which
+    TorchRL reads) and is announced in ``metadata``. ``info`` carries the episode
+    statistics of `kernelgym.envs.episode_statistics`.
 
     Parameters
     ----------
@@ -40,14 +45,17 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         As in `kernelgym.envs.make` (default "auto").
     seed : int or None
     render_mode : {"rgb_array"} or None
+        ``"rgb_array"`` only for envs whose spec has a renderer.
     **kwargs
         Passed to `kernelgym.envs.make` (``autoreset_mode``, ``max_episode_steps``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
                  render_mode: str | None = None, **kwargs):
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+        spec = registry.get_spec(env_id)
+        render_modes = ["rgb_array"] if spec.render is not None else []
+        if render_mode is not None and render_mode not in render_modes:
+            raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, **kwargs)
         self.num_envs = self.env.num_envs
         self.single_observation_space = self.env.single_observation_space
@@ -55,9 +63,11 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.render_mode = render_mode
+        self.autoreset_mode = self.env.autoreset_mode
         self.metadata = {
             "autoreset_mode": self.env.autoreset_mode,
-            "render_modes": ["rgb_array"],
+            "render_modes": render_modes,
+            "render_fps": spec.render_fps,
         }
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
@@ -71,8 +81,7 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         if not isinstance(actions, np.ndarray):
             actions = np.asarray(actions)
         obs, rewards, terminated, truncated, info = self.env.step(actions, numpy=True)
-        info = {key: np.array(value) for key, value in info.items()}
-        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), info
+        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), _copy_tree(info)
 
     def render(self):
         """A tuple of RGB frames, one per env, when ``render_mode="rgb_array"``."""
@@ -82,6 +91,10 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self.env.close()
+
+
+def _copy_tree(info: dict) -> dict:
+    return {key: _copy_tree(value) if isinstance(value, dict) else np.array(value) for key, value in info.items()}
 
 
 def register_gymnasium_envs(env_ids=None) -> list[str]:
@@ -106,7 +119,9 @@ def register_gymnasium_envs(env_ids=None) -> list[str]:
             continue
         gymnasium.register(
             id=gymnasium_id,
+            entry_point=KernelGymnasiumEnv,
             vector_entry_point=KernelGymnasiumVectorEnv,
+            max_episode_steps=registry.get_spec(env_id).resolve().max_episode_steps,
             kwargs={"env_id": env_id},
         )
         added.append(gymnasium_id)
