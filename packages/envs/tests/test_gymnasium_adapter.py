@@ -124,21 +124,18 @@ def test_render_modes_list_only_modes_that_work():
             assert all(frame.dtype == np.uint8 and frame.ndim == 3 for frame in rendering.render())
 
 
-def test_info_carries_episode_statistics_as_owned_numpy_arrays():
-    envs = _make(2, max_episode_steps=3)
+def test_gymnasiums_record_episode_statistics_reads_the_adapter():
+    envs = gymnasium.wrappers.vector.RecordEpisodeStatistics(_make(2, max_episode_steps=3))
     envs.reset(seed=0)
     for _ in range(2):
         _, _, _, _, info = envs.step(np.zeros(2, dtype=np.int64))
-        assert not info["_episode"].any()
+        assert "episode" not in info
     _, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
     finished = terminated | truncated
+    assert finished.any()
     np.testing.assert_array_equal(info["_episode"], finished)
-    assert isinstance(info["episode"]["r"], np.ndarray)
     np.testing.assert_array_equal(info["episode"]["l"][finished], 3)  # pushed left, CartPole lasts 3+ steps
     np.testing.assert_array_equal(info["episode"]["r"][finished], 3.0)
-    kept = info["episode"]["l"].copy()
-    envs.step(np.zeros(2, dtype=np.int64))
-    np.testing.assert_array_equal(info["episode"]["l"], kept)  # the next step did not overwrite it
 
 
 def test_each_adapter_owns_its_spaces():

@@ -26,6 +26,7 @@ from kernelgym.envs.registry import PluginLoadWarning
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
 
 GYMNASIUM_NAMESPACE = "kernelgym"
+_FINAL_OBS_KEYS = ("final_obs", "_final_obs")
 
 
 class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
@@ -34,8 +35,10 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     Observations, rewards, flags and ``info`` are returned as numpy arrays that the
     caller owns (copies of the kernel buffers), as gymnasium's own vector envs do.
     Autoreset follows the wrapped env's ``autoreset_mode`` (also an attribute, which
-    TorchRL reads) and is announced in ``metadata``. ``info`` carries the episode
-    statistics of `kernelgym.envs.episode_statistics`.
+    TorchRL reads) and is announced in ``metadata``. Like gymnasium's own vector envs,
+    ``info`` holds only ``final_obs``/``_final_obs`` (same_step mode); wrap it in
+    ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for episode returns (TorchRL's
+    info reader cannot stack the nested ``info["episode"]`` dict).
 
     Parameters
     ----------
@@ -81,7 +84,7 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         if not isinstance(actions, np.ndarray):
             actions = np.asarray(actions)
         obs, rewards, terminated, truncated, info = self.env.step(actions, numpy=True)
-        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), _copy_tree(info)
+        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), {key: np.array(info[key]) for key in _FINAL_OBS_KEYS if key in info}
 
     def render(self):
         """A tuple of RGB frames, one per env, when ``render_mode="rgb_array"``."""
@@ -91,10 +94,6 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self.env.close()
-
-
-def _copy_tree(info: dict) -> dict:
-    return {key: _copy_tree(value) if isinstance(value, dict) else np.array(value) for key, value in info.items()}
 
 
 def register_gymnasium_envs(env_ids=None) -> list[str]:

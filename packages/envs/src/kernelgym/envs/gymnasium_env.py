@@ -17,6 +17,8 @@ point (``make_vec(..., vectorization_mode="vector_entry_point")``) instead.
 
 from __future__ import annotations
 
+import dataclasses
+
 import gymnasium
 import numpy as np
 
@@ -52,12 +54,19 @@ class KernelGymnasiumEnv(gymnasium.Env):
     Raises
     ------
     TypeError
-        ``env_id`` is a multi-agent env (use the PettingZoo adapter or a vector env).
+        An unknown keyword argument, or ``env_id`` is a multi-agent env (use the
+        PettingZoo adapter or a vector env).
     """
 
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
                  max_episode_steps: int | None = None, **kwargs):
         spec = registry.get_spec(env_id)
+        param_names = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
+        unexpected = sorted(set(kwargs) - set(param_names))
+        if unexpected:
+            # Python's own wording: clients such as TorchRL's GymEnv try optional arguments and match on it
+            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {unexpected[0]!r} "
+                            f"(the params of {spec.id} are {param_names})")
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
