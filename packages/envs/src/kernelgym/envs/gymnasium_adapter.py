@@ -76,7 +76,7 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Reset every env; ``seed`` re-seeds the per-env streams."""
         super().reset(seed=seed)  # seeds the action space's sampler like gymnasium's own envs
-        obs, _ = self.env.reset(seed=seed, options=options, numpy=True)
+        obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
         return np.array(obs), {}
 
     def step(self, actions):

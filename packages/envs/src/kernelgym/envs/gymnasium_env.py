@@ -87,9 +87,11 @@ class KernelGymnasiumEnv(gymnasium.Env):
         self._actions = np.zeros(self.env.action_space.shape, dtype=self.env.action_space.dtype)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        """Start a new episode; ``seed`` re-seeds the env's stream (None: continue it)."""
+        """Start a new episode; ``seed`` re-seeds the env's stream (None: continue it).
+
+        kernelgym envs take no reset options: ``options`` must be None or empty."""
         super().reset(seed=seed)
-        obs, _ = self.env.reset(seed=seed, options=options, numpy=True)
+        obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
         return np.array(obs[0]), {}
 
     def step(self, action):
