@@ -8,6 +8,7 @@ from gymnasium.vector import AutoresetMode
 
 import kernelgym.envs as kge
 from kernelgym.envs.gymnasium_adapter import KernelGymnasiumVectorEnv
+from kernelgym.envs.gymnasium_env import KernelGymnasiumEnv
 
 
 def _make(num_envs=4, **kwargs):
@@ -19,7 +20,8 @@ def test_every_kernelgym_id_is_registered_with_gymnasium():
     for env_id in kge.list_envs():
         spec = gymnasium.spec(f"kernelgym/{env_id}")
         assert load_env_creator(spec.vector_entry_point) is KernelGymnasiumVectorEnv
-        assert spec.entry_point is None  # vector only: "sync"/"async" modes make no sense here
+        assert load_env_creator(spec.entry_point) is KernelGymnasiumEnv
+        assert spec.max_episode_steps == kge.get_spec(env_id).resolve().max_episode_steps
 
 
 def test_make_vec_gives_a_vector_env_with_gymnasium_conventions():
@@ -100,3 +102,48 @@ def test_render_returns_one_frame_per_env_or_refuses():
     envs.reset(seed=0)
     frames = envs.render()
     assert len(frames) == 2 and all(frame.dtype == np.uint8 and frame.ndim == 3 for frame in frames)
+
+
+def test_the_vector_adapter_announces_what_clients_read():
+    envs = _make(3, autoreset_mode="same_step")
+    assert envs.autoreset_mode is AutoresetMode.SAME_STEP  # TorchRL reads the attribute
+    assert envs.spec.max_episode_steps == 500
+    assert envs.metadata["render_fps"] == 50 and envs.metadata["render_modes"] == ["rgb_array"]
+    envs.close()
+
+
+def test_render_modes_list_only_modes_that_work():
+    for env_id in kge.list_envs():
+        spec = kge.get_spec(env_id)
+        envs = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=2, vectorization_mode="vector_entry_point",
+                                  backend="cpu")
+        assert envs.metadata["render_modes"] == (["rgb_array"] if spec.render is not None else [])
+        for mode in envs.metadata["render_modes"]:
+            rendering = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=2, backend="cpu",
+                                           vectorization_mode="vector_entry_point", render_mode=mode)
+            rendering.reset(seed=0)
+            assert all(frame.dtype == np.uint8 and frame.ndim == 3 for frame in rendering.render())
+
+
+def test_gymnasiums_record_episode_statistics_reads_the_adapter():
+    envs = gymnasium.wrappers.vector.RecordEpisodeStatistics(_make(2, max_episode_steps=3))
+    envs.reset(seed=0)
+    for _ in range(2):
+        _, _, _, _, info = envs.step(np.zeros(2, dtype=np.int64))
+        assert "episode" not in info
+    _, _, terminated, truncated, info = envs.step(np.zeros(2, dtype=np.int64))
+    finished = terminated | truncated
+    assert finished.any()
+    np.testing.assert_array_equal(info["_episode"], finished)
+    np.testing.assert_array_equal(info["episode"]["l"][finished], 3)  # pushed left, CartPole lasts 3+ steps
+    np.testing.assert_array_equal(info["episode"]["r"][finished], 3.0)
+
+
+def test_each_adapter_owns_its_spaces():
+    first, second = _make(2), _make(2)
+    assert first.single_action_space is not second.single_action_space
+    second.single_action_space.seed(0)
+    draws = [second.single_action_space.sample() for _ in range(20)]
+    second.single_action_space.seed(0)
+    first.single_action_space.seed(1)  # seeding one adapter's space leaves the other's alone
+    assert [second.single_action_space.sample() for _ in range(20)] == draws

@@ -52,6 +52,20 @@ def test_importing_kernelgym_envs_imports_no_plugin_until_one_is_asked_for():
     assert out.strip() == "ok"
 
 
+def test_a_declared_id_gets_its_time_limit_when_gymnasium_makes_it_first():
+    out = _run("""
+        import gymnasium
+        import kernelgym.envs
+
+        assert gymnasium.spec("kernelgym/CartPole-v1").max_episode_steps is None  # no plugin loaded yet
+        env = gymnasium.make("kernelgym/CartPole-v1")  # creating the env loads the plugin
+        assert isinstance(env, gymnasium.wrappers.TimeLimit) and env.spec.max_episode_steps == 500
+        assert gymnasium.spec("kernelgym/CartPole-v1").max_episode_steps == 500
+        print("ok")
+    """).stdout
+    assert out.strip() == "ok"
+
+
 def _module_name(path: pathlib.Path) -> str:
     parts = path.relative_to(ENVS_SOURCE.parent).with_suffix("").parts
     return ".".join(("kernelgym", *parts)).removesuffix(".__init__")

@@ -138,3 +138,54 @@ def test_vector_env_render_uses_these_renderers(env_id, kwargs):
     assert picture.dtype == np.uint8 and picture.ndim == 3 and picture.shape[2] == 3
     assert len(np.unique(picture.reshape(-1, 3), axis=0)) >= 3  # background plus drawn shapes
     assert math.isfinite(float(picture.mean()))
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(-math.pi, math.pi))
+def test_the_pendulum_rod_points_at_theta(theta):
+    from kernelgym.envs.classic.pendulum import SPEC as PENDULUM
+
+    batch = {"theta": np.float32([theta]), "theta_dot": np.float32([0.0])}
+    picture = render.render_pendulum(batch, 0, PENDULUM.params)
+    assert picture.shape == (500, 500, 3) and picture.dtype == np.uint8
+    x, y = centroid(colour_mask(picture, render.ROD_RED))
+    # the rod's centre of mass lies half a rod from the pivot, anticlockwise from up by theta
+    half_rod = 0.5 * 500 / 2.2
+    assert x - 250 == pytest.approx(-half_rod * math.sin(theta), abs=8.0)
+    assert 250 - y == pytest.approx(half_rod * math.cos(theta), abs=8.0)
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.floats(-1.1, 0.5), st.floats(0.02, 0.1))
+def test_the_mountain_car_moves_right_when_position_grows(position, shift):
+    from kernelgym.envs.classic.mountain_car import SPEC as MOUNTAIN_CAR
+
+    batch = {"position": np.float32([position, position + shift]), "velocity": np.float32([0.0, 0.0])}
+    left, right = (render.render_mountain_car(batch, index, MOUNTAIN_CAR.params) for index in (0, 1))
+    assert left.shape == (400, 600, 3)
+    left_x, _ = centroid(colour_mask(left, render.CART_BROWN))
+    right_x, _ = centroid(colour_mask(right, render.CART_BROWN))
+    assert right_x - left_x == pytest.approx(shift * 600 / 1.8, abs=2.0)
+    assert colour_mask(left, render.FLAG_YELLOW).any()  # the goal flag
+
+
+def test_the_acrobot_hangs_down_at_rest_and_swings_up():
+    from kernelgym.envs.classic.acrobot import SPEC as ACROBOT
+
+    zeros = np.float32([0.0, 0.0])
+    batch = {"theta1": np.float32([0.0, math.pi]), "theta2": zeros, "dtheta1": zeros, "dtheta2": zeros}
+    down, up = (render.render_acrobot(batch, index, ACROBOT.params) for index in (0, 1))
+    assert down.shape == (500, 500, 3)
+    _, down_y = centroid(colour_mask(down, render.LINK_TEAL))
+    _, up_y = centroid(colour_mask(up, render.LINK_TEAL))
+    assert down_y > 250 + 50 and up_y < 250 - 50  # pixel rows grow downwards
+
+
+@pytest.mark.parametrize("env_id", ["Pendulum-v1", "MountainCar-v0", "Acrobot-v1"])
+def test_every_classic_env_renders_through_the_runtime(env_id):
+    import kernelgym.envs as kge
+
+    env = kge.make(env_id, num_envs=2, backend="cpu", seed=0)
+    env.reset(seed=0)
+    picture = env.render(1)
+    assert picture.dtype == np.uint8 and picture.ndim == 3 and len(np.unique(picture.reshape(-1, 3), axis=0)) >= 3

@@ -67,6 +67,7 @@ class VectorEnvMachine(RuleBasedStateMachine):
         for index in range(N):
             if self.mode == "next_step" and self.pending[index]:
                 assert rewards[index] == 0 and not terminated[index] and not truncated[index]
+                assert not info["_episode"][index]  # the reset step belongs to no episode
                 assert (obs[index].abs() <= PARAMS.reset_bound).all()
                 self.states[index] = _slice(new_state, index)
                 self.steps[index] = 0
@@ -83,6 +84,11 @@ class VectorEnvMachine(RuleBasedStateMachine):
             assert bool(terminated[index]) == expected_terminated
             assert bool(truncated[index]) == expected_truncated
             done = expected_terminated or expected_truncated
+            # episode statistics: CartPole pays 1 per step, so the return equals the length
+            assert bool(info["_episode"][index]) == done
+            expected_episode = self.steps[index] if done else 0
+            assert info["episode"]["l"][index] == expected_episode
+            assert info["episode"]["r"][index] == expected_episode
             if self.mode == "same_step":
                 assert bool(info["_final_obs"][index]) == done
                 if done:
@@ -92,7 +98,7 @@ class VectorEnvMachine(RuleBasedStateMachine):
                 else:
                     np.testing.assert_allclose(obs[index].numpy(), expected_obs, rtol=1e-5, atol=1e-6)
             else:
-                assert info == {}
+                assert set(info) == {"episode", "_episode"}
                 np.testing.assert_allclose(obs[index].numpy(), expected_obs, rtol=1e-5, atol=1e-6)
                 self.pending[index] = done
             self.states[index] = _slice(new_state, index)
@@ -106,7 +112,7 @@ class VectorEnvMachine(RuleBasedStateMachine):
             "negative": np.array([0, -1, 0, 0]),
             "float": torch.zeros(N),
             "bool": torch.zeros(N, dtype=torch.bool),
-            "shape": torch.zeros((N, 1), dtype=torch.int64),
+            "shape": torch.zeros((N, 2), dtype=torch.int64),
             "list": [0] * N,
             "meta": torch.zeros(N, dtype=torch.int64, device="meta"),
         }[bad]

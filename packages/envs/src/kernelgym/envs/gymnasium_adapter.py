@@ -1,12 +1,15 @@
 """kernelgym envs as gymnasium 1.x ``VectorEnv`` objects (numpy in, numpy out).
 
 Every registered id is also registered with gymnasium as ``"kernelgym/<id>"`` (see
-`kernelgym.envs.gymnasium_registration`), with a vector entry point only::
+`kernelgym.envs.gymnasium_registration`): a vector entry point (this module's
+`KernelGymnasiumVectorEnv`), a single-env entry point
+(`kernelgym.envs.gymnasium_env.KernelGymnasiumEnv`) and the env's time limit::
 
     import gymnasium, kernelgym.envs
 
     envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=1024,
                               vectorization_mode="vector_entry_point")
+    env = gymnasium.make("kernelgym/CartPole-v1")
 """
 
 from __future__ import annotations
@@ -20,13 +23,19 @@ from kernelgym.envs.gymnasium_registration import GYMNASIUM_NAMESPACE, register_
 
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
 
+_FINAL_OBS_KEYS = ("final_obs", "_final_obs")
+
 
 class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     """A `KernelVectorEnv` behind gymnasium's ``VectorEnv`` interface.
 
-    Observations, rewards and flags are returned as numpy arrays that the caller owns
-    (copies of the kernel buffers), as gymnasium's own vector envs do. Autoreset follows
-    the wrapped env's ``autoreset_mode`` and is announced in ``metadata``.
+    Observations, rewards, flags and ``info`` are returned as numpy arrays that the
+    caller owns (copies of the kernel buffers), as gymnasium's own vector envs do.
+    Autoreset follows the wrapped env's ``autoreset_mode`` (also an attribute, which
+    TorchRL reads) and is announced in ``metadata``. Like gymnasium's own vector envs,
+    ``info`` holds only ``final_obs``/``_final_obs`` (same_step mode); wrap it in
+    ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for episode returns (TorchRL's
+    info reader cannot stack the nested ``info["episode"]`` dict).
 
     Parameters
     ----------
@@ -36,14 +45,17 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         As in `kernelgym.envs.make` (default "auto").
     seed : int or None
     render_mode : {"rgb_array"} or None
+        ``"rgb_array"`` only for envs whose spec has a renderer.
     **kwargs
         Passed to `kernelgym.envs.make` (``autoreset_mode``, ``max_episode_steps``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
                  render_mode: str | None = None, **kwargs):
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+        spec = registry.get_spec(env_id)
+        render_modes = ["rgb_array"] if spec.render is not None else []
+        if render_mode is not None and render_mode not in render_modes:
+            raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, **kwargs)
         self.num_envs = self.env.num_envs
         self.single_observation_space = self.env.single_observation_space
@@ -51,15 +63,17 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.render_mode = render_mode
+        self.autoreset_mode = self.env.autoreset_mode
         self.metadata = {
             "autoreset_mode": self.env.autoreset_mode,
-            "render_modes": ["rgb_array"],
+            "render_modes": render_modes,
+            "render_fps": spec.render_fps,
         }
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Reset every env; ``seed`` re-seeds the per-env streams."""
         super().reset(seed=seed)  # seeds the action space's sampler like gymnasium's own envs
-        obs, _ = self.env.reset(seed=seed, options=options, numpy=True)
+        obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
         return np.array(obs), {}
 
     def step(self, actions):
@@ -67,8 +81,7 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         if not isinstance(actions, np.ndarray):
             actions = np.asarray(actions)
         obs, rewards, terminated, truncated, info = self.env.step(actions, numpy=True)
-        info = {key: np.array(value) for key, value in info.items()}
-        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), info
+        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), {key: np.array(info[key]) for key in _FINAL_OBS_KEYS if key in info}
 
     def render(self):
         """A tuple of RGB frames, one per env, when ``render_mode="rgb_array"``."""

@@ -17,6 +17,8 @@ empty until the next ``reset``.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 
 try:
@@ -45,40 +47,45 @@ class KernelParallelEnv(ParallelEnv):
         Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
     """
 
-    metadata = {"render_modes": ["rgb_array"], "is_parallelizable": True}
+    metadata = {"is_parallelizable": True}
 
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
                  **kwargs):
-        if render_mode not in (None, "rgb_array"):
-            raise ValueError(f"render_mode: expected None or 'rgb_array', got {render_mode!r}")
+        spec = registry.get_spec(env_id)
+        render_modes = ["rgb_array"] if spec.render is not None else []
+        if render_mode is not None and render_mode not in render_modes:
+            raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, 1, backend=backend, seed=seed, autoreset_mode="next_step", **kwargs)
-        self.metadata = dict(self.metadata, name=self.env.spec.id)
+        self.metadata = dict(self.metadata, name=spec.id, render_modes=render_modes, render_fps=spec.render_fps)
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{index}" for index in range(self.env.num_agents)]
         self.agents = []
-        self._observation_space = self.env.single_observation_space
-        self._action_space = self.env.single_action_space
+        # one space object per agent: seeding one agent's sampler leaves the others alone
+        self._observation_spaces = {agent: copy.deepcopy(self.env.single_observation_space)
+                                    for agent in self.possible_agents}
+        self._action_spaces = {agent: copy.deepcopy(self.env.single_action_space) for agent in self.possible_agents}
         self._action_buffer = np.zeros(self.env.action_space.shape, dtype=self.env.action_space.dtype)
         self._action_rows = self._action_buffer.reshape(self.env.num_agents, -1)  # a view: one row per agent
         self._multi_agent = self.env.multi_agent
 
     def observation_space(self, agent):
-        """Every agent has the same observation space."""
+        """The agent's own observation space (every agent's is equal to the others')."""
         self._check_agent_name(agent)
-        return self._observation_space
+        return self._observation_spaces[agent]
 
     def action_space(self, agent):
-        """Every agent has the same action space."""
+        """The agent's own action space (every agent's is equal to the others')."""
         self._check_agent_name(agent)
-        return self._action_space
+        return self._action_spaces[agent]
 
     def reset(self, seed: int | None = None, options: dict | None = None):
         """Start a new episode; ``seed`` re-seeds the env. kernelgym envs take no reset
         options: ``options`` is accepted for the PettingZoo API and not used."""
         obs, _ = self.env.reset(seed=seed, numpy=True)
         if seed is not None:
-            # every agent shares this one space object: one seed makes action_space(a).sample() reproducible
-            self._action_space.seed(seed)
+            # agent k's sampler gets seed + k: action_space(agent).sample() is reproducible per instance
+            for index, agent in enumerate(self.possible_agents):
+                self._action_spaces[agent].seed(seed + index)
         self.agents = list(self.possible_agents)
         return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
 

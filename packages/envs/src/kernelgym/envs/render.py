@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-__all__ = ["render_cartpole", "render_tag_gridworld", "render_tag_continuous"]
+__all__ = ["render_acrobot", "render_cartpole", "render_mountain_car", "render_pendulum", "render_tag_gridworld",
+           "render_tag_continuous"]
 
 WHITE = (255, 255, 255)
 BLACK = (0, 0, 0)
@@ -28,6 +29,9 @@ RUNNER_BLUE = (31, 119, 180)
 CART_BROWN = (101, 67, 33)
 POLE_TAN = (202, 152, 101)
 AXLE_BLUE = (129, 132, 203)
+ROD_RED = (204, 77, 77)
+LINK_TEAL = (0, 204, 204)
+FLAG_YELLOW = (204, 204, 0)
 
 
 # ------------------------------------------------------------------ drawing helpers
@@ -127,6 +131,74 @@ def render_cartpole(state, index, params, width: int = 600, height: int = 400) -
     tip_y = axle_y - pole_length * math.cos(theta)
     draw_segment(canvas, cart_x, axle_y, tip_x, tip_y, pole_width, POLE_TAN)
     fill_circle(canvas, cart_x, axle_y, pole_width / 2, AXLE_BLUE)
+    return canvas
+
+
+# ------------------------------------------------------------------------ Pendulum
+def render_pendulum(state, index, params, size: int = 500) -> np.ndarray:
+    """Pendulum env ``index``: a rod from the centre at angle ``theta`` (0 is upright).
+
+    Drawn like gymnasium's renderer: positive ``theta`` turns the rod anticlockwise.
+    """
+    index = _check_index(state, index, "theta")
+    canvas = blank_canvas(size, size)
+    theta = float(state["theta"][index])
+    scale = size / 2.2  # gymnasium's world spans [-2.2, 2.2]
+    centre = size / 2.0
+    rod = scale * params.length
+    tip_x, tip_y = centre - rod * math.sin(theta), centre - rod * math.cos(theta)
+    draw_segment(canvas, centre, centre, tip_x, tip_y, 0.2 * scale, ROD_RED)
+    fill_circle(canvas, tip_x, tip_y, 0.1 * scale, ROD_RED)
+    fill_circle(canvas, centre, centre, 0.05 * scale, BLACK)
+    return canvas
+
+
+# --------------------------------------------------------------------- MountainCar
+def render_mountain_car(state, index, params, width: int = 600, height: int = 400) -> np.ndarray:
+    """MountainCar env ``index``: the hill ``sin(3 x)``, the car at ``position``, the goal flag."""
+    from kernelgym.envs.classic.mountain_car import MAX_POSITION, MIN_POSITION
+
+    index = _check_index(state, index, "position")
+    canvas = blank_canvas(height, width)
+    scale = width / (MAX_POSITION - MIN_POSITION)
+
+    def to_pixels(position):
+        height_above = math.sin(3 * position) * 0.45 + 0.55
+        return (position - MIN_POSITION) * scale, height - height_above * scale
+
+    hill = [to_pixels(x) for x in np.linspace(MIN_POSITION, MAX_POSITION, 60)]
+    for (x0, y0), (x1, y1) in zip(hill, hill[1:]):
+        draw_segment(canvas, x0, y0, x1, y1, 2.0, BLACK)
+    flag_x, flag_y = to_pixels(params.goal_position)
+    draw_segment(canvas, flag_x, flag_y, flag_x, flag_y - 50, 2.0, BLACK)
+    fill_rectangle(canvas, flag_x, flag_y - 50, flag_x + 25, flag_y - 40, FLAG_YELLOW)
+    car_x, car_y = to_pixels(float(state["position"][index]))
+    fill_circle(canvas, car_x, car_y - 12, 14, CART_BROWN)
+    return canvas
+
+
+# -------------------------------------------------------------------------- Acrobot
+def render_acrobot(state, index, params, size: int = 500) -> np.ndarray:
+    """Acrobot env ``index``: two links hanging from the centre, and the goal height line.
+
+    Drawn like gymnasium's renderer: the links hang straight down at zero angles and
+    the episode ends when the free end rises above the line one link above the pivot.
+    """
+    from kernelgym.envs.classic.acrobot import LINK_LENGTH_1 as link  # gymnasium's two links are equally long
+
+    index = _check_index(state, index, "theta1")
+    canvas = blank_canvas(size, size)
+    scale = size / (2 * (2 * link + 0.2))
+    centre = size / 2.0
+    theta1, theta2 = float(state["theta1"][index]), float(state["theta2"][index])
+    elbow_x = centre + scale * link * math.sin(theta1)
+    elbow_y = centre + scale * link * math.cos(theta1)
+    end_x = elbow_x + scale * link * math.sin(theta1 + theta2)
+    end_y = elbow_y + scale * link * math.cos(theta1 + theta2)
+    canvas[int(centre - scale * link), :] = BLACK  # the goal height
+    for x0, y0, x1, y1 in ((centre, centre, elbow_x, elbow_y), (elbow_x, elbow_y, end_x, end_y)):
+        draw_segment(canvas, x0, y0, x1, y1, 0.2 * scale, LINK_TEAL)
+        fill_circle(canvas, x0, y0, 0.1 * scale, FLAG_YELLOW)
     return canvas
 
 

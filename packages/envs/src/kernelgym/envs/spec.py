@@ -166,6 +166,9 @@ class EnvSpec:
         One thread per env, or one block per env and one thread per agent.
     render : str or callable, optional
         ``render(state: dict[str, np.ndarray], index, params) -> (H, W, 3) uint8``.
+    render_fps : int
+        Frames per second a video of the env should play at (gymnasium's
+        ``metadata["render_fps"]``).
     state_strategy : str or callable, optional
         ``strategy(params) -> hypothesis strategy`` of single-env state dicts.
     invariants : str or callable, optional
@@ -190,6 +193,7 @@ class EnvSpec:
     episode_step: str | None = None
     kernel_layout: str = "env"
     render: Any = None
+    render_fps: int = 30
     state_strategy: Any = None
     invariants: Any = None
     description: str = ""

@@ -11,10 +11,14 @@ Autoreset follows gymnasium 1.x:
   returns its first observation with reward 0 and both flags False.
 - ``"same_step"``: an env whose episode ends is reset within the same step; its last
   observation is kept in ``info["final_obs"]`` with the mask ``info["_final_obs"]``.
+
+Every step's ``info`` also carries the return and length of the episodes that ended
+in it, as gymnasium's ``RecordEpisodeStatistics`` does (see `EpisodeStatistics`).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 from typing import NamedTuple
@@ -29,6 +33,7 @@ from gymnasium.vector.utils import batch_space
 from kernelgym.core import CUDADataManager, DataFeed, env_kernel, fuse_env_kernels, resolve_backend, rng, to_numpy
 from kernelgym.core.kernels import EnvKernel, FusedEnvKernel
 from kernelgym.core.data_manager import DONE, TIMESTEP
+from kernelgym.envs.episode_statistics import EpisodeStatistics
 from kernelgym.envs.spec import EnvSpec, validate_params
 
 __all__ = ["KernelVectorEnv", "StepViews"]
@@ -207,8 +212,9 @@ class KernelVectorEnv:
         self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
         self.check_action_values = check_action_values
         self.num_agents = resolved.num_agents
-        self.single_observation_space = resolved.observation_space
-        self.single_action_space = resolved.action_space
+        # copies: seeding one env's space must not change another's samples
+        self.single_observation_space = copy.deepcopy(resolved.observation_space)
+        self.single_action_space = copy.deepcopy(resolved.action_space)
         # Multi-agent envs keep the agent axis even when configured with one agent.
         self.multi_agent = self.num_agents > 1 or spec.kernel_layout == "agent"
         agents = (self.num_agents,) if self.multi_agent else ()
@@ -280,6 +286,8 @@ class KernelVectorEnv:
         self._actions_t = tensor("actions")
         self._final_obs_t, self._final_mask_t = tensor("final_observations"), tensor("final_observation_mask")
         self._info = {"final_obs": self._final_obs_t, "_final_obs": self._final_mask_t} if same_step else {}
+        self._episode_statistics = EpisodeStatistics(self._rewards_t, self.autoreset_mode)
+        self._info.update(self._episode_statistics.info)
         self._step_args = (
             self._actions, self._rng_states, self._reset_mask, self._obs, self._rewards, self._terminated,
             *self.state.values(), *self._params_tuple,
@@ -347,6 +355,7 @@ class KernelVectorEnv:
             self._write(buffer, value)
         self._launch_reset()
         self._write(self._reset_mask, 0)
+        self._episode_statistics.reset()
         info = {}
         if numpy:
             return to_numpy(self._obs), info
@@ -360,7 +369,8 @@ class KernelVectorEnv:
         actions : torch.Tensor or numpy.ndarray
             Shape ``(num_envs, *action_shape)`` (``(num_envs, num_agents, ...)`` for
             multi-agent envs), integer dtype for discrete spaces, float for Box. A
-            numpy array on the cuda backend is copied to the device.
+            numpy array on the cuda backend is copied to the device. A ``Discrete``
+            space also takes ``(num_envs, 1)`` (the shape SB3 and skrl use).
         numpy : bool
             Return numpy arrays instead of torch tensors (a copy on cuda).
 
@@ -385,6 +395,7 @@ class KernelVectorEnv:
                 self._restore(self._reset_mask)
             self._launch_reset()
             self._clear_reset_mask()
+        self._episode_statistics.update(self._rewards_t, self._terminated_t, self._truncated_t)
         if numpy:
             views = self.numpy()
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
@@ -516,9 +527,7 @@ class KernelVectorEnv:
             self.data_manager.data_on_device_via_torch(DONE).fill_(0)
 
     def _numpy_info(self) -> dict:
-        if not self._info:
-            return {}
-        return {"final_obs": to_numpy(self._final_obs), "_final_obs": to_numpy(self._final_mask)}
+        return _numpy_tree(self._info)
 
     # ------------------------------------------------------------------ actions
     def _prepare_action_checks(self) -> None:
@@ -553,7 +562,11 @@ class KernelVectorEnv:
         else:
             raise TypeError(f"actions: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
         if tuple(actions.shape) != self._actions.shape:
-            raise ValueError(f"actions: expected shape {self._actions.shape}, got {tuple(actions.shape)}")
+            if isinstance(self.single_action_space, spaces.Discrete) and \
+                    tuple(actions.shape) == (*self._actions.shape, 1):
+                actions = actions.reshape(self._actions.shape)  # (N, 1) as SB3 and skrl shape Discrete actions
+            else:
+                raise ValueError(f"actions: expected shape {self._actions.shape}, got {tuple(actions.shape)}")
         if self._discrete:
             if dtype is None or dtype.kind not in "iu":
                 raise TypeError(
@@ -606,6 +619,12 @@ def _numpy_dtype(torch_dtype):
         return np.dtype(torch.empty((), dtype=torch_dtype).numpy().dtype)
     except TypeError:  # bfloat16 and friends have no numpy twin
         return None
+
+
+def _numpy_tree(info: dict) -> dict:
+    """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda)."""
+    return {key: _numpy_tree(value) if isinstance(value, dict) else value.numpy(force=True)
+            for key, value in info.items()}
 
 
 def _batch(space, agents, num_envs):

@@ -242,6 +242,7 @@ SPEC = EnvSpec(
     params=CartPoleParams(),
     max_episode_steps=500,
     render="kernelgym.envs.render:render_cartpole",
+    render_fps=50,
     state_strategy="kernelgym.envs.classic.cartpole:state_strategy",
     description="Balance a pole on a cart (gymnasium CartPole-v1 dynamics).",
 )

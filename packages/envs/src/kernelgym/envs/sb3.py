@@ -1,0 +1,128 @@
+"""A kernelgym env as a Stable-Baselines3 ``VecEnv`` (numpy in, numpy out).
+
+Needs the optional extra ``kernelgym-envs[sb3]``::
+
+    from stable_baselines3 import PPO
+    from kernelgym.envs.sb3 import KernelSB3VecEnv
+
+    venv = KernelSB3VecEnv("CartPole-v1", num_envs=8, seed=0)
+    PPO("MlpPolicy", venv).learn(100_000)
+
+All ``num_envs`` copies run in one `KernelVectorEnv` in ``same_step`` autoreset mode,
+which is what SB3 expects: an env whose episode ends is reset in the same step, its
+last observation is in ``infos[i]["terminal_observation"]``, a time-limit end is
+marked by ``infos[i]["TimeLimit.truncated"]``, and ``infos[i]["episode"]`` holds the
+episode's return ``"r"``, length ``"l"`` and the seconds since the VecEnv was made
+``"t"`` (what SB3's ``Monitor`` reports, so ``ep_rew_mean`` is logged without one).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+try:
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnv
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    raise ImportError("kernelgym.envs.sb3 needs Stable-Baselines3: pip install 'kernelgym-envs[sb3]'") from error
+
+from kernelgym.envs import registry
+
+__all__ = ["KernelSB3VecEnv"]
+
+
+class KernelSB3VecEnv(VecEnv):
+    """``num_envs`` copies of a single-agent kernelgym env behind SB3's ``VecEnv``.
+
+    Parameters
+    ----------
+    env_id : str
+    num_envs : int
+    backend : str or None
+        As in `kernelgym.envs.make` (default "auto"). SB3 works on numpy arrays, so
+        every step copies the outputs to the host.
+    seed : int or None
+        Seeds the per-env streams; SB3's ``seed()`` re-seeds them at the next reset.
+    render_mode : {"rgb_array"} or None
+    **kwargs
+        Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
+    """
+
+    def __init__(self, env_id: str, num_envs: int, backend: str | None = "auto", seed=None,
+                 render_mode: str | None = None, **kwargs):
+        if "autoreset_mode" in kwargs:
+            raise ValueError("autoreset_mode: KernelSB3VecEnv always uses 'same_step' (SB3's convention); "
+                             f"got {kwargs['autoreset_mode']!r}")
+        spec = registry.get_spec(env_id)
+        render_modes = ["rgb_array"] if spec.render is not None else []
+        if render_mode is not None and render_mode not in render_modes:
+            raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
+        self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode="same_step", **kwargs)
+        if self.env.multi_agent:
+            self.env.close()
+            raise TypeError(f"env_id: {spec.id} is a multi-agent env; SB3 trains single-agent envs only")
+        self._env_attributes = {"render_mode": render_mode}  # what SB3 reads per env through get_attr
+        self._actions = None
+        self._start_time = time.time()
+        super().__init__(self.env.num_envs, self.env.single_observation_space, self.env.single_action_space)
+
+    def reset(self):
+        """Reset every env (with the seed given to ``seed()``, if any) and return the observations."""
+        obs, _ = self.env.reset(seed=self._seeds[0], options=None, numpy=True)
+        self._reset_seeds()
+        self._reset_options()
+        self.reset_infos = [{} for _ in range(self.num_envs)]
+        return np.array(obs)
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = np.asarray(actions)
+
+    def step_wait(self):
+        obs, rewards, terminated, truncated, info = self.env.step(self._actions, numpy=True)
+        dones = terminated | truncated
+        infos = [{} for _ in range(self.num_envs)]
+        elapsed = round(time.time() - self._start_time, 6)
+        episode = info["episode"]
+        for index in np.flatnonzero(dones):
+            infos[index] = {
+                "terminal_observation": np.array(info["final_obs"][index]),
+                "TimeLimit.truncated": bool(truncated[index] and not terminated[index]),
+                "episode": {"r": float(episode["r"][index]), "l": int(episode["l"][index]), "t": elapsed},
+            }
+        # copies: SB3 keeps the last observation while it steps again
+        return np.array(obs), np.array(rewards), dones, infos
+
+    def close(self) -> None:
+        self.env.close()
+
+    def get_images(self):
+        if self.render_mode != "rgb_array":
+            raise ValueError("get_images: this VecEnv was made with render_mode=None; pass render_mode='rgb_array'")
+        return [self.env.render(index) for index in range(self.num_envs)]
+
+    def get_attr(self, attr_name: str, indices=None) -> list:
+        """An attribute of the underlying `KernelVectorEnv` (shared by every env), once per index."""
+        value = self._env_attributes[attr_name] if attr_name in self._env_attributes else getattr(self.env, attr_name)
+        return [value for _ in self._get_indices(indices)]
+
+    def set_attr(self, attr_name: str, value, indices=None) -> None:
+        """Set an attribute of the underlying env; every env shares it, so ``indices`` must be all."""
+        self._check_all(indices, "set_attr")
+        if attr_name in self._env_attributes:
+            self._env_attributes[attr_name] = value
+        else:
+            setattr(self.env, attr_name, value)
+
+    def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
+        """Call a method of the underlying env once; ``indices`` must be all."""
+        self._check_all(indices, "env_method")
+        return [getattr(self.env, method_name)(*method_args, **method_kwargs)]
+
+    def env_is_wrapped(self, wrapper_class, indices=None) -> list[bool]:
+        return [False for _ in self._get_indices(indices)]
+
+    def _check_all(self, indices, method: str) -> None:
+        if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
+            raise ValueError(f"{method} indices: the envs share one KernelVectorEnv; expected all of them "
+                             f"(None), got {indices!r}")

@@ -1,0 +1,154 @@
+"""Each client's PPO learns kernelgym's CartPole: the mean return of 20 episodes rises
+from about 20 (a random policy) to above 200 within a fixed budget of env steps.
+
+Asserted on returns, never on time; seeds are fixed so a run is reproducible.
+"""
+
+import os
+
+import gymnasium
+import numpy as np
+import torch
+
+import kernelgym.envs  # noqa: F401 - registers "kernelgym/<id>" with gymnasium
+
+SEED = int(os.environ.get("KERNELGYM_CLIENTS_SEED", "0"))  # other seeds: a reliability check by hand
+
+WINDOW = 20
+TARGET = 200.0
+
+
+def first_crossing(returns, window=WINDOW, target=TARGET):
+    """Index of the first episode that ends a ``window`` whose mean return exceeds ``target``, or None."""
+    for end in range(window, len(returns) + 1):
+        if np.mean(returns[end - window:end]) > target:
+            return end
+    return None
+
+
+def assert_learned(returns):
+    assert len(returns) > WINDOW
+    assert np.mean(returns[:WINDOW]) < 50, "a fresh policy should balance the pole for about 20 steps"
+    assert first_crossing(returns) is not None, (
+        f"the mean return of {WINDOW} episodes never exceeded {TARGET}; last {WINDOW}: {np.mean(returns[-WINDOW:])}")
+
+
+def mlp(inputs, outputs):
+    return torch.nn.Sequential(torch.nn.Linear(inputs, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
+                               torch.nn.Linear(64, outputs))
+
+
+def test_stable_baselines3_ppo_learns_cartpole():
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    from kernelgym.envs.sb3 import KernelSB3VecEnv
+
+    class Returns(BaseCallback):
+        def __init__(self):
+            super().__init__()
+            self.returns = []
+
+        def _on_step(self):
+            self.returns += [info["episode"]["r"] for info in self.locals["infos"] if "episode" in info]
+            return first_crossing(self.returns) is None  # stop once learned
+
+    venv = KernelSB3VecEnv("CartPole-v1", 8, backend="cpu", seed=SEED)
+    # rl-baselines3-zoo's CartPole PPO settings (constant rates)
+    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+                ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, seed=SEED, device="cpu")
+    callback = Returns()
+    model.learn(40_000, callback=callback)
+    assert_learned(callback.returns)
+    assert model.num_timesteps <= 40_000 + 8 * 32
+
+
+def test_skrl_ppo_learns_cartpole():
+    from skrl.agents.torch.ppo import PPO, PPO_CFG
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.memories.torch import RandomMemory
+    from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
+    from skrl.trainers.torch import SequentialTrainer
+    from skrl.utils import set_seed
+
+    class Policy(CategoricalMixin, Model):
+        def __init__(self, observation_space, action_space, device):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+            CategoricalMixin.__init__(self)
+            self.net = mlp(self.num_observations, self.num_actions)
+
+        def compute(self, inputs, role):
+            return self.net(inputs["observations"]), {}
+
+    class Value(DeterministicMixin, Model):
+        def __init__(self, observation_space, action_space, device):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+            DeterministicMixin.__init__(self)
+            self.net = mlp(self.num_observations, 1)
+
+        def compute(self, inputs, role):
+            return self.net(inputs["observations"]), {}
+
+    set_seed(SEED)
+    # skrl's vector loop expects same_step autoreset; gymnasium's wrapper records the returns
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point",
+                                autoreset_mode="same_step", backend="cpu", seed=SEED)
+    recorded = gymnasium.wrappers.vector.RecordEpisodeStatistics(vector, buffer_length=100_000)
+    env = wrap_env(recorded, verbose=False)
+    rollouts = 32
+    cfg = PPO_CFG(rollouts=rollouts, learning_epochs=8, mini_batches=4, discount_factor=0.99, gae_lambda=0.95,
+                  learning_rate=1e-3, entropy_loss_scale=0.0, value_loss_scale=0.5, time_limit_bootstrap=True)
+    cfg.experiment.write_interval = 0
+    cfg.experiment.checkpoint_interval = 0
+    models = {"policy": Policy(env.observation_space, env.action_space, env.device),
+              "value": Value(env.observation_space, env.action_space, env.device)}
+    agent = PPO(models=models, memory=RandomMemory(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
+                observation_space=env.observation_space, action_space=env.action_space, device=env.device, cfg=cfg)
+    trainer = SequentialTrainer(env=env, agents=agent,
+                                cfg={"timesteps": 2_500, "headless": True, "disable_progressbar": True,
+                                     "close_environment_at_exit": False})
+    trainer.train()  # 2,500 x 16 = 40,000 env steps
+    env.close()
+    assert_learned(list(recorded.return_queue))
+
+
+def test_torchrl_ppo_learns_cartpole():
+    from tensordict.nn import TensorDictModule
+    from torchrl.collectors import Collector
+    from torchrl.envs import GymWrapper, RewardSum, TransformedEnv
+    from torchrl.modules import OneHotCategorical, ProbabilisticActor, ValueOperator
+    from torchrl.objectives import ClipPPOLoss
+    from torchrl.objectives.value import GAE
+
+    torch.manual_seed(SEED)
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point",
+                                autoreset_mode="same_step", backend="cpu", seed=SEED)
+    env = TransformedEnv(GymWrapper(vector), RewardSum())
+    actor = ProbabilisticActor(TensorDictModule(mlp(4, 2), in_keys=["observation"], out_keys=["logits"]),
+                               in_keys=["logits"], spec=env.action_spec, distribution_class=OneHotCategorical,
+                               return_log_prob=True)
+    value = ValueOperator(mlp(4, 1), in_keys=["observation"])
+    collector = Collector(env, actor, frames_per_batch=512, total_frames=40_960,
+                          auto_register_policy_transforms=False)
+    advantage = GAE(gamma=0.99, lmbda=0.95, value_network=value)
+    loss = ClipPPOLoss(actor, value, clip_epsilon=0.2, entropy_coeff=0.0, critic_coeff=0.5)
+    optimizer = torch.optim.Adam(loss.parameters(), lr=1e-3)
+    returns = []
+    for batch in collector:
+        done = batch["next", "done"].squeeze(-1)
+        returns += batch["next", "episode_reward"][done].squeeze(-1).tolist()
+        if first_crossing(returns) is not None:
+            break
+        with torch.no_grad():
+            advantage(batch)
+        transitions = batch.reshape(-1)
+        for _ in range(8):
+            for indices in torch.randperm(transitions.numel()).split(128):
+                losses = loss(transitions[indices])
+                (losses["loss_objective"] + losses["loss_critic"] + losses["loss_entropy"]).backward()
+                torch.nn.utils.clip_grad_norm_(loss.parameters(), 0.5)
+                optimizer.step()
+                optimizer.zero_grad()
+        collector.update_policy_weights_()
+    collector.shutdown()
+    assert_learned(returns)
