@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import dataclasses
 
-__all__ = ["RUNTIME_NAMES", "kernel_values", "check_names"]
+from kernelgym.core import bind_launches
+
+__all__ = ["RUNTIME_NAMES", "bind_env_programs", "check_names", "kernel_values", "per_agent_layouts"]
 
 # What the runtime offers env kernels, and what each holds.
 RUNTIME_NAMES = {
@@ -53,3 +55,20 @@ def per_agent_layouts(spec, multi_agent: bool) -> dict:
     if multi_agent:
         layouts.update(actions="per_agent", obs="per_agent", rewards="per_agent")
     return layouts
+
+
+def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None):
+    """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name) and params.
+
+    For tools and tests that run an env's kernels outside `KernelVectorEnv` (the
+    kit's canary buffers, one-step tests): ``programs`` are launches as
+    `kernelgym.core.bind_launches` takes them, e.g.
+    ``[[Branch("reset_mask", then=spec.load_kernels("reset_kernel"), otherwise=spec.load_kernels("step_kernel"))]]``.
+    ``num_envs`` is the leading dim of ``arrays["obs"]``.
+    """
+    params = spec.params if params is None else params
+    resolved = spec.resolve(params)
+    multi_agent = resolved.num_agents > 1 or spec.kernel_layout == "agent"
+    return bind_launches(programs, kernel_values(spec, params, arrays, {}), backend=backend,
+                         num_envs=arrays["obs"].shape[0], num_agents=resolved.num_agents,
+                         layouts=per_agent_layouts(spec, multi_agent))

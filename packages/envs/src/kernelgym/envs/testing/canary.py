@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelgym.core import bind_launches, rng
-from kernelgym.envs.runtime.names import kernel_values, per_agent_layouts
+from kernelgym.core import rng
+from kernelgym.envs.runtime.names import bind_env_programs
 
 __all__ = ["CANARY", "PAD_ROWS", "launch_padded"]
 
@@ -83,10 +83,8 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     ]
     buffers += [_Padded(name, state[name].astype(dtype)) for name, dtype in harness.state_dtypes.items()]
     views = {buffer.name: buffer.view(backend) for buffer in buffers}
-    multi_agent = bool(harness.agent_shape) or spec.kernel_layout == "agent"
-    launch = bind_launches([[kernel] for kernel in spec.load_kernels(kernel_field)],
-                           kernel_values(spec, harness.params, views, {}), backend=backend, num_envs=num_envs,
-                           num_agents=harness.num_agents, layouts=per_agent_layouts(spec, multi_agent))
+    launch = bind_env_programs(spec, [[kernel] for kernel in spec.load_kernels(kernel_field)], views, backend,
+                               harness.params)
     try:
         launch()
     except IndexError as error:  # the simulator's own bounds check
