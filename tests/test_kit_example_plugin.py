@@ -1,9 +1,8 @@
 """The property-test kit on the example plugin's env, found through its entry point.
 
-GoRight-v0 slips at random (probability ``slip``) inside its step. Its CPU reference
-draws the slips from a numpy generator the kernel's RNG cannot mirror, so the kit
-accepts a stepped env when its transition is one the reference can draw; a slip-free
-corridor (``slip=0``) is compared one to one.
+GoRight-v0 slips at random (probability ``slip``) inside its step. Its reference draws
+the slips from the env's own ``kernelgym.core.rng`` stream, as the kernel does, so the
+kit compares every transition exactly, slips included (and slip-free corridors too).
 """
 
 import kernelgym.envs as kge

@@ -8,12 +8,12 @@ import textwrap
 
 import numpy as np
 import pytest
-from core_test_kernels import affine, row_sum_into, tally
+from core_test_kernels import affine, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelgym.core import fuse_env_kernels, kernels, to_numpy
+from kernelgym.core import kernels, to_numpy
 from kernelgym.core.arrays import to_backend
 
 FINITE = st.floats(-1e6, 1e6, allow_nan=False)
@@ -32,39 +32,6 @@ def _run_tally(backend, num_envs, num_agents):
     per_agent = to_backend(np.zeros((num_envs, num_agents), np.int64), backend)
     tally.launch(backend, num_envs, num_agents, totals, visits, per_agent)
     return to_numpy(totals), to_numpy(visits), to_numpy(per_agent)
-
-
-AFFINE_THEN_SUM = fuse_env_kernels(affine, row_sum_into)
-
-
-def _run_affine_then_sum(backend, x, scale, shift, fused):
-    device_x, device_out, totals = (to_backend(a, backend) for a in (x, np.zeros_like(x), np.ones(x.shape[0])))
-    if fused:
-        AFFINE_THEN_SUM.launch(backend, x.shape[0], (device_x, device_out, scale, shift), (device_out, totals))
-    else:
-        affine.launch(backend, x.shape[0], device_x, device_out, scale, shift)
-        row_sum_into.launch(backend, x.shape[0], device_out, totals)
-    return to_numpy(device_out).copy(), to_numpy(totals).copy()
-
-
-@settings(max_examples=20)
-@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, max_side=40), elements=FINITE), FINITE, FINITE)
-def test_fused_kernels_equal_the_kernels_launched_one_by_one(x, scale, shift):
-    # the second body reads what the first wrote for the same env: per-env order holds
-    for got, want in zip(_run_affine_then_sum("cpu", x, scale, shift, fused=True),
-                         _run_affine_then_sum("cpu", x, scale, shift, fused=False)):
-        np.testing.assert_array_equal(got, want)
-
-
-def test_fused_kernels_check_their_arguments_before_running():
-    x, out, totals = np.ones((3, 2)), np.zeros((3, 2)), np.zeros(3)
-    with pytest.raises(TypeError, match="arg_groups: expected 2 tuples of arguments"):
-        AFFINE_THEN_SUM.launch("cpu", 3, (x, out, 2.0, 0.0))
-    with pytest.raises(TypeError, match="argument 0: backend 'cpu' expected a numpy array"):
-        AFFINE_THEN_SUM.launch("cpu", 3, (x, out, 2.0, 0.0), ([1, 2], totals))
-    np.testing.assert_array_equal(out, 0.0)  # nothing ran
-    with pytest.raises(TypeError, match="kernels: expected two or more @env_kernel kernels"):
-        fuse_env_kernels(affine, tally)
 
 
 @settings(max_examples=30)
@@ -171,15 +138,6 @@ def test_second_process_loads_the_cpu_build_from_the_disk_cache(tmp_path):
 )
 def test_env_kernel_is_bit_identical_on_cpu_and_sim(x, scale, shift):
     np.testing.assert_array_equal(_run_affine("sim", x, scale, shift), _run_affine("cpu", x, scale, shift))
-
-
-@pytest.mark.sim
-@settings(max_examples=5)
-@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 3)), elements=FINITE), FINITE, FINITE)
-def test_fused_kernels_are_bit_identical_on_cpu_and_sim(x, scale, shift):
-    for got, want in zip(_run_affine_then_sum("sim", x, scale, shift, fused=True),
-                         _run_affine_then_sum("cpu", x, scale, shift, fused=True)):
-        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.sim

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernelgym.envs as kge
+from kernelgym.core import rng
 
 PLUGIN_ROOT = Path(__file__).resolve().parents[3] / "examples" / "kernelgym-example-plugin"
 
@@ -50,7 +51,7 @@ def test_kernel_matches_reference_without_slip(go_right, positions, actions):
     obs, rewards, terminated, _, _ = env.step(torch.tensor(actions), numpy=True)
     for index, (position, action) in enumerate(zip(positions, actions)):
         state = {"position": np.int32(position).reshape(())}
-        new_state, reward, done = go_right.reference.step(params, state, action, np.random.default_rng(0))
+        new_state, reward, done = go_right.reference.step(params, state, action, rng.seed_streams(index, 1))
         assert env.get_state(index)["position"] == new_state["position"]
         np.testing.assert_allclose(obs[index], go_right.reference.observe(params, new_state))
         assert rewards[index] == np.float32(reward) and terminated[index] == done

@@ -7,7 +7,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgym.core import rng, to_numpy
+from kernelgym.core import Branch
 from kernelgym.core.arrays import to_backend
+from kernelgym.envs.runtime.autoreset import clear_step_outputs
+from kernelgym.envs.runtime.names import bind_env_programs
 from kernelgym.envs.classic import mountain_car
 from kernelgym.envs.classic.mountain_car import SPEC, MountainCarParams
 
@@ -32,7 +35,11 @@ def run_step(backend, position, velocity, action, reset_mask=None, seed=0):
         "velocity": np.asarray(velocity, np.float32),
     }
     device = {name: to_backend(value, backend) for name, value in arrays.items()}
-    mountain_car.step_kernel.launch(backend, n, *device.values(), *SPEC.params_tuple())
+    # what the runtime composes: the masked envs reset (reward 0, flags cleared), the others step
+    device.update(_reward_rows=device["rewards"].reshape(n, 1), _truncated=to_backend(np.zeros(n, bool), backend))
+    program = Branch("reset_mask", then=[*SPEC.load_kernels("reset_kernel"), clear_step_outputs],
+                     otherwise=SPEC.load_kernels("step_kernel"))
+    bind_env_programs(SPEC, [[program]], device, backend)()
     return {name: to_numpy(value).copy() for name, value in device.items()}
 
 

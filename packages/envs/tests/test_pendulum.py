@@ -9,7 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernelgym.core import rng, to_numpy
+from kernelgym.core import Branch
 from kernelgym.core.arrays import to_backend
+from kernelgym.envs.runtime.autoreset import clear_step_outputs
+from kernelgym.envs.runtime.names import bind_env_programs
 from kernelgym.envs.classic import pendulum
 from kernelgym.envs.classic.pendulum import SPEC, PendulumParams
 
@@ -41,7 +44,11 @@ def run_step(backend, theta, theta_dot, torque, reset_mask=None, seed=0):
         "theta_dot": np.asarray(theta_dot, np.float32),
     }
     device = {name: to_backend(value, backend) for name, value in arrays.items()}
-    pendulum.step_kernel.launch(backend, n, *device.values(), *SPEC.params_tuple())
+    # what the runtime composes: the masked envs reset (reward 0, flags cleared), the others step
+    device.update(_reward_rows=device["rewards"].reshape(n, 1), _truncated=to_backend(np.zeros(n, bool), backend))
+    program = Branch("reset_mask", then=[*SPEC.load_kernels("reset_kernel"), clear_step_outputs],
+                     otherwise=SPEC.load_kernels("step_kernel"))
+    bind_env_programs(SPEC, [[program]], device, backend)()
     return {name: to_numpy(value).copy() for name, value in device.items()}
 
 
@@ -95,9 +102,9 @@ def test_reset_distribution_has_gymnasiums_bounds():
 
 
 def test_reference_reset_stays_in_bounds():
-    generator = np.random.default_rng(0)
+    stream = rng.seed_streams(0, 1)
     for _ in range(200):
-        state = pendulum.REFERENCE.reset(PARAMS, generator)
+        state = pendulum.REFERENCE.reset(PARAMS, stream)
         assert abs(state["theta"]) <= np.float32(math.pi) and abs(state["theta_dot"]) <= 1.0
 
 

@@ -53,7 +53,19 @@ def test_resolve_makes_params_dependent_parts_concrete():
     assert resolved.max_episode_steps == 50
     assert resolved.state_shapes == {"position": (5,), "count": (6,)}
     assert spec.resolve().state_shapes == {"position": (3,), "count": (4,)}
-    assert spec.params_tuple(Params(size=5, speed=2.0)) == (5, 2.0, False)
+
+
+def test_kernels_and_references_may_be_objects_or_lazy_strings():
+    from kernelgym.envs.classic import cartpole
+
+    spec = _spec(step_kernel=cartpole.step, reset_kernel=(cartpole.reset,), reference=cartpole.reference)
+    assert spec.load_kernels("step_kernel") == (cartpole.step,)
+    assert spec.load_kernels("reset_kernel") == (cartpole.reset,)
+    assert spec.load("reference") is cartpole.reference
+    lazy = _spec(step_kernel="kernelgym.envs.classic.cartpole:step")
+    assert lazy.load_kernels("step_kernel") == (cartpole.step,)
+    with pytest.raises(TypeError, match="step_kernel: expected a @agent_kernel"):
+        _spec(step_kernel=cartpole.step, kernel_layout="agent")
 
 
 @given(size=st.integers(1, 50), speed=st.integers(-5, 5) | st.floats(-5, 5), wrap=st.booleans())

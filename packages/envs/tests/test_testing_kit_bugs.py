@@ -41,10 +41,13 @@ def test_missed_reset_is_found_in_the_reset_branch():
     assert parity.status == autoreset.status == "failed"
     assert "reset branch: state 'energy'" in parity.message and "no start state" in parity.message
     assert "pending=(True,)" in parity.example, parity.example
-    assert "pending reset: state 'energy'" in autoreset.message
-    # shrunk to one env, a one-step time limit and the two steps that show the reset
+    assert re.search(r"(pending reset|after the same-step reset): state 'energy'", autoreset.message)
+    # shrunk to one env, a one-step time limit and the fewest steps that show the reset:
+    # the second step in NEXT_STEP mode, the first in SAME_STEP mode
     assert re.search(r"start=\(1,", autoreset.example) and "limit=1" in autoreset.example, autoreset.example
-    assert "steps=2" in autoreset.example, autoreset.example
+    example = autoreset.example
+    assert ("steps=2" in example and "next_step" in example) or ("steps=1" in example and "same_step" in example), \
+        example
 
 
 def test_cross_talk_is_found_between_two_envs():
@@ -63,9 +66,16 @@ def test_nondeterministic_step_is_found():
     determinism = report["determinism"]
     assert determinism.status == "failed"
     assert "diverged" in determinism.message or "did not replay" in determinism.message
-    assert "count=1" in determinism.example and "limit=1" in determinism.example, determinism.example
-    # the start positions it draws are legal ones: only determinism can see this bug
-    assert report["parity"].passed
+    # the reset itself draws from the global RNG: one env and the first step show it. When
+    # hypothesis's replay of the shrunk input happened to draw the same start (1 in 5),
+    # the finding is reported as "not deterministic" without the shrunk example
+    example = determinism.example
+    assert ("count=1" in example and "steps=1" in example) or "not deterministic" in determinism.message, example
+    # the start positions it draws are legal ones, but not the ones the env's own stream
+    # gives: the exact reference catches what the start-state envelope could not
+    parity = report["parity"]
+    assert parity.status == "failed" and "reset branch: rng_states row" in parity.message, parity.message
+    assert "the kernel drew a different number of values" in parity.message, parity.message
 
 
 def test_reward_that_ignores_termination_is_found():

@@ -1,10 +1,11 @@
-"""The oracle behind the checks: reference transitions, start-state envelopes, spaces."""
+"""The oracle behind the checks: exact reference transitions and start states, spaces."""
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernelgym.core import rng
 from kernelgym.envs.testing import EnvHarness
 from kit_fixtures import walk
 
@@ -40,7 +41,8 @@ def test_step_problems_name_exactly_what_differs(harness, position, energy, acti
         terminated = not terminated
     elif wrong == "obs":
         obs = obs + 0.5
-    problems = harness.step_problems(prev, np.array(action), new_state, obs, np.float32(reward), terminated)
+    row = rng.seed_streams(position + PARAMS.goal, 1)[0]
+    problems = harness.step_problems(prev, np.array(action), row, new_state, obs, np.float32(reward), terminated)
     if wrong == "none":
         assert problems == []
     else:
@@ -55,30 +57,23 @@ def test_the_reference_must_not_modify_its_input(harness, monkeypatch):
 
     monkeypatch.setattr(harness, "reference", harness.reference._replace(step=mutating_step))
     with pytest.raises(AssertionError, match="modified its input"):
-        harness.reference_step(_state(2), np.array(1))
+        harness.reference_step(_state(2), np.array(1), rng.seed_streams(0, 1)[0])
 
 
-def test_start_states_must_lie_in_the_reference_envelope(harness):
-    # the reference starts at a position in [-start_range, start_range], energy exactly 0
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**32 - 1), shift=st.integers(1, 3))
+def test_start_states_must_be_exactly_the_reference_draw(harness, seed, shift):
+    row = rng.seed_streams(seed, 1)[0]
+    stream = row.reshape(1, 2).copy()
+    start = walk.reference_reset(PARAMS, stream)  # what the env's stream gives
     assert harness.random_start
-    assert harness.start_state_problems(_state(-PARAMS.start_range)) == []
-    assert harness.start_state_problems(_state(PARAMS.start_range)) == []
-    far = PARAMS.start_range * 2 + 1  # beyond the envelope widened by half its width
-    assert "state 'position'" in harness.start_state_problems(_state(far))[0]
-    assert "always 0." in harness.start_state_problems(_state(0, energy=0.25))[0]
-
-
-def test_stochastic_steps_accept_any_outcome_the_reference_can_draw():
-    harness = EnvHarness("GoRight-v0", backend="cpu", params={"slip": 0.3})
-    prev = {"position": np.int32(3).reshape(())}
-
-    def problems(position):
-        state = {"position": np.int32(position).reshape(())}
-        return harness.step_problems(prev, np.array(1), state, harness.reference_observe(state),
-                                     np.float32(-harness.params.step_cost), False)
-
-    assert problems(4) == [] and problems(2) == []  # moved right, or slipped left
-    assert "state 'position' = 5" in problems(5)[0]  # no draw of the reference jumps two cells
+    assert harness.start_state_problems(start, row) == []
+    assert harness.start_state_problems(start, row, rng_after=stream[0]) == []
+    moved = _state(int(start["position"]) + shift)  # a legal start, but not this stream's
+    assert "state 'position'" in harness.start_state_problems(moved, row)[0]
+    assert "is no start state: reference reset gives 0." in harness.start_state_problems(
+        _state(int(start["position"]), energy=0.25), row)[0]
+    assert "drew a different number of values" in harness.start_state_problems(start, row, rng_after=row)[0]
 
 
 def test_observations_outside_the_space_or_not_finite(harness):

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernelgym.envs as kge
-from kernelgym.core import agent_kernel, atomic_add
+from kernelgym.core import agent_kernel, atomic_add, device_function
 from kernelgym.envs import CPUReference, EnvSpec, StateArray, hookimpl
 
 ENV_ID = "LineWalk-v0"
@@ -36,40 +36,36 @@ class LineWalkParams:
 
 
 @agent_kernel
-def step(env, agent, num_agents, actions, rng_states, reset_mask, obs, rewards, terminated,
-         position, moves, num_agents_param, length):
-    if reset_mask[env]:
-        position[env, agent] = (agent + 1) % (length + 1)
-        rewards[env, agent] = 0.0
-        if agent == 0:
-            terminated[env] = False
-    else:
-        move = actions[env, agent] - 1
-        new_position = min(max(position[env, agent] + move, 0), length)
-        if new_position != position[env, agent]:
-            atomic_add(moves, env, 1)
-        position[env, agent] = new_position
-        rewards[env, agent] = 1.0 if new_position == 0 else 0.0
-        if agent == 0:
-            terminated[env] = new_position == 0
+def step(env, agent, num_agents, actions, obs, rewards, terminated, position, moves, length):
+    move = actions[env, agent] - 1
+    new_position = min(max(position[env, agent] + move, 0), length)
+    if new_position != position[env, agent]:
+        atomic_add(moves, env, 1)
+    position[env, agent] = new_position
+    rewards[env, agent] = 1.0 if new_position == 0 else 0.0
+    if agent == 0:
+        terminated[env] = new_position == 0
+    observe(env, agent, num_agents, obs, position, length)
+
+
+@agent_kernel
+def reset(env, agent, num_agents, obs, position, length):
+    position[env, agent] = (agent + 1) % (length + 1)
+    observe(env, agent, num_agents, obs, position, length)
+
+
+@device_function
+def observe(env, agent, num_agents, obs, position, length):
     obs[env, agent, 0] = position[env, agent] / length
     obs[env, agent, 1] = agent / num_agents
 
 
-@agent_kernel
-def reset(env, agent, num_agents, rng_states, reset_mask, obs, position, moves, num_agents_param, length):
-    if reset_mask[env]:
-        position[env, agent] = (agent + 1) % (length + 1)
-        obs[env, agent, 0] = position[env, agent] / length
-        obs[env, agent, 1] = agent / num_agents
-
-
-def _reference_reset(params, generator=None):
+def _reference_reset(params, rng_states=None):
     position = np.array([(agent + 1) % (params.length + 1) for agent in range(params.num_agents)], dtype=np.int32)
     return {"position": position, "moves": np.int32(0).reshape(())}
 
 
-def _reference_step(params, state, action, generator=None):
+def _reference_step(params, state, action, rng_states=None):
     new_position = np.clip(state["position"] + np.asarray(action) - 1, 0, params.length).astype(np.int32)
     moves = state["moves"] + np.int32(np.count_nonzero(new_position != state["position"]))
     rewards = (new_position == 0).astype(np.float32)

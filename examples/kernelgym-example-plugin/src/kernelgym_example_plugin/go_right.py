@@ -5,23 +5,25 @@ Action 1 moves right, action 0 left; with probability ``slip`` the move goes the
 way. Reaching ``length`` ends the episode with reward +1; every other step costs
 ``step_cost``. The observation is the position divided by ``length``.
 
-This module is all a plugin needs: a params record, one kernel body for step and one
-for reset (compiled for cpu, cuda and the simulator from this source), a CPU reference,
-an `EnvSpec` and the hook that returns it.
+This module is all a plugin needs: a params record, the physics written once, a step
+and a reset kernel that name what they use, the exact reference (same physics, same
+random stream), an `EnvSpec` and the hook that returns it. The runtime does the rest
+(autoreset, time limit, counters), and kernelgym's property-test kit checks it all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numba
 import numpy as np
 from gymnasium import spaces
 
-from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.core import env_kernel, rng
 from kernelgym.envs import CPUReference, EnvSpec, StateArray, hookimpl
 
 
-# 1. The params record: scalars only, validated; make(..., length=20) overrides a field.
+# 1. The params record: scalars only; make("GoRight-v0", n, length=20) overrides a field.
 @dataclasses.dataclass(frozen=True)
 class GoRightParams:
     length: int = 10
@@ -30,104 +32,68 @@ class GoRightParams:
     step_cost: float = 0.01
 
     def __post_init__(self):
-        if self.length < 1:
-            raise ValueError(f"GoRightParams length: expected >= 1, got {self.length}")
-        if not 0 <= self.start_max < self.length:
-            raise ValueError(f"GoRightParams start_max: expected 0 <= start_max < length, got {self.start_max}")
-        if not 0.0 <= self.slip <= 1.0:
-            raise ValueError(f"GoRightParams slip: expected a probability, got {self.slip}")
+        if self.length < 1 or not 0 <= self.start_max < self.length or not 0.0 <= self.slip <= 1.0:
+            raise ValueError(f"GoRightParams: expected length >= 1, 0 <= start_max < length, 0 <= slip <= 1; "
+                             f"got {self}")
 
 
-# 2. Helpers that take arrays are device functions: inlined into every kernel.
-@device_function
-def _start(i, rng_states, position, start_max):
-    position[i] = rng.randint(rng_states, i, start_max + 1)
+# 2. The physics, once: a scalar function the kernel and the reference both call.
+@numba.njit(inline="always")
+def move(position, action, slipped, length, step_cost):
+    step = (1 if action == 1 else -1) * (-1 if slipped else 1)
+    position = min(max(position + step, 0), length)
+    return position, position == length, 1.0 if position == length else -step_cost
 
 
-@device_function
-def _observe(i, obs, position, length):
+# 3. The kernels name what they use: runtime buffers, state arrays, params fields.
+@env_kernel
+def step(i, actions, rng_states, obs, rewards, terminated, position, length, slip, step_cost):
+    slipped = rng.uniform(rng_states, i) < slip
+    position[i], terminated[i], rewards[i] = move(position[i], actions[i], slipped, length, step_cost)
     obs[i, 0] = position[i] / length
 
 
-# 3. The kernels. The runtime passes (actions, rng_states, reset_mask, obs, rewards,
-#    terminated), then the state arrays in EnvSpec.state order, then the params fields.
 @env_kernel
-def step(i, actions, rng_states, reset_mask, obs, rewards, terminated, position,
-         length, start_max, slip, step_cost):
-    if reset_mask[i]:  # the previous step ended the episode: start a new one instead
-        _start(i, rng_states, position, start_max)
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = 1 if actions[i] == 1 else -1
-        if rng.uniform(rng_states, i) < slip:
-            move = -move
-        position[i] = min(max(position[i] + move, 0), length)
-        at_goal = position[i] == length
-        terminated[i] = at_goal
-        rewards[i] = 1.0 if at_goal else -step_cost
-    _observe(i, obs, position, length)
+def reset(i, rng_states, obs, position, length, start_max):
+    position[i] = rng.randint(rng_states, i, start_max + 1)
+    obs[i, 0] = position[i] / length
 
 
-@env_kernel
-def reset(i, rng_states, reset_mask, obs, position, length, start_max, slip, step_cost):
-    if reset_mask[i]:
-        _start(i, rng_states, position, start_max)
-        _observe(i, obs, position, length)
+# 4. The exact reference: one env, drawing from its own stream (a (1, 2) array, row 0).
+def _reference_reset(params, rng_states):
+    return {"position": np.int32(rng.randint(rng_states, 0, params.start_max + 1)).reshape(())}
 
 
-# 4. The CPU reference: one env in plain numpy, the ground truth for tests.
-def _reference_reset(params, generator):
-    return {"position": np.int32(generator.integers(0, params.start_max + 1)).reshape(())}
+def _reference_step(params, state, action, rng_states):
+    slipped = rng.uniform(rng_states, 0) < params.slip
+    position, at_goal, reward = move(np.int32(state["position"]), int(action), slipped, params.length,
+                                     params.step_cost)
+    return {"position": np.int32(position).reshape(())}, reward, bool(at_goal)
 
 
-def _reference_step(params, state, action, generator):
-    move = 1 if int(action) == 1 else -1
-    if generator.random() < params.slip:
-        move = -move
-    position = np.int32(min(max(int(state["position"]) + move, 0), params.length)).reshape(())
-    at_goal = bool(position == params.length)
-    return {"position": position}, (1.0 if at_goal else -params.step_cost), at_goal
+reference = CPUReference(_reference_reset, _reference_step,
+                         lambda params, state: np.array([state["position"] / params.length], np.float32))
+
+# 5. The spec, and the hook kernelgym calls through the "kernelgym.envs" entry point.
+SPEC = EnvSpec(
+    id="GoRight-v0", observation_space=spaces.Box(0.0, 1.0, (1,), np.float32), action_space=spaces.Discrete(2),
+    state=(StateArray("position", np.int32),), step_kernel=step, reset_kernel=reset, reference=reference,
+    params=GoRightParams(), max_episode_steps=50, description="Walk right along a slippery corridor (example plugin).",
+    state_strategy=f"{__name__}:state_strategy", invariants=f"{__name__}:invariants",
+)
 
 
-def _reference_observe(params, state):
-    return np.array([state["position"] / params.length], dtype=np.float32)
+@hookimpl
+def kernelgym_register_envs():
+    return [SPEC]
 
 
-reference = CPUReference(_reference_reset, _reference_step, _reference_observe)
-
-
+# 6. Optional, for the property-test kit: states to start from, and rules that always hold.
 def state_strategy(params):
-    """Hypothesis strategy of single-env states (for kernelgym's property-test kit)."""
     from hypothesis import strategies as st
 
     return st.integers(0, params.length - 1).map(lambda p: {"position": np.int32(p).reshape(())})
 
 
 def invariants(params, state):
-    """The agent never leaves the corridor."""
-    assert 0 <= int(state["position"]) <= params.length, state
-
-
-# 5. The spec: kernels and helpers named lazily ("module:attr"), so discovering the
-#    plugin neither imports heavy code paths nor compiles anything.
-SPEC = EnvSpec(
-    id="GoRight-v0",
-    observation_space=spaces.Box(0.0, 1.0, (1,), np.float32),
-    action_space=spaces.Discrete(2),
-    state=(StateArray("position", np.int32),),
-    step_kernel=f"{__name__}:step",
-    reset_kernel=f"{__name__}:reset",
-    reference=f"{__name__}:reference",
-    params=GoRightParams(),
-    max_episode_steps=50,
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:invariants",
-    description="Walk right along a slippery corridor (example plugin).",
-)
-
-
-# 6. The hook kernelgym calls through the "kernelgym.envs" entry point.
-@hookimpl
-def kernelgym_register_envs():
-    return [SPEC]
+    assert 0 <= int(state["position"]) <= params.length, f"position {state['position']} left the corridor"

@@ -6,8 +6,9 @@ other step costs ``step_cost``. ``energy`` is a moving average of how much the a
 moves. Observation: ``(position / goal, energy)``. Start: a uniform position in
 ``[-start_range, start_range]``, energy 0.
 
-Each ``step_*`` kernel below is the correct one with a single bug the kit must find;
-`broken_specs` names them. Every kernel is self-contained (no shared helpers), so
+Each ``step_*``/``reset_*`` kernel below is the correct one with a single bug the kit
+must find; the specs at the end name them. The reference is exact: it draws the start
+position from the env's own ``kernelgym.core.rng`` stream, as the kernel does. Every kernel is self-contained (no shared helpers), so
 numba's on-disk cache never serves a stale build of a helper.
 """
 
@@ -31,141 +32,90 @@ class WalkParams:
 
 
 @env_kernel
-def step(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, energy,
-         goal, start_range, goal_reward, step_cost):
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        energy[i] = 0.0
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
-        done = abs(position[i]) >= goal
-        terminated[i] = done
-        rewards[i] = goal_reward if done else -step_cost
+def step(i, actions, obs, rewards, terminated, position, energy, goal, goal_reward, step_cost):
+    move = actions[i] - 1
+    position[i] += move
+    energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
+    done = abs(position[i]) >= goal
+    terminated[i] = done
+    rewards[i] = goal_reward if done else -step_cost
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
 
 
 @env_kernel
-def reset(i, rng_states, reset_mask, obs, position, energy, goal, start_range, goal_reward, step_cost):
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        energy[i] = 0.0
-        obs[i, 0] = position[i] / goal
-        obs[i, 1] = energy[i]
+def reset(i, rng_states, obs, position, energy, goal, start_range):
+    position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
+    energy[i] = 0.0
+    obs[i, 0] = position[i] / goal
+    obs[i, 1] = energy[i]
 
 
 # ------------------------------------------------------------------ planted bugs
 @env_kernel
-def step_off_by_one(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, energy,
-                    goal, start_range, goal_reward, step_cost):
+def step_off_by_one(i, actions, obs, rewards, terminated, position, energy, goal, goal_reward, step_cost):
     """BUG: the energy is written one column past the observation row."""
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        energy[i] = 0.0
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
-        done = abs(position[i]) >= goal
-        terminated[i] = done
-        rewards[i] = goal_reward if done else -step_cost
+    move = actions[i] - 1
+    position[i] += move
+    energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
+    done = abs(position[i]) >= goal
+    terminated[i] = done
+    rewards[i] = goal_reward if done else -step_cost
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
     obs[i, 2] = energy[i]
 
 
 @env_kernel
-def step_missed_reset(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, energy,
-                      goal, start_range, goal_reward, step_cost):
-    """BUG: the autoreset branch forgets to clear the energy."""
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
-        done = abs(position[i]) >= goal
-        terminated[i] = done
-        rewards[i] = goal_reward if done else -step_cost
+def reset_missed_energy(i, rng_states, obs, position, energy, goal, start_range):
+    """BUG: the reset forgets to clear the energy."""
+    position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
 
 
 @env_kernel
-def step_cross_talk(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, energy,
-                    goal, start_range, goal_reward, step_cost):
+def step_cross_talk(i, actions, obs, rewards, terminated, position, energy, goal, goal_reward, step_cost):
     """BUG: the energy update reads the next env's action."""
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        energy[i] = 0.0
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        neighbour_move = actions[(i + 1) % actions.shape[0]] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(neighbour_move)
-        done = abs(position[i]) >= goal
-        terminated[i] = done
-        rewards[i] = goal_reward if done else -step_cost
+    move = actions[i] - 1
+    neighbour_move = actions[(i + 1) % actions.shape[0]] - 1
+    position[i] += move
+    energy[i] = 0.9 * energy[i] + 0.1 * abs(neighbour_move)
+    done = abs(position[i]) >= goal
+    terminated[i] = done
+    rewards[i] = goal_reward if done else -step_cost
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
 
 
 @env_kernel
-def step_nondeterministic(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, energy,
-                          goal, start_range, goal_reward, step_cost):
-    """BUG: the autoreset draws its start from numba's global RNG, not the env's seeded stream."""
-    if reset_mask[i]:
-        position[i] = np.random.randint(-start_range, start_range + 1)
-        energy[i] = 0.0
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
-        done = abs(position[i]) >= goal
-        terminated[i] = done
-        rewards[i] = goal_reward if done else -step_cost
+def reset_nondeterministic(i, obs, position, energy, goal, start_range):
+    """BUG: the reset draws its start from numba's global RNG, not the env's seeded stream."""
+    position[i] = np.random.randint(-start_range, start_range + 1)
+    energy[i] = 0.0
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
 
 
 @env_kernel
-def step_reward_ignores_termination(i, actions, rng_states, reset_mask, obs, rewards, terminated, position,
-                                    energy, goal, start_range, goal_reward, step_cost):
+def step_reward_ignores_termination(i, actions, obs, rewards, terminated, position, energy, goal, step_cost):
     """BUG: the reward is the step cost even on the step that reaches the goal."""
-    if reset_mask[i]:
-        position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
-        energy[i] = 0.0
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        move = actions[i] - 1
-        position[i] += move
-        energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
-        terminated[i] = abs(position[i]) >= goal
-        rewards[i] = -step_cost
+    move = actions[i] - 1
+    position[i] += move
+    energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
+    terminated[i] = abs(position[i]) >= goal
+    rewards[i] = -step_cost
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
 
 
-# ------------------------------------------------------------------ CPU reference
-def reference_reset(params, generator):
-    position = generator.integers(-params.start_range, params.start_range + 1)
+# ------------------------------------------------------------------ exact reference
+def reference_reset(params, rng_states):
+    position = rng.randint(rng_states, 0, 2 * params.start_range + 1) - params.start_range
     return {"position": np.int32(position).reshape(()), "energy": np.float32(0.0).reshape(())}
 
 
-def reference_step(params, state, action, generator=None):
+def reference_step(params, state, action, rng_states=None):
     move = int(action) - 1
     position = int(state["position"]) + move
     energy = np.float32(0.9 * float(state["energy"]) + 0.1 * abs(move))
@@ -195,26 +145,26 @@ def check_invariants(params, state):
     assert 0.0 <= float(state["energy"]) <= 1.0, f"energy {state['energy']} outside [0, 1]"
 
 
-def _spec(env_id: str, step_kernel: str) -> EnvSpec:
+def _spec(env_id: str, step_kernel=step, reset_kernel=reset) -> EnvSpec:
     return EnvSpec(
         id=env_id,
         observation_space=spaces.Box(low=np.array([-1.0, 0.0], np.float32), high=np.array([1.0, 1.0], np.float32)),
         action_space=spaces.Discrete(3),
         state=(StateArray("position", np.int32), StateArray("energy", np.float32)),
-        step_kernel=f"{__name__}:{step_kernel}",
-        reset_kernel=f"{__name__}:reset",
-        reference=f"{__name__}:REFERENCE",
+        step_kernel=step_kernel,
+        reset_kernel=reset_kernel,
+        reference=REFERENCE,
         params=WalkParams(),
         max_episode_steps=50,
-        state_strategy=f"{__name__}:state_strategy",
-        invariants=f"{__name__}:check_invariants",
+        state_strategy=state_strategy,
+        invariants=check_invariants,
         description="A 1-D walk to a goal (the kit's test fixture)",
     )
 
 
-SPEC = _spec("Walk-v0", "step")
-OFF_BY_ONE = _spec("WalkOffByOne-v0", "step_off_by_one")
-MISSED_RESET = _spec("WalkMissedReset-v0", "step_missed_reset")
-CROSS_TALK = _spec("WalkCrossTalk-v0", "step_cross_talk")
-NONDETERMINISTIC = _spec("WalkNondeterministic-v0", "step_nondeterministic")
-REWARD_IGNORES_TERMINATION = _spec("WalkRewardIgnoresTermination-v0", "step_reward_ignores_termination")
+SPEC = _spec("Walk-v0")
+OFF_BY_ONE = _spec("WalkOffByOne-v0", step_kernel=step_off_by_one)
+MISSED_RESET = _spec("WalkMissedReset-v0", reset_kernel=reset_missed_energy)
+CROSS_TALK = _spec("WalkCrossTalk-v0", step_kernel=step_cross_talk)
+NONDETERMINISTIC = _spec("WalkNondeterministic-v0", reset_kernel=reset_nondeterministic)
+REWARD_IGNORES_TERMINATION = _spec("WalkRewardIgnoresTermination-v0", step_kernel=step_reward_ignores_termination)

@@ -1,4 +1,4 @@
-"""kernelgym.core: backends, write-once kernels, device RNG, data and function managers.
+"""kernelgym.core: backends, write-once kernels bound by name, device RNG, data and function managers.
 
 Importing this package neither imports torch nor compiles a kernel.
 """
@@ -12,7 +12,8 @@ from kernelgym.core.data_feed import DataFeed
 from kernelgym.core.data_manager import CUDADataManager
 from kernelgym.core.device_functions import atomic_add, device_function
 from kernelgym.core.function_manager import FunctionManager
-from kernelgym.core.kernels import agent_kernel, env_kernel, fuse_env_kernels
+from kernelgym.core.binding import Branch, BindingError, bind, bind_launches
+from kernelgym.core.kernels import agent_kernel, env_kernel
 
 __version__ = _metadata.version("kernelgym-core")  # set by the repository's VERSION file
 
@@ -24,7 +25,10 @@ __all__ = [
     "FunctionManager",
     "env_kernel",
     "agent_kernel",
-    "fuse_env_kernels",
+    "bind",
+    "bind_launches",
+    "Branch",
+    "BindingError",
     "atomic_add",
     "device_function",
     "rng",

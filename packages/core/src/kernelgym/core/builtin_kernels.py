@@ -1,5 +1,7 @@
 """Kernels the data manager launches itself: per-env reset and per-step episode logs.
 
+The reset bodies are bound by name (see `kernelgym.core.binding`).
+
 Both take tuples of raw views (see :func:`kernelgym.core.arrays.byte_view`): ``uint64``
 words for arrays whose rows are a multiple of 8 bytes, ``uint8`` bytes for the rest. So
 one launch handles any number of arrays of any dtype and any number of dims, and copies
@@ -31,13 +33,22 @@ def copy_env_rows_to_log(env, t, logs, sources):
 
 
 @env_kernel
-def reset_done_envs(env, done, timestep, live_words, saved_words, live_bytes, saved_bytes):
-    """For a done env: copy its saved rows back, then clear ``done`` and ``timestep``."""
-    if done[env] != 0:
-        copy_env_rows(env, live_words, saved_words)
-        copy_env_rows(env, live_bytes, saved_bytes)
-        done[env] = 0
-        timestep[env] = 0
+def restore_saved_rows(env, reset_live_words, reset_saved_words, reset_live_bytes, reset_saved_bytes):
+    """Copy env ``env``'s saved rows (``<name>_at_reset``) back into the live arrays.
+
+    The one reset mechanism: `CUDADataManager.reset_done_envs` runs it behind the
+    ``_done_`` mask, and env runtimes compose it into their own masked reset launches
+    (its parameter names are those of `CUDADataManager.reset_rows`).
+    """
+    copy_env_rows(env, reset_live_words, reset_saved_words)
+    copy_env_rows(env, reset_live_bytes, reset_saved_bytes)
+
+
+@env_kernel
+def clear_episode(env, _done_, _timestep_):
+    """A reset env is no longer done and starts its episode at step 0."""
+    _done_[env] = 0
+    _timestep_[env] = 0
 
 
 @env_kernel

@@ -27,6 +27,7 @@ import numpy as np
 from kernelgym.core import builtin_kernels
 from kernelgym.core.arrays import allocation, byte_view, check_supported_dtype, to_backend, to_torch
 from kernelgym.core.backends import resolve_backend
+from kernelgym.core.binding import Branch, bind
 from kernelgym.core.data_feed import DataFeed
 from kernelgym.core.kernels import check_count
 
@@ -104,6 +105,7 @@ class CUDADataManager:
         self._reset_data_list: list[str] = []
         self._log_data_list: list[str] = []
         self._reset_rows = None  # kernel arguments, built once after the last push
+        self._reset_launch = None
         self._log_rows = None
         meta = {}
         for names, value in (
@@ -295,7 +297,7 @@ class CUDADataManager:
                 self._reset_data_list.append(name)
             if attributes.get("log_data_across_episode"):
                 self._log_data_list.append(name)
-        self._reset_rows = None
+        self._reset_rows = self._reset_launch = None
         self._log_rows = None
 
     def _new_entry(self, name: str, values: np.ndarray, torch_accessible: bool, attributes: dict) -> _Entry:
@@ -425,14 +427,31 @@ class CUDADataManager:
         transfer, no synchronization on cuda.
         """
         self._require("reset_done_envs", num_envs=self.num_envs)
+        if self._reset_launch is None:
+            self._reset_launch = bind(
+                Branch(DONE, then=[builtin_kernels.restore_saved_rows, builtin_kernels.clear_episode]),
+                {**self.reset_rows(), DONE: self._data[DONE].device, TIMESTEP: self._data[TIMESTEP].device},
+                backend=self.backend, num_envs=self.num_envs,
+            )
+        self._reset_launch()
+
+    def reset_rows(self) -> dict:
+        """The raw row views `builtin_kernels.restore_saved_rows` binds, by its parameter names.
+
+        ``reset_live_words``/``reset_saved_words`` (uint64 views of the arrays whose rows
+        are a multiple of 8 bytes) and ``reset_live_bytes``/``reset_saved_bytes`` (uint8
+        views of the others) of every ``save_copy_and_apply_at_reset`` array and its
+        saved copy: the one way to restore envs, for runtimes that compose it into
+        their own reset launch. Built once after the last push.
+        """
+        self._require("reset_rows", num_envs=self.num_envs)
         if self._reset_rows is None:
             names = self._reset_data_list
             live_words, live_bytes = self._rows(names, (self.num_envs,))
             saved_words, saved_bytes = self._rows([name + AT_RESET_SUFFIX for name in names], (self.num_envs,))
-            self._reset_rows = (live_words, saved_words, live_bytes, saved_bytes)
-        builtin_kernels.reset_done_envs.launch(
-            self.backend, self.num_envs, self._data[DONE].device, self._data[TIMESTEP].device, *self._reset_rows
-        )
+            self._reset_rows = {"reset_live_words": live_words, "reset_saved_words": saved_words,
+                                "reset_live_bytes": live_bytes, "reset_saved_bytes": saved_bytes}
+        return self._reset_rows
 
     def log_step(self) -> None:
         """Write the current values of every logged array into their episode logs.

@@ -6,7 +6,7 @@
     fm.register("step", step)                       # an env_kernel or agent_kernel
     fm.register("legacy", legacy_cuda_kernel, cpu=legacy_cpu, layout="per_agent")
     fm.launch("step", "obs", "actions", 0.5)        # names -> device data, meta, constants
-    step_all = fm.bind("step", "obs", "actions", 0.5)   # names resolved once
+    step_all = fm.bind("step", "obs", "actions", 0.5)   # names resolved and checked once
     step_all()
 
 Launch layouts: ``per_env`` is one thread per env (blocks of
@@ -22,6 +22,7 @@ import warnings
 
 from kernelgym.core import kernels
 from kernelgym.core.backends import BackendUnavailableError, simulator_enabled
+from kernelgym.core.binding import bind, parameter_names
 from kernelgym.core.data_manager import CUDADataManager
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import AgentKernel, EnvKernel
@@ -167,11 +168,21 @@ class FunctionManager:
             raise TypeError(f"{registered.name}: expects {registered.num_args} kernel arguments, got {len(args)}")
         return tuple(self.data_manager.kernel_argument(arg) if isinstance(arg, str) else arg for arg in args)
 
+    def _layout(self, arg) -> str:
+        """How a launch argument's leading dims relate to the launch (for the extent checks)."""
+        if isinstance(arg, str) and arg in self.data_manager._data:
+            layout = self.data_manager._data[arg].attributes.get("layout")
+            if layout is not None:
+                return layout
+        return "shared"
+
     def bind(self, name: str, *args):
         """A no-argument callable that launches ``name`` with ``args`` resolved once.
 
-        Arguments stay valid across resets (resets are in place), so a bound launch can
-        be reused for the whole run.
+        A write-once kernel is bound by `kernelgym.core.binding.bind`: the arguments
+        fill its parameters in order, and data declared ``per_env``/``per_agent`` is
+        checked to cover every env (and agent) once, here. Arguments stay valid across
+        resets (resets are in place), so a bound launch can be reused for the whole run.
         """
         registered = self._registered(name)
         resolved = self._resolve(registered, args)
@@ -179,15 +190,10 @@ class FunctionManager:
         num_agents = self.data_manager.num_agents
         kernel = registered.kernel
         backend = self.backend
-        if isinstance(kernel, EnvKernel):
-            # arguments are checked once here, then the launch skips the checks
-            checked = kernel._checked_args(backend, resolved)
-            run = kernel.cpu if backend == "cpu" else kernel.cuda
-            return lambda: run(num_envs, *checked)
-        if isinstance(kernel, AgentKernel):
-            checked = kernel._checked_args(backend, resolved)
-            run = kernel.cpu if backend == "cpu" else kernel.cuda
-            return lambda: run(num_envs, num_agents, *checked)
+        if isinstance(kernel, (EnvKernel, AgentKernel)):
+            names = parameter_names(kernel)
+            return bind(kernel, dict(zip(names, resolved)), backend=backend, num_envs=num_envs,
+                        num_agents=num_agents, layouts={n: self._layout(a) for n, a in zip(names, args)})
         if backend == "cpu" and not registered.run_in_simulator:
             cpu = registered.cpu
             return lambda: cpu(*resolved)

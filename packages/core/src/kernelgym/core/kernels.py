@@ -30,14 +30,14 @@ from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import device_function, register_cuda_overloads
 
 __all__ = [
-    "EnvKernel", "AgentKernel", "FusedEnvKernel", "env_kernel", "agent_kernel", "fuse_env_kernels",
+    "EnvKernel", "AgentKernel", "env_kernel", "agent_kernel", "kernel_argument",
     "ENV_THREADS_PER_BLOCK", "MAX_AGENT_THREADS",
 ]
 
 ENV_THREADS_PER_BLOCK = 128
 MAX_AGENT_THREADS = 256
 
-_SCALAR_TYPES = (bool, int, float, complex, np.generic)
+SCALAR_TYPES = (bool, int, float, complex, np.generic)
 
 
 def check_count(name: str, value, minimum: int = 0) -> int:
@@ -53,13 +53,12 @@ def check_count(name: str, value, minimum: int = 0) -> int:
     return count
 
 
-def _kernel_argument(backend: str, position: int, value):
-    """Check one launch argument for ``backend`` and convert torch tensors to arrays."""
-    label = f"argument {position}"
-    if isinstance(value, _SCALAR_TYPES):
+def kernel_argument(backend: str, label: str, value):
+    """Check one launch argument (``label`` names it in errors) for ``backend``; torch tensors become arrays."""
+    if isinstance(value, SCALAR_TYPES):
         return value
     if isinstance(value, tuple):
-        return tuple(_kernel_argument(backend, position, item) for item in value)
+        return tuple(kernel_argument(backend, label, item) for item in value)
     if backend == "cpu":
         if is_torch_tensor(value) and not value.is_cuda:
             value = value.detach().numpy()
@@ -124,7 +123,7 @@ class _WriteOnceKernel:
         return self._module(num_args).cuda_launcher
 
     def _checked_args(self, backend: str, args: tuple) -> tuple:
-        return tuple(_kernel_argument(backend, position, value) for position, value in enumerate(args))
+        return tuple(kernel_argument(backend, f"argument {position}", value) for position, value in enumerate(args))
 
 
 class EnvKernel(_WriteOnceKernel):
@@ -185,96 +184,6 @@ class AgentKernel(_WriteOnceKernel):
             self.cpu(num_envs, num_agents, *args)
         else:
             self.cuda(num_envs, num_agents, *args)
-
-
-class FusedEnvKernel:
-    """Env kernels run one after the other for each env, in ONE launch.
-
-    For each env ``i``, kernel ``k``'s body runs with its own arguments, in the order
-    given. It saves a launch (cuda) or a wake-up of the thread team (cpu) per kernel, and
-    gives the same results as launching the kernels one by one as long as each body only
-    touches env ``i``'s data, which is the contract of a per-env body.
-    """
-
-    def __init__(self, kernels):
-        kernels = tuple(kernels)
-        if len(kernels) < 2 or not all(isinstance(kernel, EnvKernel) for kernel in kernels):
-            raise TypeError(
-                f"kernels: expected two or more @env_kernel kernels, got {[type(k).__name__ for k in kernels]}"
-            )
-        self.kernels = kernels
-        self._modules = {}  # arities -> launcher module
-
-    def __repr__(self):
-        return f"<FusedEnvKernel {' + '.join(kernel.__qualname__ for kernel in self.kernels)}>"
-
-    def __reduce__(self):
-        return (fuse_env_kernels, self.kernels)
-
-    def _module(self, arities: tuple[int, ...]):
-        module = self._modules.get(arities)
-        if module is None:
-            module = self._modules[arities] = codegen.fused_launcher_module(
-                [kernel.py_func for kernel in self.kernels], [kernel._key for kernel in self.kernels], arities
-            )
-        return module
-
-    def _groups(self, arg_groups) -> tuple[tuple[int, ...], tuple]:
-        if len(arg_groups) != len(self.kernels) or not all(isinstance(group, tuple) for group in arg_groups):
-            raise TypeError(
-                f"arg_groups: expected {len(self.kernels)} tuples of arguments (one per kernel), "
-                f"got {[type(group).__name__ for group in arg_groups]}"
-            )
-        return tuple(len(group) for group in arg_groups), tuple(arg for group in arg_groups for arg in group)
-
-    def cpu_launcher(self, arities: tuple[int, ...]):
-        """The ``njit(parallel=True, cache=True)`` dispatcher for these argument counts."""
-        return self._module(tuple(arities)).cpu_launcher
-
-    def cuda_launcher(self, arities: tuple[int, ...]):
-        """The ``cuda.jit`` dispatcher (the simulator's kernel in simulator processes)."""
-        if not simulator_enabled():
-            register_cuda_overloads()
-        return self._module(tuple(arities)).cuda_launcher
-
-    def cpu(self, num_envs: int, *arg_groups: tuple) -> None:
-        """Run the cpu build: one prange loop over the envs calling every body."""
-        arities, args = self._groups(arg_groups)
-        self.cpu_launcher(arities)(num_envs, *args)
-
-    def cuda(self, num_envs: int, *arg_groups: tuple) -> None:
-        """Launch one CUDA kernel, one thread per env (asynchronous on a GPU)."""
-        if num_envs == 0:
-            return
-        arities, args = self._groups(arg_groups)
-        threads = min(ENV_THREADS_PER_BLOCK, num_envs)
-        self.cuda_launcher(arities)[math.ceil(num_envs / threads), threads](num_envs, *args)
-
-    def launch(self, backend: str | None, num_envs: int, *arg_groups: tuple) -> None:
-        """Run every body for every env on ``backend``: one tuple of arguments per kernel.
-
-        Arguments are checked as in ``EnvKernel.launch`` before anything runs.
-        """
-        backend = resolve_backend(backend)
-        num_envs = check_count("num_envs", num_envs)
-        self._groups(arg_groups)
-        checked = tuple(kernel._checked_args(backend, group) for kernel, group in zip(self.kernels, arg_groups))
-        if backend == "cpu":
-            self.cpu(num_envs, *checked)
-        else:
-            self.cuda(num_envs, *checked)
-
-
-def fuse_env_kernels(*kernels: EnvKernel) -> FusedEnvKernel:
-    """One launch that runs several ``@env_kernel`` bodies in order for each env.
-
-    Returns
-    -------
-    FusedEnvKernel
-        ``.launch(backend, num_envs, args_of_kernel_0, args_of_kernel_1, ...)``, each
-        a tuple; ``.cpu`` and ``.cuda`` take the same tuples.
-    """
-    return FusedEnvKernel(kernels)
 
 
 def env_kernel(fn) -> EnvKernel:

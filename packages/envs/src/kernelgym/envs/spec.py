@@ -1,38 +1,35 @@
 """How an environment declares itself: `EnvSpec`, `StateArray` and `CPUReference`.
 
 An env module builds one frozen `EnvSpec` and returns it from the
-``kernelgym_register_envs`` hook (see `kernelgym.envs.hookspecs`). The spec names
-everything the runtime needs without importing or compiling kernels: kernels,
-the CPU reference, the renderer and the property-test helpers are given as
-``"module:attr"`` strings and loaded on first use by `EnvSpec.load`.
+``kernelgym_register_envs`` hook (see `kernelgym.envs.hookspecs`). The spec holds its
+kernels, reference, renderer and property-test helpers as objects, or as
+``"module:attr"`` strings loaded on first use by `EnvSpec.load` (lazy loading).
 
-Kernel contract (arguments the runtime passes, in this order)
--------------------------------------------------------------
-``kernel_layout="env"`` kernels are launched ``k.launch(backend, num_envs, *args)``
-(core's ``@env_kernel``, body ``body(i, *args)``); ``kernel_layout="agent"`` kernels
-``k.launch(backend, num_envs, num_agents, *args)`` (``@agent_kernel``, body
-``body(env, agent, num_agents, *args)``)::
+Kernel contract: arguments by NAME
+----------------------------------
+A ``kernel_layout="env"`` kernel is a core ``@env_kernel`` whose body is
+``body(i, <names>)``; a ``kernel_layout="agent"`` kernel an ``@agent_kernel``
+``body(env, agent, num_agents, <names>)``. The names, in any order and any subset,
+are matched once when the env is made (an unknown name is an error naming the
+kernel, the parameter and every available name):
 
-    step(i, actions, rng_states, reset_mask, obs, rewards, terminated, *state, *params)
-    reset(i, rng_states, reset_mask, obs, *state, *params)
+- the runtime's buffers (`kernelgym.envs.runtime.RUNTIME_NAMES`): ``actions``, ``obs``,
+  ``rewards`` (float32; ``(num_envs, num_agents)`` for multi-agent envs),
+  ``terminated`` (bool, per env) and ``rng_states`` (``(num_envs, 2)`` uint64: env
+  ``i`` draws only from stream ``i`` with ``kernelgym.core.rng``);
+- each `StateArray` by its name, ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
+- each params field by its field name, as a scalar.
 
-- ``state`` are the `StateArray` buffers in the order of ``EnvSpec.state``, each of
-  shape ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
-- ``params`` are the fields of the params record, in declaration order, as scalars;
-- ``rng_states`` is ``(num_envs, 2)`` uint64: env ``i`` draws only from stream ``i``
-  with ``kernelgym.core.rng`` (``rng.uniform(rng_states, i)``, ...);
-- ``reset_mask`` is ``(num_envs,)`` int32, the data manager's ``_done_`` array (test
-  it for truth: nonzero means reset). In ``step``, an env whose flag is set
-  (its previous step ended the episode, gymnasium's NEXT_STEP autoreset) is reset
-  instead of stepped: draw a fresh start state, write its observation, reward 0 and
-  ``terminated`` False. ``reset`` resets exactly the envs whose flag is set.
-- ``step`` writes ``obs[i]``, ``rewards[i]`` (float32; ``(num_envs, num_agents)`` for
-  multi-agent envs) and ``terminated[i]`` (bool, per env). The runtime owns the
-  rest: time limit (``truncated``), ``reset_mask`` for the next step, the episode
-  step counter and the SAME_STEP final observation. An env that also counts the
-  steps of its episode in a state array (for ``t / T`` in its observations, say)
-  names that array in ``EnvSpec.episode_step``, so that ``set_state`` starts the
-  runtime's counter from the same value.
+``step`` advances env ``i`` and writes ``obs[i]``, ``rewards[i]`` and
+``terminated[i]``; it has no reset branch. ``reset`` draws a fresh start state for
+env ``i`` and writes ``obs[i]``; it takes only what it uses. The runtime owns the rest:
+which envs reset (NEXT_STEP or SAME_STEP autoreset), rewards 0 and flags False after a
+reset, the time limit (``truncated``), the episode step counter and the SAME_STEP
+final observation, composed with the env's kernels into one launch per step. An
+agent-layout env may give a tuple of agent kernels (phases, launched in order: a
+launch boundary is a barrier between phases). An env that also counts the steps of
+its episode in a state array names that array in ``EnvSpec.episode_step``, so that
+``set_state`` starts the runtime's counter from the same value.
 """
 
 from __future__ import annotations
@@ -54,19 +51,24 @@ LAZY_FIELDS = ("step_kernel", "reset_kernel", "reference", "render", "state_stra
 
 
 class CPUReference(NamedTuple):
-    """A plain python/numpy implementation of ONE env, the ground truth for parity tests.
+    """The plain single-env model of an env, the exact ground truth for parity tests.
 
     A state is a dict ``{name: np.ndarray}`` holding one env's slice of every
-    `StateArray` (shape ``shape`` or ``(num_agents, *shape)``).
+    `StateArray` (shape ``shape`` or ``(num_agents, *shape)``). Randomness comes from
+    ``kernelgym.core.rng`` on the env's own stream: ``rng_states`` is a ``(1, 2)``
+    uint64 array holding that stream (draw with ``rng.uniform(rng_states, 0)``, ...;
+    the draws advance it in place), so the reference draws exactly what the kernel
+    draws. Call the same scalar physics helpers as the kernel and the comparison is
+    bitwise on cpu and sim.
 
     Attributes
     ----------
     reset : callable
-        ``reset(params, rng: np.random.Generator) -> state``.
+        ``reset(params, rng_states) -> state``.
     step : callable
-        ``step(params, state, action, rng) -> (state, reward, terminated)``; must not
-        modify its input state. ``reward`` is a float (``(num_agents,)`` array for
-        multi-agent envs).
+        ``step(params, state, action, rng_states) -> (state, reward, terminated)``;
+        must not modify its input state. ``reward`` is a float (``(num_agents,)``
+        array for multi-agent envs).
     observe : callable
         ``observe(params, state) -> obs``.
     """
@@ -142,12 +144,13 @@ class EnvSpec:
     observation_space, action_space : gymnasium.spaces.Space or callable(params) -> Space
         One agent's spaces (``Box``, ``Discrete`` or ``MultiDiscrete``).
     state : tuple of StateArray
-        The env's state buffers, in the order the kernels receive them.
-    step_kernel, reset_kernel : str
-        ``"module:attr"`` of core ``@env_kernel``/``@agent_kernel`` objects (see the
-        module docstring for their arguments). Loaded lazily.
-    reference : str or CPUReference
-        The single-env CPU reference implementation (``"module:attr"``).
+        The env's state buffers (kernels bind them by name).
+    step_kernel, reset_kernel : kernel, tuple of kernels, or str
+        Core ``@env_kernel``/``@agent_kernel`` objects (see the module docstring for
+        their named arguments); a tuple runs as phases, in order. A ``"module:attr"``
+        string is loaded lazily.
+    reference : CPUReference or str
+        The exact single-env reference (``"module:attr"`` is loaded lazily).
     params : frozen dataclass instance or None
         Default params (gymnax style). Every field is an int, float or bool scalar;
         ``make(**kwargs)`` overrides fields through `validate_params`.
@@ -184,8 +187,8 @@ class EnvSpec:
     observation_space: Any
     action_space: Any
     state: tuple[StateArray, ...]
-    step_kernel: str
-    reset_kernel: str
+    step_kernel: Any
+    reset_kernel: Any
     reference: Any
     params: Any = None
     num_agents: int | Callable[[Any], int] = 1
@@ -212,16 +215,16 @@ class EnvSpec:
         if duplicates:
             raise ValueError(f"{where} state: duplicate array names {duplicates}")
         object.__setattr__(self, "state", state)
+        if self.kernel_layout not in KERNEL_LAYOUTS:
+            raise ValueError(f"{where} kernel_layout: expected one of {KERNEL_LAYOUTS}, got {self.kernel_layout!r}")
         for field in ("step_kernel", "reset_kernel"):
-            _check_reference(where, field, getattr(self, field), must_be_string=True)
+            _check_kernels(where, field, getattr(self, field), self.kernel_layout)
         for field in ("reference", "render", "state_strategy", "invariants"):
             value = getattr(self, field)
             if value is not None:
-                _check_reference(where, field, value, must_be_string=False)
+                _check_reference(where, field, value)
         if self.reference is None:
             raise ValueError(f"{where} reference: a CPU reference implementation is required")
-        if self.kernel_layout not in KERNEL_LAYOUTS:
-            raise ValueError(f"{where} kernel_layout: expected one of {KERNEL_LAYOUTS}, got {self.kernel_layout!r}")
         if self.params is not None:
             _check_params_record(where, self.params)
         _check_episode_step(where, self.episode_step, state)
@@ -237,6 +240,15 @@ class EnvSpec:
         if isinstance(value, str):
             return load_reference(value)
         return value
+
+    def load_kernels(self, field: str) -> tuple:
+        """``step_kernel`` or ``reset_kernel`` as a tuple of kernels of the spec's layout."""
+        if field not in ("step_kernel", "reset_kernel"):
+            raise KeyError(f"EnvSpec.load_kernels field: expected 'step_kernel' or 'reset_kernel', got {field!r}")
+        kernels = self.load(field)
+        kernels = tuple(kernels) if isinstance(kernels, (tuple, list)) else (kernels,)
+        _check_kernels(f"EnvSpec {self.id!r}", field, kernels, self.kernel_layout, loaded=True)
+        return kernels
 
     # --------------------------------------------------------- params-dependent parts
     def resolve(self, params=None) -> ResolvedSpec:
@@ -274,13 +286,6 @@ class EnvSpec:
         """The default params with ``overrides`` applied (see `validate_params`)."""
         return validate_params(self, overrides)
 
-    def params_tuple(self, params=None) -> tuple:
-        """The params' field values in declaration order: the kernels' trailing scalars."""
-        params = self.params if params is None else params
-        if params is None:
-            return ()
-        return tuple(getattr(params, field.name) for field in dataclasses.fields(params))
-
 
 class ResolvedSpec(NamedTuple):
     """`EnvSpec` parts that depend on the params, made concrete by `EnvSpec.resolve`."""
@@ -301,6 +306,9 @@ def validate_params(spec: EnvSpec, overrides: dict):
         An unknown field name, or a value of the wrong type (an int field takes an
         int, a float field an int or float, a bool field a bool).
     ValueError
+        NaN or infinity for a field whose default is finite, or a value outside the
+        physical range the params dataclass accepts (its ``__post_init__``).
+    ValueError
         Whatever the params record's own ``__post_init__`` rejects (e.g. a negative
         length).
     """
@@ -318,8 +326,13 @@ def validate_params(spec: EnvSpec, overrides: dict):
                 f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
                 f"got {type(value).__name__} {value!r}"
             )
+        if isinstance(default, (float, np.floating)) and math.isfinite(default) and not math.isfinite(value):
+            raise ValueError(
+                f"make({spec.id!r}) param {name!r}: expected a finite number, got {value!r}"
+            )
     cast = {name: (float(value) if isinstance(getattr(spec.params, name), float) else value)
             for name, value in overrides.items()}
+    # the params dataclass checks physical ranges in its __post_init__ (e.g. masses > 0)
     return dataclasses.replace(spec.params, **cast)
 
 
@@ -380,13 +393,27 @@ def _check_shape(where, shape) -> tuple[int, ...]:
     return tuple(int(n) for n in shape)
 
 
-def _check_reference(where, field, value, must_be_string):
+def _check_reference(where, field, value):
     if isinstance(value, str):
         module, _, attr = value.partition(":")
         if not module or not attr:
             raise ValueError(f"{where} {field}: expected 'module:attr', got {value!r}")
-    elif must_be_string:
-        raise TypeError(f"{where} {field}: expected a 'module:attr' string (loaded lazily), got {value!r}")
+
+
+def _check_kernels(where, field, value, layout, loaded=False):
+    """A kernel, a non-empty tuple of kernels of ``layout`` (agent layout only for several), or a string."""
+    from kernelgym.core.kernels import AgentKernel, EnvKernel
+
+    if isinstance(value, str) and not loaded:
+        _check_reference(where, field, value)
+        return
+    kernels = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    wanted = EnvKernel if layout == "env" else AgentKernel
+    if not kernels or not all(isinstance(kernel, wanted) for kernel in kernels):
+        raise TypeError(
+            f"{where} {field}: expected a {'@env_kernel' if layout == 'env' else '@agent_kernel'} "
+            f"(or a tuple of them, or a lazy 'module:attr' string) for kernel_layout={layout!r}, got {value!r}"
+        )
 
 
 def _space(where, field, value, params):

@@ -34,7 +34,6 @@ MAX_VEL_2 = 9.0 * math.pi
 MAX_EPISODE_STEPS = 500
 RESET_LOW = -0.1
 RESET_HIGH = 0.1
-TORQUES = (-1.0, 0.0, 1.0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,120 +115,63 @@ def acrobot_transition(theta1, theta2, dtheta1, dtheta2, torque, dt):
     return theta1, theta2, dtheta1, dtheta2, terminated
 
 
-@device_function
-def _write_observation(i, obs, theta1, theta2, dtheta1, dtheta2):
-    obs[i, 0] = math.cos(theta1)
-    obs[i, 1] = math.sin(theta1)
-    obs[i, 2] = math.cos(theta2)
-    obs[i, 3] = math.sin(theta2)
-    obs[i, 4] = dtheta1
-    obs[i, 5] = dtheta2
+@numba.njit(inline="always")
+def observation(theta1, theta2, dtheta1, dtheta2):
+    """``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of a stored state, in float64."""
+    return math.cos(theta1), math.sin(theta1), math.cos(theta2), math.sin(theta2), dtheta1, dtheta2
 
 
 @device_function
-def _reset_env(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2):
-    theta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    theta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    dtheta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    dtheta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    _write_observation(
-        i, obs, np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i])
-    )
+def _observe(i, obs, theta1, theta2, dtheta1, dtheta2):
+    # computed from the stored (float32) state, after a step and after a reset alike
+    values = observation(np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i]))
+    for k in range(6):
+        obs[i, k] = values[k]
 
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, rng_states, reset_mask, obs, rewards, terminated, theta1, theta2, dtheta1, dtheta2, dt):
-    """Step env ``i`` (or reset it when its previous step ended the episode)."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2)
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        # actions 0, 1, 2 apply torque -1, 0, +1
-        torque = np.float64(actions[i] - 1)
-        new_theta1, new_theta2, new_dtheta1, new_dtheta2, done = acrobot_transition(
-            np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i]), torque, dt
-        )
-        theta1[i] = new_theta1
-        theta2[i] = new_theta2
-        dtheta1[i] = new_dtheta1
-        dtheta2[i] = new_dtheta2
-        _write_observation(
-            i, obs, np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i])
-        )
-        rewards[i] = 0.0 if done else -1.0
-        terminated[i] = done
+def step_kernel(i, actions, obs, rewards, terminated, theta1, theta2, dtheta1, dtheta2, dt):
+    """Step env ``i``: actions 0, 1, 2 apply torque -1, 0, +1."""
+    theta1[i], theta2[i], dtheta1[i], dtheta2[i], done = acrobot_transition(
+        np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i]),
+        np.float64(actions[i] - 1), dt)
+    rewards[i] = 0.0 if done else -1.0
+    terminated[i] = done
+    _observe(i, obs, theta1, theta2, dtheta1, dtheta2)
 
 
 @env_kernel
-def reset_kernel(i, rng_states, reset_mask, obs, theta1, theta2, dtheta1, dtheta2, dt):
-    """Draw a fresh start state for env ``i`` when its reset flag is set."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2)
+def reset_kernel(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2):
+    """Draw env ``i``'s start: every variable uniform in [-0.1, 0.1)."""
+    theta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    theta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    dtheta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    dtheta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    _observe(i, obs, theta1, theta2, dtheta1, dtheta2)
 
 
-# ---------------------------------------------------------------- CPU reference
+# ---------------------------------------------------------------- exact reference
 STATE_NAMES = ("theta1", "theta2", "dtheta1", "dtheta2")
 
 
-def reference_reset(params, generator):
-    """Single-env reset with a numpy Generator (same distribution as the kernel)."""
-    values = generator.uniform(RESET_LOW, RESET_HIGH, size=4).astype(np.float32)
-    return {name: values[k].reshape(()) for k, name in enumerate(STATE_NAMES)}
+def reference_reset(params, rng_states):
+    """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
+    return {name: np.float32(rng.uniform_range(rng_states, 0, RESET_LOW, RESET_HIGH)).reshape(())
+            for name in STATE_NAMES}
 
 
-def _reference_derivatives(s, torque):
-    m1, m2, l1, lc1, lc2 = LINK_MASS_1, LINK_MASS_2, LINK_LENGTH_1, LINK_COM_POS_1, LINK_COM_POS_2
-    i1 = i2 = LINK_MOI
-    g = GRAVITY
-    theta1, theta2, dtheta1, dtheta2 = s
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2 * l1 * lc2 * np.cos(theta2)) + i1 + i2
-    d2 = m2 * (lc2**2 + l1 * lc2 * np.cos(theta2)) + i2
-    phi2 = m2 * lc2 * g * np.cos(theta1 + theta2 - np.pi / 2.0)
-    phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * np.sin(theta2)
-        - 2 * m2 * l1 * lc2 * dtheta2 * dtheta1 * np.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * np.cos(theta1 - np.pi / 2)
-        + phi2
-    )
-    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * np.sin(theta2) - phi2) / (
-        m2 * lc2**2 + i2 - d2**2 / d1
-    )
-    ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
-    return np.array([dtheta1, dtheta2, ddtheta1, ddtheta2])
-
-
-def reference_step(params, state, action, generator=None):
-    """Single-env step in plain numpy, written after gymnasium's ``AcrobotEnv.step``."""
-    s = np.array([float(state[name]) for name in STATE_NAMES])
-    torque = TORQUES[int(action)]
-    dt = params.dt
-    k1 = _reference_derivatives(s, torque)
-    k2 = _reference_derivatives(s + dt / 2 * k1, torque)
-    k3 = _reference_derivatives(s + dt / 2 * k2, torque)
-    k4 = _reference_derivatives(s + dt * k3, torque)
-    s = s + dt / 6.0 * (k1 + 2 * k2 + 2 * k3 + k4)
-    for k in (0, 1):
-        # whole turns are removed, as gymnasium's `wrap` does
-        while s[k] > np.pi:
-            s[k] -= 2 * np.pi
-        while s[k] < -np.pi:
-            s[k] += 2 * np.pi
-    s[2] = np.clip(s[2], -MAX_VEL_1, MAX_VEL_1)
-    s[3] = np.clip(s[3], -MAX_VEL_2, MAX_VEL_2)
-    terminated = bool(-np.cos(s[0]) - np.cos(s[1] + s[0]) > 1.0)
-    new_state = {name: np.float32(s[k]).reshape(()) for k, name in enumerate(STATE_NAMES)}
-    return new_state, 0.0 if terminated else -1.0, terminated
+def reference_step(params, state, action, rng_states=None):
+    """Single-env step: the kernel's `acrobot_transition` (RK4) on float32 storage."""
+    *values, terminated = acrobot_transition(*(np.float64(state[name]) for name in STATE_NAMES),
+                                              np.float64(int(action) - 1), params.dt)
+    new_state = {name: np.float32(value).reshape(()) for name, value in zip(STATE_NAMES, values)}
+    return new_state, 0.0 if terminated else -1.0, bool(terminated)
 
 
 def reference_observe(params, state):
     """Observation ``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of one env state."""
-    theta1, theta2 = float(state["theta1"]), float(state["theta2"])
-    return np.array(
-        [np.cos(theta1), np.sin(theta1), np.cos(theta2), np.sin(theta2), state["dtheta1"], state["dtheta2"]],
-        dtype=np.float32,
-    )
+    return np.array(observation(*(np.float64(state[name]) for name in STATE_NAMES)), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -267,15 +209,15 @@ SPEC = EnvSpec(
     observation_space=_observation_space,
     action_space=spaces.Discrete(3),
     state=tuple(StateArray(name, np.float32) for name in STATE_NAMES),
-    step_kernel=f"{__name__}:step_kernel",
-    reset_kernel=f"{__name__}:reset_kernel",
-    reference=f"{__name__}:REFERENCE",
+    step_kernel=step_kernel,
+    reset_kernel=reset_kernel,
+    reference=REFERENCE,
     params=AcrobotParams(),
     max_episode_steps=MAX_EPISODE_STEPS,
     render="kernelgym.envs.render:render_acrobot",
     render_fps=15,
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:check_invariants",
+    state_strategy=state_strategy,
+    invariants=check_invariants,
     description="Acrobot swing-up (gymnasium classic control, RK4), three discrete torques",
 )
 

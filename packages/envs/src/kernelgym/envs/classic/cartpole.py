@@ -2,9 +2,10 @@
 
 The per-env step below is compiled for the cpu backend (``njit(parallel=True)``,
 one ``prange`` iteration per env) and for cuda/sim (one thread per env) from this
-one source by kernelgym.core's ``@env_kernel``. ``reference`` is the plain
-numpy single-env version that the parity tests compare with gymnasium's
-``CartPoleEnv`` and with the kernel.
+one source by kernelgym.core's ``@env_kernel``. The physics is written once, in
+`dynamics` and `outcome`: the kernel and ``reference`` (the plain single-env model,
+drawing from the env's own ``kernelgym.core.rng`` stream) both call them, so they agree
+bit for bit; the gymnasium tests compare them with gymnasium's ``CartPoleEnv``.
 
 State is stored as float32 (gymnasium keeps float64 and returns float32
 observations), so a step matches gymnasium within float32 tolerance.
@@ -23,7 +24,7 @@ from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
-__all__ = ["CartPoleParams", "SPEC", "reference", "reset", "step"]
+__all__ = ["CartPoleParams", "SPEC", "dynamics", "outcome", "reference", "reset", "step"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,129 +70,91 @@ def _cos_sin(angle):
     return math.cos(angle), math.sin(angle)
 
 
-@device_function
-def _reset_one(i, rng_states, x, x_dot, theta, theta_dot, bound):
-    x[i] = rng.uniform_range(rng_states, i, -bound, bound)
-    x_dot[i] = rng.uniform_range(rng_states, i, -bound, bound)
-    theta[i] = rng.uniform_range(rng_states, i, -bound, bound)
-    theta_dot[i] = rng.uniform_range(rng_states, i, -bound, bound)
+@numba.njit(inline="always", cache=True)
+def dynamics(x, x_dot, theta, theta_dot, push_right, gravity, masscart, masspole, length, force_mag, tau,
+             semi_implicit_euler):
+    """gymnasium's CartPole physics for one env, in float64: the new (x, x_dot, theta, theta_dot).
+
+    The one copy of the physics: the kernel and the reference both call it.
+    """
+    # One reciprocal instead of four divisions (a division also costs a zero check).
+    inverse_total_mass = 1.0 / (masspole + masscart)
+    polemass_length = masspole * length
+    force = force_mag if push_right else -force_mag
+    costheta, sintheta = _cos_sin(theta)
+    temp = (force + polemass_length * theta_dot * theta_dot * sintheta) * inverse_total_mass
+    thetaacc = (gravity * sintheta - costheta * temp) / (
+        length * (4.0 / 3.0 - masspole * costheta * costheta * inverse_total_mass)
+    )
+    xacc = temp - polemass_length * thetaacc * costheta * inverse_total_mass
+    if semi_implicit_euler:
+        x_dot = x_dot + tau * xacc
+        x = x + tau * x_dot
+        theta_dot = theta_dot + tau * thetaacc
+        theta = theta + tau * theta_dot
+    else:
+        x, x_dot = x + tau * x_dot, x_dot + tau * xacc
+        theta, theta_dot = theta + tau * theta_dot, theta_dot + tau * thetaacc
+    return x, x_dot, theta, theta_dot
+
+
+@numba.njit(inline="always", cache=True)
+def outcome(x, theta, x_threshold, theta_threshold_radians, sutton_barto_reward):
+    """(terminated, reward) of a stored (float32) state, as the observation shows it."""
+    done = x < -x_threshold or x > x_threshold or theta < -theta_threshold_radians or theta > theta_threshold_radians
+    if sutton_barto_reward:
+        return done, -1.0 if done else 0.0
+    return done, 1.0
+
+
+@env_kernel
+def step(i, actions, obs, rewards, terminated, x, x_dot, theta, theta_dot,
+         gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler,
+         x_threshold, theta_threshold_radians, sutton_barto_reward):
+    """Advance env ``i`` one step."""
+    # np.float64 makes the arithmetic float64 on every backend: numba's float() keeps a
+    # float32 a float32, and the simulator's numpy float32 scalars would stay float32.
+    x[i], x_dot[i], theta[i], theta_dot[i] = dynamics(
+        np.float64(x[i]), np.float64(x_dot[i]), np.float64(theta[i]), np.float64(theta_dot[i]), actions[i] == 1,
+        gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler)
+    terminated[i], rewards[i] = outcome(np.float64(x[i]), np.float64(theta[i]), x_threshold,
+                                        theta_threshold_radians, sutton_barto_reward)
+    _observe(i, obs, x, x_dot, theta, theta_dot)
+
+
+@env_kernel
+def reset(i, rng_states, obs, x, x_dot, theta, theta_dot, reset_bound):
+    """Draw env ``i``'s start state: each variable uniform in [-reset_bound, reset_bound)."""
+    x[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    x_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    theta[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    theta_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    _observe(i, obs, x, x_dot, theta, theta_dot)
 
 
 @device_function
-def _observe_one(i, obs, x, x_dot, theta, theta_dot):
+def _observe(i, obs, x, x_dot, theta, theta_dot):
     obs[i, 0] = x[i]
     obs[i, 1] = x_dot[i]
     obs[i, 2] = theta[i]
     obs[i, 3] = theta_dot[i]
 
 
-@env_kernel
-def step(i, actions, rng_states, reset_mask, obs, rewards, terminated,
-         x, x_dot, theta, theta_dot,
-         gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler,
-         x_threshold, theta_threshold_radians, sutton_barto_reward, reset_bound):
-    """Advance env ``i`` one step, or reset it when ``reset_mask[i]`` (NEXT_STEP autoreset)."""
-    if reset_mask[i]:
-        _reset_one(i, rng_states, x, x_dot, theta, theta_dot, reset_bound)
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        # One reciprocal instead of four divisions (a division also costs a zero check).
-        inverse_total_mass = 1.0 / (masspole + masscart)
-        polemass_length = masspole * length
-        force = force_mag if actions[i] == 1 else -force_mag
-        # np.float64 makes the arithmetic float64 on every backend: numba's float() keeps a
-        # float32 a float32, and the simulator's numpy float32 scalars would stay float32.
-        position = np.float64(x[i])
-        velocity = np.float64(x_dot[i])
-        angle = np.float64(theta[i])
-        angular_velocity = np.float64(theta_dot[i])
-        costheta, sintheta = _cos_sin(angle)
-        temp = (force + polemass_length * angular_velocity * angular_velocity * sintheta) * inverse_total_mass
-        thetaacc = (gravity * sintheta - costheta * temp) / (
-            length * (4.0 / 3.0 - masspole * costheta * costheta * inverse_total_mass)
-        )
-        xacc = temp - polemass_length * thetaacc * costheta * inverse_total_mass
-        if semi_implicit_euler:
-            velocity = velocity + tau * xacc
-            position = position + tau * velocity
-            angular_velocity = angular_velocity + tau * thetaacc
-            angle = angle + tau * angular_velocity
-        else:
-            position = position + tau * velocity
-            velocity = velocity + tau * xacc
-            angle = angle + tau * angular_velocity
-            angular_velocity = angular_velocity + tau * thetaacc
-        x[i] = position
-        x_dot[i] = velocity
-        theta[i] = angle
-        theta_dot[i] = angular_velocity
-        # Thresholds are checked on the stored (float32) state, as the observation shows it.
-        stored_x = np.float64(x[i])
-        stored_theta = np.float64(theta[i])
-        done = (
-            stored_x < -x_threshold or stored_x > x_threshold
-            or stored_theta < -theta_threshold_radians or stored_theta > theta_threshold_radians
-        )
-        terminated[i] = done
-        if sutton_barto_reward:
-            rewards[i] = -1.0 if done else 0.0
-        else:
-            rewards[i] = 1.0
-    _observe_one(i, obs, x, x_dot, theta, theta_dot)
+# ------------------------------------------------------------------ exact reference
+def _reference_reset(params: CartPoleParams, rng_states) -> dict[str, np.ndarray]:
+    bound = params.reset_bound
+    return {name: np.float32(rng.uniform_range(rng_states, 0, -bound, bound)).reshape(()) for name in _STATE_NAMES}
 
 
-@env_kernel
-def reset(i, rng_states, reset_mask, obs,
-          x, x_dot, theta, theta_dot,
-          gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler,
-          x_threshold, theta_threshold_radians, sutton_barto_reward, reset_bound):
-    """Draw a fresh start state for env ``i`` when ``reset_mask[i]``."""
-    if reset_mask[i]:
-        _reset_one(i, rng_states, x, x_dot, theta, theta_dot, reset_bound)
-        _observe_one(i, obs, x, x_dot, theta, theta_dot)
-
-
-# ------------------------------------------------------------------ CPU reference
-def _reference_reset(params: CartPoleParams, generator: np.random.Generator) -> dict[str, np.ndarray]:
-    values = generator.uniform(-params.reset_bound, params.reset_bound, size=4).astype(np.float32)
-    return {name: np.float32(value).reshape(()) for name, value in zip(_STATE_NAMES, values)}
-
-
-def _reference_step(params: CartPoleParams, state, action, generator=None):
-    """gymnasium's ``CartPoleEnv.step`` on one env, in float64, rounded to float32 storage."""
-    position, velocity, angle, angular_velocity = (float(state[name]) for name in _STATE_NAMES)
-    total_mass = params.masspole + params.masscart
-    polemass_length = params.masspole * params.length
-    force = params.force_mag if int(action) == 1 else -params.force_mag
-    costheta, sintheta = math.cos(angle), math.sin(angle)
-    temp = (force + polemass_length * angular_velocity**2 * sintheta) / total_mass
-    thetaacc = (params.gravity * sintheta - costheta * temp) / (
-        params.length * (4.0 / 3.0 - params.masspole * costheta**2 / total_mass)
-    )
-    xacc = temp - polemass_length * thetaacc * costheta / total_mass
-    if params.semi_implicit_euler:
-        velocity += params.tau * xacc
-        position += params.tau * velocity
-        angular_velocity += params.tau * thetaacc
-        angle += params.tau * angular_velocity
-    else:
-        position, velocity = position + params.tau * velocity, velocity + params.tau * xacc
-        angle, angular_velocity = angle + params.tau * angular_velocity, angular_velocity + params.tau * thetaacc
-    new_state = {
-        name: np.float32(value).reshape(())
-        for name, value in zip(_STATE_NAMES, (position, velocity, angle, angular_velocity))
-    }
-    x, theta = float(new_state["x"]), float(new_state["theta"])
-    terminated = bool(
-        x < -params.x_threshold or x > params.x_threshold
-        or theta < -params.theta_threshold_radians or theta > params.theta_threshold_radians
-    )
-    if params.sutton_barto_reward:
-        reward = -1.0 if terminated else 0.0
-    else:
-        reward = 1.0
-    return new_state, reward, terminated
+def _reference_step(params: CartPoleParams, state, action, rng_states=None):
+    """One env's step: the kernel's physics (`dynamics`, `outcome`), on float32 storage."""
+    p = params
+    new = dynamics(*(np.float64(state[name]) for name in _STATE_NAMES), int(action) == 1,
+                   p.gravity, p.masscart, p.masspole, p.length, p.force_mag, p.tau, p.semi_implicit_euler)
+    new_state = {name: np.float32(value).reshape(()) for name, value in zip(_STATE_NAMES, new)}
+    terminated, reward = outcome(np.float64(new_state["x"]), np.float64(new_state["theta"]), p.x_threshold,
+                                 p.theta_threshold_radians, p.sutton_barto_reward)
+    return new_state, reward, bool(terminated)
 
 
 def _reference_observe(params: CartPoleParams, state) -> np.ndarray:
@@ -236,14 +199,14 @@ SPEC = EnvSpec(
     observation_space=_observation_space,
     action_space=spaces.Discrete(2),
     state=tuple(StateArray(name, np.float32) for name in _STATE_NAMES),
-    step_kernel="kernelgym.envs.classic.cartpole:step",
-    reset_kernel="kernelgym.envs.classic.cartpole:reset",
-    reference="kernelgym.envs.classic.cartpole:reference",
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=reference,
     params=CartPoleParams(),
     max_episode_steps=500,
     render="kernelgym.envs.render:render_cartpole",
     render_fps=50,
-    state_strategy="kernelgym.envs.classic.cartpole:state_strategy",
+    state_strategy=state_strategy,
     description="Balance a pole on a cart (gymnasium CartPole-v1 dynamics).",
 )
 

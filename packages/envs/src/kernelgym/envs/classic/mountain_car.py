@@ -67,64 +67,47 @@ def mountain_car_transition(position, velocity, action, force, gravity, goal_pos
 
 
 @device_function
-def _reset_env(i, rng_states, obs, position, velocity):
-    position[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    velocity[i] = 0.0
+def _observe(i, obs, position, velocity):
     obs[i, 0] = position[i]
     obs[i, 1] = velocity[i]
 
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, rng_states, reset_mask, obs, rewards, terminated, position, velocity,
-                force, gravity, goal_position, goal_velocity):
-    """Step env ``i`` (or reset it when its previous step ended the episode)."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, position, velocity)
-        rewards[i] = 0.0
-        terminated[i] = False
-    else:
-        new_position, new_velocity, done = mountain_car_transition(
-            np.float64(position[i]), np.float64(velocity[i]), actions[i],
-            force, gravity, goal_position, goal_velocity,
-        )
-        position[i] = new_position
-        velocity[i] = new_velocity
-        obs[i, 0] = position[i]
-        obs[i, 1] = velocity[i]
-        rewards[i] = -1.0
-        terminated[i] = done
+def step_kernel(i, actions, obs, rewards, terminated, position, velocity, force, gravity, goal_position,
+                goal_velocity):
+    """Step env ``i``."""
+    position[i], velocity[i], terminated[i] = mountain_car_transition(
+        np.float64(position[i]), np.float64(velocity[i]), actions[i], force, gravity, goal_position, goal_velocity)
+    rewards[i] = -1.0
+    _observe(i, obs, position, velocity)
 
 
 @env_kernel
-def reset_kernel(i, rng_states, reset_mask, obs, position, velocity, force, gravity, goal_position, goal_velocity):
-    """Draw a fresh start state for env ``i`` when its reset flag is set."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, position, velocity)
+def reset_kernel(i, rng_states, obs, position, velocity):
+    """Draw env ``i``'s start: position uniform in [-0.6, -0.4), velocity 0."""
+    position[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    velocity[i] = 0.0
+    _observe(i, obs, position, velocity)
 
 
-# ---------------------------------------------------------------- CPU reference
-def reference_reset(params, generator):
-    """Single-env reset with a numpy Generator (same distribution as the kernel)."""
+# ---------------------------------------------------------------- exact reference
+def reference_reset(params, rng_states):
+    """Single-env reset from the env's own stream (the kernel's draw)."""
     return {
-        "position": np.float32(generator.uniform(RESET_LOW, RESET_HIGH)).reshape(()),
+        "position": np.float32(rng.uniform_range(rng_states, 0, RESET_LOW, RESET_HIGH)).reshape(()),
         "velocity": np.float32(0.0).reshape(()),
     }
 
 
-def reference_step(params, state, action, generator=None):
-    """Single-env step in plain numpy, written after gymnasium's ``MountainCarEnv.step``."""
-    position = float(state["position"])
-    velocity = float(state["velocity"])
-    velocity += (int(action) - 1) * params.force + math.cos(3 * position) * (-params.gravity)
-    velocity = float(np.clip(velocity, -MAX_SPEED, MAX_SPEED))
-    position += velocity
-    position = float(np.clip(position, MIN_POSITION, MAX_POSITION))
-    if position == MIN_POSITION and velocity < 0:
-        velocity = 0.0
-    terminated = bool(position >= params.goal_position and velocity >= params.goal_velocity)
+def reference_step(params, state, action, rng_states=None):
+    """Single-env step: the kernel's `mountain_car_transition` on float32 storage."""
+    p = params
+    position, velocity, terminated = mountain_car_transition(
+        np.float64(state["position"]), np.float64(state["velocity"]), np.int64(action), p.force, p.gravity,
+        p.goal_position, p.goal_velocity)
     new_state = {"position": np.float32(position).reshape(()), "velocity": np.float32(velocity).reshape(())}
-    return new_state, -1.0, terminated
+    return new_state, -1.0, bool(terminated)
 
 
 def reference_observe(params, state):
@@ -167,15 +150,15 @@ SPEC = EnvSpec(
     ),
     action_space=spaces.Discrete(3),
     state=(StateArray("position", np.float32), StateArray("velocity", np.float32)),
-    step_kernel=f"{__name__}:step_kernel",
-    reset_kernel=f"{__name__}:reset_kernel",
-    reference=f"{__name__}:REFERENCE",
+    step_kernel=step_kernel,
+    reset_kernel=reset_kernel,
+    reference=REFERENCE,
     params=MountainCarParams(),
     max_episode_steps=MAX_EPISODE_STEPS,
     render="kernelgym.envs.render:render_mountain_car",
     render_fps=30,
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:check_invariants",
+    state_strategy=state_strategy,
+    invariants=check_invariants,
     description="Mountain car (gymnasium classic control), three discrete pushes",
 )
 

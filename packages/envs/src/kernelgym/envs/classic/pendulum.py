@@ -71,79 +71,62 @@ def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gra
     return new_theta, new_theta_dot, -cost
 
 
-@device_function
-def _write_observation(i, obs, theta, theta_dot):
-    obs[i, 0] = math.cos(theta)
-    obs[i, 1] = math.sin(theta)
-    obs[i, 2] = theta_dot
+@numba.njit(inline="always")
+def observation(theta, theta_dot):
+    """``(cos theta, sin theta, theta_dot)`` of a stored state, in float64."""
+    return math.cos(theta), math.sin(theta), theta_dot
 
 
 @device_function
-def _reset_env(i, rng_states, obs, theta, theta_dot):
-    theta[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA, RESET_HIGH_THETA)
-    theta_dot[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
-    # the observation is computed from the stored (float32) state, as every later one is
-    _write_observation(i, obs, np.float64(theta[i]), np.float64(theta_dot[i]))
+def _observe(i, obs, theta, theta_dot):
+    # computed from the stored (float32) state, after a step and after a reset alike
+    obs[i, 0], obs[i, 1], obs[i, 2] = observation(np.float64(theta[i]), np.float64(theta_dot[i]))
 
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, rng_states, reset_mask, obs, rewards, terminated, theta, theta_dot,
+def step_kernel(i, actions, obs, rewards, terminated, theta, theta_dot,
                 max_speed, max_torque, dt, gravity, mass, length):
-    """Step env ``i`` (or reset it when its previous step ended the episode)."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, theta, theta_dot)
-        rewards[i] = 0.0
-    else:
-        new_theta, new_theta_dot, reward = pendulum_transition(
-            np.float64(theta[i]), np.float64(theta_dot[i]), np.float64(actions[i, 0]),
-            max_speed, max_torque, dt, gravity, mass, length,
-        )
-        theta[i] = new_theta
-        theta_dot[i] = new_theta_dot
-        _write_observation(i, obs, np.float64(theta[i]), np.float64(theta_dot[i]))
-        rewards[i] = reward
+    """Step env ``i``."""
+    theta[i], theta_dot[i], rewards[i] = pendulum_transition(
+        np.float64(theta[i]), np.float64(theta_dot[i]), np.float64(actions[i, 0]),
+        max_speed, max_torque, dt, gravity, mass, length,
+    )
+    _observe(i, obs, theta, theta_dot)
     # the pendulum never terminates: only the time limit (the runtime's) ends an episode
     terminated[i] = False
 
 
 @env_kernel
-def reset_kernel(i, rng_states, reset_mask, obs, theta, theta_dot,
-                 max_speed, max_torque, dt, gravity, mass, length):
-    """Draw a fresh start state for env ``i`` when its reset flag is set."""
-    if reset_mask[i]:
-        _reset_env(i, rng_states, obs, theta, theta_dot)
+def reset_kernel(i, rng_states, obs, theta, theta_dot):
+    """Draw env ``i``'s start state: theta in [-pi, pi), theta_dot in [-1, 1)."""
+    theta[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA, RESET_HIGH_THETA)
+    theta_dot[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
+    _observe(i, obs, theta, theta_dot)
 
 
-# ---------------------------------------------------------------- CPU reference
-def reference_reset(params, generator):
-    """Single-env reset with a numpy Generator (same distribution as the kernel)."""
-    return {
-        "theta": np.float32(generator.uniform(-RESET_HIGH_THETA, RESET_HIGH_THETA)).reshape(()),
-        "theta_dot": np.float32(generator.uniform(-RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)).reshape(()),
-    }
+# ---------------------------------------------------------------- exact reference
+def reference_reset(params, rng_states):
+    """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
+    theta = rng.uniform_range(rng_states, 0, -RESET_HIGH_THETA, RESET_HIGH_THETA)
+    theta_dot = rng.uniform_range(rng_states, 0, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
+    return {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
 
 
-def reference_step(params, state, action, generator=None):
-    """Single-env step in plain numpy, written after gymnasium's ``PendulumEnv.step``."""
-    theta = float(state["theta"])
-    theta_dot = float(state["theta_dot"])
-    torque = float(np.clip(np.asarray(action, dtype=np.float64).reshape(-1)[0], -params.max_torque, params.max_torque))
-    normalized = ((theta + np.pi) % (2 * np.pi)) - np.pi
-    cost = normalized**2 + 0.1 * theta_dot**2 + 0.001 * torque**2
-    new_theta_dot = theta_dot + (
-        3 * params.gravity / (2 * params.length) * np.sin(theta) + 3.0 / (params.mass * params.length**2) * torque
-    ) * params.dt
-    new_theta_dot = np.clip(new_theta_dot, -params.max_speed, params.max_speed)
-    new_theta = theta + new_theta_dot * params.dt
-    new_state = {"theta": np.float32(new_theta).reshape(()), "theta_dot": np.float32(new_theta_dot).reshape(())}
-    return new_state, float(-cost), False
+def reference_step(params, state, action, rng_states=None):
+    """Single-env step: the kernel's `pendulum_transition` on float32 storage."""
+    p = params
+    torque = np.float64(np.asarray(action, dtype=np.float32).reshape(-1)[0])
+    theta, theta_dot, reward = pendulum_transition(np.float64(state["theta"]), np.float64(state["theta_dot"]),
+                                                   torque, p.max_speed, p.max_torque, p.dt, p.gravity, p.mass,
+                                                   p.length)
+    new_state = {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
+    return new_state, reward, False
 
 
 def reference_observe(params, state):
     """Observation ``(cos theta, sin theta, theta_dot)`` of one env state."""
-    theta = float(state["theta"])
-    return np.array([np.cos(theta), np.sin(theta), float(state["theta_dot"])], dtype=np.float32)
+    return np.array(observation(np.float64(state["theta"]), np.float64(state["theta_dot"])), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -181,15 +164,15 @@ SPEC = EnvSpec(
     observation_space=_observation_space,
     action_space=_action_space,
     state=(StateArray("theta", np.float32), StateArray("theta_dot", np.float32)),
-    step_kernel=f"{__name__}:step_kernel",
-    reset_kernel=f"{__name__}:reset_kernel",
-    reference=f"{__name__}:REFERENCE",
+    step_kernel=step_kernel,
+    reset_kernel=reset_kernel,
+    reference=REFERENCE,
     params=PendulumParams(),
     max_episode_steps=MAX_EPISODE_STEPS,
     render="kernelgym.envs.render:render_pendulum",
     render_fps=30,
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:check_invariants",
+    state_strategy=state_strategy,
+    invariants=check_invariants,
     description="Pendulum swing-up (gymnasium classic control), continuous torque clipped to [-2, 2]",
 )
 

@@ -1,7 +1,7 @@
 """Out-of-bounds writes: launch an env's kernels on canary-padded buffers.
 
-Every buffer the runtime would pass (actions, RNG streams, reset flags, observations,
-rewards, terminated flags and the state arrays) is allocated with `PAD_ROWS` extra
+Every buffer a kernel can bind (actions, RNG streams, observations, rewards,
+terminated flags and the state arrays) is allocated with `PAD_ROWS` extra
 rows before and after, filled with the byte `CANARY`, and the kernels get views of
 the middle rows. A kernel that writes past its env's rows lands in a pad: on the cpu
 backend (compiled code does not check bounds) and on a GPU the pad bytes change; the
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelgym.core import rng
+from kernelgym.envs.runtime.names import bind_env_programs
 
 __all__ = ["CANARY", "PAD_ROWS", "launch_padded"]
 
@@ -51,9 +52,10 @@ class _Padded:
         return found
 
 
-def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, reset_mask: np.ndarray,
-                  seed: int) -> list[str]:
-    """Run the spec's ``step_kernel`` or ``reset_kernel`` on padded buffers.
+def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, seed: int) -> list[str]:
+    """Run the spec's ``step_kernel`` or ``reset_kernel`` for every env on padded buffers.
+
+    The kernels are bound by name as the runtime binds them (`kernelgym.core.binding`).
 
     Parameters
     ----------
@@ -61,8 +63,6 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     kernel_field : {"step_kernel", "reset_kernel"}
     state : dict of (num_envs, ...) arrays
     actions : numpy.ndarray
-        Only used by the step kernel.
-    reset_mask : (num_envs,) bool
     seed : int
         Seeds the RNG streams.
 
@@ -72,26 +72,21 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
         One line per buffer whose pads were written, or the simulator's bounds error.
     """
     spec, backend = harness.spec, harness.backend
-    num_envs = reset_mask.shape[0]
+    num_envs = actions.shape[0]
     obs_shape = (num_envs, *harness.agent_shape, *harness.observation_space.shape)
     buffers = [
+        _Padded("actions", actions),
         _Padded("rng_states", rng.seed_streams(seed, num_envs)),
-        _Padded("reset_mask", reset_mask.astype(np.bool_)),
         _Padded("obs", np.zeros(obs_shape, dtype=harness.observation_space.dtype)),
+        _Padded("rewards", np.zeros((num_envs, *harness.agent_shape), dtype=np.float32)),
+        _Padded("terminated", np.zeros(num_envs, dtype=np.bool_)),
     ]
-    if kernel_field == "step_kernel":
-        buffers = [
-            _Padded("actions", actions),
-            *buffers,
-            _Padded("rewards", np.zeros((num_envs, *harness.agent_shape), dtype=np.float32)),
-            _Padded("terminated", np.zeros(num_envs, dtype=np.bool_)),
-        ]
     buffers += [_Padded(name, state[name].astype(dtype)) for name, dtype in harness.state_dtypes.items()]
-    views = [buffer.view(backend) for buffer in buffers]
-    counts = (num_envs, harness.num_agents) if spec.kernel_layout == "agent" else (num_envs,)
-    kernel = spec.load(kernel_field)
+    views = {buffer.name: buffer.view(backend) for buffer in buffers}
+    launch = bind_env_programs(spec, [[kernel] for kernel in spec.load_kernels(kernel_field)], views, backend,
+                               harness.params)
     try:
-        kernel.launch(backend, *counts, *views, *spec.params_tuple(harness.params))
+        launch()
     except IndexError as error:  # the simulator's own bounds check
         return [f"{kernel_field} indexed out of bounds: {error}"]
     return [f"{kernel_field} wrote outside its rows: {text}"

@@ -96,13 +96,14 @@ def _start(harness: EnvHarness, env, start_states) -> dict | None:
 
 # ------------------------------------------------------------------------ parity
 def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
-    """One step from drawn states matches the CPU reference; flagged envs reset correctly."""
+    """One step from drawn states matches the exact reference; flagged envs reset exactly as it does."""
     batches = strategies.batches(harness.spec, harness.params, harness.backend)
 
     @given(batch=batches, seed=strategies.seeds())
     def parity(batch, seed):
         env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
         prev = harness.load_batch(env, batch, seed)
+        streams = env.get_rng_states()
         result = harness.step(env, batch.actions)
         problems = []
         for index in range(batch.num_envs):
@@ -110,14 +111,15 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
             prev_env = env_slice(prev, index)
             if batch.pending[index]:
-                found = harness.reset_problems(new_state, obs, reward, terminated)
+                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index])
                 found = ["reset branch: " + text for text in found]
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
                 if found:
                     problems.append(harness.env_problem(index, found, prev_env))
                 continue
-            found = harness.step_problems(prev_env, batch.actions[index], new_state, obs, reward, terminated)
+            found = harness.step_problems(prev_env, batch.actions[index], streams[index], new_state, obs, reward,
+                                          terminated, result.rng[index])
             if found:
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
         fail_on(problems, "kernel and CPU reference disagree")
@@ -245,9 +247,10 @@ def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
         generator = np.random.default_rng(actions_seed)
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
-            prev = env.get_state()
+            prev, streams = env.get_state(), env.get_rng_states()
             result = harness.step(env, actions)
-            fail_on(model.step_problems(prev, actions, result), f"step {step + 1} ({mode}, time limit {limit})")
+            fail_on(model.step_problems(prev, streams, actions, result),
+                    f"step {step + 1} ({mode}, time limit {limit})")
 
     config.run(autoreset)
 
@@ -389,10 +392,8 @@ def check_out_of_bounds(harness: EnvHarness, config: CheckConfig) -> None:
     @given(batch=batches, seed=strategies.seeds())
     def out_of_bounds(batch, seed):
         state = harness.stack_states(batch.states)
-        pending = np.array(batch.pending, dtype=np.bool_)
-        problems = launch_padded(harness, "step_kernel", state, batch.actions, pending, seed)
-        everyone = np.ones(batch.num_envs, dtype=np.bool_)
-        problems += launch_padded(harness, "reset_kernel", state, batch.actions, everyone, seed)
+        problems = launch_padded(harness, "step_kernel", state, batch.actions, seed)
+        problems += launch_padded(harness, "reset_kernel", state, batch.actions, seed)
         fail_on(problems, "out-of-bounds writes")
 
     try:

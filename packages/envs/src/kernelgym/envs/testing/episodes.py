@@ -1,5 +1,8 @@
 """`EpisodeModel`: the per-env bookkeeping the runtime promises, as a reference model.
 
+Resets are compared exactly with the reference's reset from the env's RNG stream row
+(the row before the step; in SAME_STEP mode, the row the reference's step leaves).
+
 It follows every env through a sequence of steps and says what each step must show:
 a reset exactly on the step after an episode ended (NEXT_STEP) or within it
 (SAME_STEP, keeping the final observation), truncation exactly when the step counter
@@ -59,36 +62,42 @@ class EpisodeModel:
         self.steps[where] = self.harness.episode_steps(state)
         self.pending[where] = False
 
-    def start_problems(self, obs: np.ndarray, state: dict) -> list[str]:
-        """Every env must show a start state and its observation (after ``reset``)."""
+    def start_problems(self, obs: np.ndarray, state: dict, streams: np.ndarray, streams_after=None) -> list[str]:
+        """Every env must show the reference's start state from its stream row and its observation (after ``reset``)."""
         harness = self.harness
         found = []
         for index in self.envs:
             env_state = env_slice(state, index)
-            problems = harness.start_state_problems(env_state) + harness.observation_problems(obs[index], env_state)
+            after = None if streams_after is None else streams_after[index]
+            problems = harness.start_state_problems(env_state, streams[index], after)
+            problems += harness.observation_problems(obs[index], env_state)
             problems += harness.invariant_problems(env_state)
             if problems:
                 found.append(harness.env_problem(index, problems))
         return found
 
-    def step_problems(self, prev: dict, actions: np.ndarray, result: StepResult) -> list[str]:
-        """Check one step of every env against the model and the reference; advance the model."""
+    def step_problems(self, prev: dict, streams: np.ndarray, actions: np.ndarray, result: StepResult) -> list[str]:
+        """Check one step of every env against the model and the reference; advance the model.
+
+        ``prev`` and ``streams`` are the state and RNG stream rows before the step.
+        """
         found = []
         for index in self.envs:
             prev_env = env_slice(prev, index)
-            problems = self._env_step(index, prev_env, actions[index], result)
+            problems = self._env_step(index, prev_env, streams[index], actions[index], result)
             if problems:
                 found.append(self.harness.env_problem(index, problems, prev_env, actions[index]))
         return found
 
-    def _env_step(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
+    def _env_step(self, index: int, prev: dict, stream, action, result: StepResult) -> list[str]:
         harness = self.harness
         new_state = result.env_slice(index)
         obs, reward = result.obs[index], result.rewards[index]
         terminated, truncated = bool(result.terminated[index]), bool(result.truncated[index])
         if self.pending[index]:
             # NEXT_STEP: the step after the episode ended is the reset.
-            problems = ["pending reset: " + text for text in harness.reset_problems(new_state, obs, reward, terminated)]
+            problems = ["pending reset: " + text for text in
+                        harness.reset_problems(new_state, obs, reward, terminated, stream, result.rng[index])]
             if truncated:
                 problems.append("truncated True on a reset step, expected False")
             self.restart(index)
@@ -103,12 +112,12 @@ class EpisodeModel:
             )
         done = terminated or truncated
         if self.same_step and done:
-            problems += self._same_step_reset(index, prev, action, result)
+            problems += self._same_step_reset(index, prev, stream, action, result)
             self.restart(index)
             return problems
         if self.same_step and bool(result.final_mask[index]):
             problems.append("info['_final_obs'] True for an env whose episode did not end")
-        problems += harness.step_problems(prev, action, new_state, obs, reward, terminated)
+        problems += harness.step_problems(prev, action, stream, new_state, obs, reward, terminated, result.rng[index])
         problems += self._episode_step_problems(index, new_state)
         self.pending[index] = done and not self.same_step
         return problems
@@ -121,17 +130,19 @@ class EpisodeModel:
         return [f"state {name!r} (the spec's episode_step) = {int(state[name])} after "
                 f"{self.steps[index]} steps of the episode"]
 
-    def _same_step_reset(self, index: int, prev: dict, action, result: StepResult) -> list[str]:
-        """SAME_STEP: the step's reward and flags, the final observation kept, a fresh start."""
+    def _same_step_reset(self, index: int, prev: dict, stream, action, result: StepResult) -> list[str]:
+        """SAME_STEP: the step's reward and flags, the final observation kept, the exact fresh start."""
         harness = self.harness
-        problems = []
+        problems, stream_after_step = [], None
         if not bool(result.final_mask[index]):
             problems.append("info['_final_obs'] False for an env whose episode ended (SAME_STEP)")
         else:
-            problems += harness.final_step_problems(prev, action, result.final_obs[index],
-                                                    result.rewards[index], result.terminated[index])
+            found, stream_after_step = harness.final_step_problems(prev, action, stream, result.final_obs[index],
+                                                                   result.rewards[index], result.terminated[index])
+            problems += found
         new_state = result.env_slice(index)
+        start = [] if stream_after_step is None else harness.start_state_problems(
+            new_state, stream_after_step, result.rng[index])
         problems += ["after the same-step reset: " + text
-                     for text in harness.start_state_problems(new_state)
-                     + harness.observation_problems(result.obs[index], new_state)]
+                     for text in start + harness.observation_problems(result.obs[index], new_state)]
         return problems

@@ -1,12 +1,14 @@
 """`EnvHarness`: one env spec on one backend, and the oracle the checks compare with.
 
-The oracle is the env's own CPU reference (``EnvSpec.reference``): a stepped env must
-land where ``reference.step`` lands, a reset env must land on a start state that
-``reference.reset`` could have drawn, and every observation must be
-``reference.observe`` of the state it shows. The kernel and the reference draw random
-numbers differently, so start states are compared with the *envelope* of many
-reference resets: elements that every reference reset gives the same value must match
-exactly, the others must fall inside the envelope (widened by half its width).
+The oracle is the env's own exact reference (``EnvSpec.reference``): a stepped env
+must land where ``reference.step`` lands from the same state, action and RNG stream
+row, a reset env exactly on the state ``reference.reset`` draws from the env's stream
+row, and every observation must be ``reference.observe`` of the state it shows. Kernel
+and reference draw from the same ``kernelgym.core.rng`` stream, so the comparison is
+exact: bitwise on cpu and sim, within `CUDA_TOLERANCE` on cuda (libdevice's
+transcendental functions may differ from the host's in the last bits). The RNG row
+after the step must match too: a kernel that draws more or less than its reference
+is caught.
 """
 
 from __future__ import annotations
@@ -22,10 +24,9 @@ from kernelgym.envs.spec import EnvSpec
 
 __all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
 
-START_SAMPLES = 512  # reference resets sampled to learn the start-state envelope
-STOCHASTIC_DRAWS = 256  # reference generators tried before a transition counts as one it cannot make
-DETERMINISM_PROBE = 8  # a reference that gave the same outcome this often is deterministic here
-START_MARGIN = 0.5  # the envelope is widened by this fraction of its width on each side
+# (rtol, atol) of float comparisons with the reference on cuda; cpu and sim are exact
+CUDA_TOLERANCE = (1e-5, 1e-6)
+RANDOM_START_PROBES = 8  # seeded streams whose reference resets tell whether starts are random
 
 
 @contextlib.contextmanager
@@ -64,7 +65,7 @@ def env_slice(state: dict, index: int) -> dict:
 class StepResult:
     """Host copies of everything one ``step`` produced (outputs, info and the new state)."""
 
-    __slots__ = ("obs", "rewards", "terminated", "truncated", "final_obs", "final_mask", "state")
+    __slots__ = ("obs", "rewards", "terminated", "truncated", "final_obs", "final_mask", "state", "rng")
 
     def __init__(self, env, outputs):
         obs, rewards, terminated, truncated, info = outputs
@@ -75,6 +76,7 @@ class StepResult:
         self.final_obs = np.array(info["final_obs"]) if "final_obs" in info else None
         self.final_mask = np.array(info["_final_obs"]) if "_final_obs" in info else None
         self.state = env.get_state()
+        self.rng = env.get_rng_states()
 
     def env_slice(self, index: int) -> dict:
         return env_slice(self.state, index)
@@ -102,23 +104,27 @@ class EnvHarness:
     params : dict, params record or None
         Overrides of the spec's params (a dict), a complete params record, or None
         for the spec's defaults.
-    rtol, atol : float
-        Tolerances for floating-point comparisons with the reference (integers and
-        bools are always compared exactly).
+    rtol, atol : float, optional
+        Tolerances for floating-point comparisons with the reference on cuda
+        (default `CUDA_TOLERANCE`); cpu and sim compare exactly unless given.
+        Integers and bools are always compared exactly.
     """
 
-    def __init__(self, env, backend: str | None = "auto", params=None, rtol: float = 1e-5, atol: float = 1e-6):
+    def __init__(self, env, backend: str | None = "auto", params=None, rtol: float | None = None,
+                 atol: float | None = None):
         if isinstance(env, str):
             from kernelgym.envs.registry import get_spec
 
             env = get_spec(env)
         if not isinstance(env, EnvSpec):
             raise TypeError(f"env: expected an env id (str) or an EnvSpec, got {type(env).__name__} {env!r}")
+        self.spec = env
+        self.backend = resolve_backend(backend)
+        default = CUDA_TOLERANCE if self.backend == "cuda" else (0.0, 0.0)
+        rtol, atol = (default[k] if value is None else value for k, value in enumerate((rtol, atol)))
         for name, value in (("rtol", rtol), ("atol", atol)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
-        self.spec = env
-        self.backend = resolve_backend(backend)
         if params is None or isinstance(params, dict):
             self.overrides = dict(params or {})
             self.params = env.make_params(**self.overrides)
@@ -213,128 +219,98 @@ class EnvHarness:
         return np.asarray(state[name], dtype=np.int64)
 
     # ------------------------------------------------------------------- reference
-    def reference_step(self, state: dict, action, draw: int = 0) -> tuple[dict, np.ndarray, bool]:
-        """``reference.step`` on one env with generator ``draw``, checking that it leaves its input alone."""
+    def reference_step(self, state: dict, action, rng_row) -> tuple[dict, np.ndarray, bool, np.ndarray]:
+        """``reference.step`` on one env from stream row ``rng_row``; also returns the row after it.
+
+        Checks that the reference leaves its input state alone.
+        """
         before = {name: np.array(value, copy=True) for name, value in state.items()}
-        new_state, reward, terminated = self.reference.step(self.params, state, action, np.random.default_rng(draw))
+        stream = _stream(rng_row)
+        new_state, reward, terminated = self.reference.step(self.params, state, action, stream)
         changed = [name for name in before if not _same_bits(before[name], state[name])]
         if changed:
             raise AssertionError(
                 f"the CPU reference's step modified its input state {changed}; it must return a new one"
             )
         reward = np.asarray(reward, dtype=np.float64).reshape(self.agent_shape)
-        return new_state, reward, bool(terminated)
+        return new_state, reward, bool(terminated), stream[0]
 
-    def closest_outcome_problems(self, prev: dict, action, problems_of) -> list[str]:
-        """``problems_of(outcome)`` for a reference step from ``prev``; [] if any outcome it can draw fits.
-
-        A stochastic step (a slip, noise) draws from the reference's generator, which
-        the kernel's RNG cannot mirror: the kernel's transition must then be one the
-        reference can produce. Up to `STOCHASTIC_DRAWS` generators are tried; a
-        reference that gave the same outcome for the first `DETERMINISM_PROBE` is
-        deterministic here and is not asked again.
-        """
-        first = self.reference_step(prev, action)
-        first_problems = problems_of(first)
-        if not first_problems:
-            return []
-        stochastic = False
-        for draw in range(1, STOCHASTIC_DRAWS):
-            outcome = self.reference_step(prev, action, draw)
-            stochastic = stochastic or not _same_outcome(first, outcome)
-            if stochastic and not problems_of(outcome):
-                return []
-            if not stochastic and draw >= DETERMINISM_PROBE:
-                break
-        return first_problems
+    def reference_reset(self, rng_row) -> tuple[dict, np.ndarray]:
+        """``reference.reset`` from stream row ``rng_row``: the start state and the row after it."""
+        stream = _stream(rng_row)
+        state = self.reference.reset(self.params, stream)
+        missing = sorted(set(self.state_shapes) - set(state))
+        if missing:
+            raise AssertionError(f"the CPU reference's reset returned no {missing}; it returned {sorted(state)}")
+        for name, shape in self.state_shapes.items():
+            if np.shape(state[name]) != shape:
+                raise AssertionError(f"the CPU reference's reset returned {name!r} of shape "
+                                     f"{np.shape(state[name])}; the spec says {shape}")
+        return state, stream[0]
 
     def reference_observe(self, state: dict) -> np.ndarray:
         return np.asarray(self.reference.observe(self.params, state))
 
     @functools.cached_property
-    def start_envelope(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        """Per state array, elementwise (low, high) over `START_SAMPLES` reference resets."""
-        samples = [self.reference.reset(self.params, np.random.default_rng(k)) for k in range(START_SAMPLES)]
-        envelope = {}
-        for name, shape in self.state_shapes.items():
-            if name not in samples[0]:
-                raise AssertionError(
-                    f"the CPU reference's reset returned no {name!r}; it returned {sorted(samples[0])}"
-                )
-            values = np.stack([np.asarray(sample[name], dtype=np.float64) for sample in samples])
-            if values.shape[1:] != shape:
-                raise AssertionError(
-                    f"the CPU reference's reset returned {name!r} of shape {values.shape[1:]}; the spec says {shape}"
-                )
-            envelope[name] = (values.min(axis=0), values.max(axis=0))
-        return envelope
-
-    @property
     def random_start(self) -> bool:
         """Whether the reference draws start states at random (else every start is the same)."""
-        return any(np.any(low != high) for low, high in self.start_envelope.values())
+        from kernelgym.core import rng
+
+        rows = rng.seed_streams(0, RANDOM_START_PROBES)
+        starts = [self.reference_reset(row)[0] for row in rows]
+        return any(not _same_bits(np.asarray(start[name]), np.asarray(starts[0][name]))
+                   for start in starts[1:] for name in self.state_shapes)
 
     # ---------------------------------------------------------------------- oracle
-    def start_state_problems(self, state: dict) -> list[str]:
-        """Why ``state`` is not a start state the reference could draw (empty if it is)."""
-        problems = []
-        for name, (low, high) in self.start_envelope.items():
-            value = np.asarray(state[name], dtype=np.float64)
-            if value.shape != low.shape:
-                problems.append(f"state {name!r} has shape {value.shape}, reference resets give {low.shape}")
-                continue
-            fixed = low == high
-            margin = START_MARGIN * (high - low)
-            exact = not _is_float(self.state_dtypes[name])
-            wrong = np.where(fixed, ~self._close_elements(value, low, exact),
-                             (value < low - margin) | (value > high + margin) | np.isnan(value))
-            if np.any(wrong):
-                problems.append(
-                    f"state {name!r} = {_show(state[name])} is no start state: reference resets give "
-                    f"{_envelope_text(low, high)}"
-                )
+    def start_state_problems(self, state: dict, rng_row, rng_after=None) -> list[str]:
+        """Differences between ``state`` and the start state the reference draws from ``rng_row``.
+
+        ``rng_after``, when given, must be the stream row the reference's reset leaves.
+        """
+        expected, expected_rng = self.reference_reset(rng_row)
+        problems = [text.replace(", reference ", " is no start state: reference reset gives ")
+                    for text in self.state_differences(state, expected)]
+        if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
+            problems.append(f"rng_states row {_show(rng_after)} after the reset, the reference's reset "
+                            f"leaves {_show(expected_rng)} (the kernel drew a different number of values)")
         return problems
 
-    def step_problems(self, prev: dict, action, new_state: dict, obs, reward, terminated) -> list[str]:
-        """Differences between a stepped env and ``reference.step`` from ``prev``."""
+    def step_problems(self, prev: dict, action, rng_row, new_state: dict, obs, reward, terminated,
+                      rng_after=None) -> list[str]:
+        """Differences between a stepped env and ``reference.step`` from ``prev`` and ``rng_row``."""
+        expected_state, expected_reward, expected_terminated, expected_rng = self.reference_step(prev, action, rng_row)
+        problems = self.state_differences(new_state, expected_state)
+        problems += self._reward_problems(reward, expected_reward)
+        if bool(terminated) != expected_terminated:
+            problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
+        if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
+            problems.append(f"rng_states row {_show(rng_after)} after the step, the reference's step "
+                            f"leaves {_show(expected_rng)} (the kernel drew a different number of values)")
+        return problems + self.observation_problems(obs, new_state)
 
-        def problems_of(outcome):
-            expected_state, expected_reward, expected_terminated = outcome
-            problems = self.state_differences(new_state, expected_state)
-            problems += self._reward_problems(reward, expected_reward)
-            if bool(terminated) != expected_terminated:
-                # A state that differs from the reference by rounding alone may sit on the
-                # other side of a threshold; a bitwise-equal state may not.
-                exact = all(_same_bits(np.asarray(new_state[name]).astype(dtype),
-                                       np.asarray(expected_state[name]).astype(dtype))
-                            for name, dtype in self.state_dtypes.items())
-                if exact:
-                    problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
-            return problems
+    def final_step_problems(self, prev: dict, action, rng_row, final_obs, reward, terminated) -> list[str]:
+        """SAME_STEP: the last step of an episode (its state is gone, reset in the same step).
 
-        return self.closest_outcome_problems(prev, action, problems_of) + self.observation_problems(obs, new_state)
-
-    def final_step_problems(self, prev: dict, action, final_obs, reward, terminated) -> list[str]:
-        """SAME_STEP: the last step of an episode (its state is gone, reset in the same step)."""
-
-        def problems_of(outcome):
-            expected_state, expected_reward, expected_terminated = outcome
-            problems = ["final observation: " + text for text in self.observation_problems(final_obs, expected_state)]
-            problems += self._reward_problems(reward, expected_reward)
-            if bool(terminated) != expected_terminated:
-                problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
-            return problems
-
-        return self.closest_outcome_problems(prev, action, problems_of)
+        Returns the problems and the stream row the reference's step leaves (where the
+        same-step reset draws from).
+        """
+        expected_state, expected_reward, expected_terminated, expected_rng = self.reference_step(prev, action, rng_row)
+        problems = ["final observation: " + text for text in self.observation_problems(final_obs, expected_state)]
+        problems += self._reward_problems(reward, expected_reward)
+        if bool(terminated) != expected_terminated:
+            problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
+        return problems, expected_rng
 
     def _reward_problems(self, reward, expected) -> list[str]:
+        # rewards are stored as float32: the reference's reward is compared as stored
+        expected = np.asarray(expected, np.float64).astype(np.float32)
         if self._close(np.asarray(reward, np.float64), expected):
             return []
         return [f"reward {_show(reward)}, reference {_show(np.float32(expected))}"]
 
-    def reset_problems(self, new_state: dict, obs, reward, terminated) -> list[str]:
-        """What is wrong with an env that should have just been reset."""
-        problems = self.start_state_problems(new_state)
+    def reset_problems(self, new_state: dict, obs, reward, terminated, rng_row, rng_after=None) -> list[str]:
+        """What is wrong with an env that should have just been reset from stream row ``rng_row``."""
+        problems = self.start_state_problems(new_state, rng_row, rng_after)
         if np.any(np.asarray(reward) != 0):
             problems.append(f"reward {_show(reward)} on a reset step, expected 0")
         if bool(terminated):
@@ -391,8 +367,9 @@ class EnvHarness:
         return value.shape == expected.shape and bool(np.all(self._close_elements(value, expected, exact)))
 
     def _close_elements(self, value, expected, exact: bool = False) -> np.ndarray:
-        if exact:
-            return value == expected
+        if exact or self.rtol == self.atol == 0.0:
+            # exact, NaN included: a NaN the reference also gives is no difference
+            return (value == expected) | (np.isnan(value) & np.isnan(expected))
         return np.isclose(value, expected, rtol=self.rtol, atol=self.atol) & np.isfinite(value)
 
     def env_problem(self, index: int, problems: list[str], prev: dict | None = None, action=None) -> str:
@@ -418,10 +395,9 @@ def _same_bits(a, b) -> bool:
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
 
 
-def _same_outcome(a, b) -> bool:
-    """Whether two reference step outcomes (state, reward, terminated) are bitwise equal."""
-    return (a[2] == b[2] and _same_bits(a[1], b[1])
-            and all(_same_bits(np.asarray(a[0][name]), np.asarray(b[0][name])) for name in a[0]))
+def _stream(rng_row) -> np.ndarray:
+    """A private ``(1, 2)`` uint64 copy of one env's stream row, for a reference to draw from."""
+    return np.array(rng_row, dtype=np.uint64).reshape(1, 2)
 
 
 def _show(value) -> str:
@@ -430,9 +406,3 @@ def _show(value) -> str:
 
 def _state_text(state: dict) -> str:
     return "{" + ", ".join(f"{name}: {_show(value)}" for name, value in state.items()) + "}"
-
-
-def _envelope_text(low, high) -> str:
-    if np.all(low == high):
-        return f"always {_show(low)}"
-    return f"values in [{_show(low)}, {_show(high)}]"

@@ -6,6 +6,8 @@ import random
 import time
 import traceback
 
+from hypothesis.errors import FlakyFailure
+
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
 from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, SKIPPED, CheckResult, CheckSkipped, Report
@@ -109,6 +111,15 @@ def _run_one(check, harness, config) -> CheckResult:
         return CheckResult(check.name, SKIPPED, time.perf_counter() - started, message=str(skipped))
     except AssertionError as error:
         return CheckResult(check.name, FAILED, time.perf_counter() - started, _message(error), _example(error))
+    except FlakyFailure as group:
+        # the same input failed once and passed when replayed: itself a sign of an env
+        # that is not deterministic, reported with the first failure
+        first = group.exceptions[0]
+        if not isinstance(first, AssertionError):
+            raise
+        message = _message(first) + "\n(this input did not fail every time: the env is not deterministic)"
+        return CheckResult(check.name, FAILED, time.perf_counter() - started, message,
+                           _example(group) or _example(first))
     except Exception as error:  # noqa: BLE001 - a crashing kernel or reference is a finding, not a kit crash
         message = f"{type(error).__name__}: {error}\n" + _location(error)
         return CheckResult(check.name, ERROR, time.perf_counter() - started, message, _example(error))

@@ -11,6 +11,7 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
+from kernelgym.core import rng
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.harness import env_slice, fail_on
@@ -33,23 +34,26 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def make_env(self, seed, mode):
             self.env = harness.make_env(NUM_ENVS, seed, autoreset_mode=mode, max_episode_steps=MAX_EPISODE_STEPS)
             self.model = EpisodeModel(harness, NUM_ENVS, MAX_EPISODE_STEPS, same_step=mode == "same_step")
-            self._start()
+            self._start(rng.seed_streams(seed, NUM_ENVS))
 
-        def _start(self):
+        def _start(self, streams):
+            """After a reset that drew from ``streams`` (the rows before it)."""
             obs = np.array(self.env.numpy().obs)
             self.model.restart()
-            fail_on(self.model.start_problems(obs, self.env.get_state()), "after reset")
+            fail_on(self.model.start_problems(obs, self.env.get_state(), streams, self.env.get_rng_states()),
+                    "after reset")
 
         @rule(seed=st.none() | strategies.seeds())
         def reset(self, seed):
+            streams = self.env.get_rng_states() if seed is None else rng.seed_streams(seed, NUM_ENVS)
             self.env.reset(seed=seed)
-            self._start()
+            self._start(streams)
 
         @rule(actions=actions)
         def step(self, actions):
-            prev = self.env.get_state()
+            prev, streams = self.env.get_state(), self.env.get_rng_states()
             result = harness.step(self.env, actions)
-            fail_on(self.model.step_problems(prev, actions, result), "step")
+            fail_on(self.model.step_problems(prev, streams, actions, result), "step")
 
         @rule(index=st.integers(0, NUM_ENVS - 1), state=states)
         def set_state(self, index, state):

@@ -17,6 +17,8 @@ import numpy as np
 from gymnasium import spaces
 from hypothesis import strategies as st
 
+from kernelgym.core import rng
+
 __all__ = [
     "Batch",
     "InvalidAction",
@@ -217,13 +219,14 @@ def reached_states(reference, params, action_space: spaces.Space, num_agents: in
     agents = (num_agents,) if num_agents > 1 else ()
 
     def reference_rollout(seed: int, steps: int) -> dict:
-        generator = np.random.default_rng(seed)
-        state = reference.reset(params, generator)
+        generator = np.random.default_rng(seed)  # the actions
+        stream = rng.seed_streams(seed, 1)  # the env's own randomness, as the reference draws it
+        state = reference.reset(params, stream)
         for _ in range(steps):
             action = random_actions(action_space, agents, generator)
-            state, _, terminated = reference.step(params, state, action, generator)
+            state, _, terminated = reference.step(params, state, action, stream)
             if terminated:
-                state = reference.reset(params, generator)
+                state = reference.reset(params, stream)
         return state
 
     return st.builds(reference_rollout, seeds(), st.integers(0, max_steps))

@@ -1,0 +1,278 @@
+"""Bind write-once kernels to fixed buffers BY NAME, once; launch with no checks after.
+
+A kernel body's parameters after its layout parameters (``i`` for an ``@env_kernel``,
+``env, agent, num_agents`` for an ``@agent_kernel``) are names. `bind` looks each one
+up, once, in a mapping of available values (arrays and scalars), so a body names only
+what it uses, in any order:
+
+.. code-block:: python
+
+    @env_kernel
+    def push(i, velocity, x, dt):            # any subset of the names, any order
+        x[i] += dt * velocity[i]
+
+    launch = bind(push, {"x": x, "velocity": v, "dt": 0.1, "unused": w},
+                  backend="cpu", num_envs=len(x))
+    launch()                                  # straight to the compiled launcher
+
+Several bodies, some behind a per-env mask, can share ONE launch: for each env they run
+in order in one thread (a body touches only its own env's rows, so this equals
+launching them one after the other). `Branch` runs one list of bodies or another
+depending on a named per-env mask::
+
+    launch = bind([Branch("reset_mask", then=[reset], otherwise=[step]), finish], values, ...)
+
+`bind_launches` binds several such programs that run as separate launches, in order:
+a launch boundary is a barrier over every agent of every env (the phases of a
+multi-agent step).
+
+Everything is checked at bind time: a name no value matches raises `BindingError`
+naming the kernel, the parameter and the available names; every per-env array must
+have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
+launch can write past a buffer on any backend; arrays must suit the backend. A bound
+launch then calls the compiled launcher directly: no per-call checks, no allocation.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from kernelgym.core import codegen, kernels
+from kernelgym.core.backends import resolve_backend, simulator_enabled
+from kernelgym.core.device_functions import register_cuda_overloads
+from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
+
+__all__ = ["Branch", "BindingError", "BoundLaunch", "bind", "bind_launches", "parameter_names", "LAYOUT_KINDS"]
+
+# How a value's leading dims relate to the launch: checked at bind time.
+LAYOUT_KINDS = ("per_env", "per_agent", "shared")
+# CPython passes calls with more positional arguments than this as one tuple
+# (CALL_FUNCTION_EX), which Numba cannot inline into a launcher.
+MAX_BODY_PARAMETERS = 30
+
+
+class BindingError(TypeError):
+    """A kernel parameter that no available value matches, or a misbuilt program."""
+
+
+class Branch(NamedTuple):
+    """Run ``then`` for the envs whose ``mask`` entry is true, ``otherwise`` for the others.
+
+    ``mask`` names a per-env array among the available values; ``then`` and
+    ``otherwise`` are kernels (or further branches), run in order.
+    """
+
+    mask: str
+    then: Sequence = ()
+    otherwise: Sequence = ()
+
+
+def parameter_names(kernel) -> tuple[str, ...]:
+    """The names a write-once kernel's body binds: its parameters after the layout ones."""
+    leading = 1 if isinstance(kernel, EnvKernel) else 3
+    return tuple(inspect.signature(kernel.py_func).parameters)[leading:]
+
+
+class BoundLaunch:
+    """Kernels bound to fixed values: call it to launch (no checks, no allocation).
+
+    Attributes
+    ----------
+    names : tuple of str
+        Every value name the bound bodies use, in launcher order (per launch).
+    """
+
+    __slots__ = ("_calls", "names", "_description")
+
+    def __init__(self, calls, names, description):
+        self._calls = tuple(calls)
+        self.names = tuple(names)
+        self._description = description
+
+    def __call__(self) -> None:
+        for call in self._calls:
+            call()
+
+    def __repr__(self):
+        return f"<BoundLaunch {self._description}>"
+
+
+def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
+         layouts: Mapping | None = None) -> BoundLaunch:
+    """Bind ``program`` to ``values`` by name as ONE launch.
+
+    Parameters
+    ----------
+    program : EnvKernel, AgentKernel, Branch, or a sequence of them
+        Bodies run in order for each env (or each (env, agent)); all of one layout.
+    values : mapping of str to array or scalar
+        What parameter names resolve to. Torch tensors are taken zero-copy.
+    backend : {"cpu", "cuda", "sim", "auto"} or None
+    num_envs : int
+    num_agents : int, optional
+        Needed for agent kernels and for ``per_agent`` values.
+    layouts : mapping of str to {"per_env", "per_agent", "shared"}, optional
+        How each value's leading dims relate to the launch. Arrays default to
+        ``per_env`` (leading dim >= ``num_envs``); ``per_agent`` also needs dim 1 >=
+        ``num_agents``; ``shared`` values are not checked. A tuple of arrays is checked
+        item by item.
+
+    Returns
+    -------
+    BoundLaunch
+
+    Raises
+    ------
+    BindingError
+        A parameter name that ``values`` lacks (naming kernel, parameter and the
+        available names), or a program mixing layouts.
+    ValueError
+        A per-env or per-agent array with too few rows.
+    TypeError
+        A value the backend cannot take.
+    """
+    return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
+                         layouts=layouts)
+
+
+def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
+                  num_agents: int | None = None, layouts: Mapping | None = None) -> BoundLaunch:
+    """Bind several programs (see `bind`) that run as separate launches, in order.
+
+    A launch boundary is a barrier over all agents of all envs: use one launch per
+    phase of a multi-agent step whose agents read what other agents wrote.
+    """
+    backend = resolve_backend(backend)
+    num_envs = check_count("num_envs", num_envs)
+    if num_agents is not None:
+        num_agents = check_count("num_agents", num_agents)
+    if not isinstance(values, Mapping):
+        raise TypeError(f"values: expected a mapping of names to arrays and scalars, got {type(values).__name__}")
+    layouts = dict(layouts or {})
+    unknown = {name: kind for name, kind in layouts.items() if kind not in LAYOUT_KINDS}
+    if unknown:
+        raise ValueError(f"layouts: expected kinds from {LAYOUT_KINDS}, got {unknown}")
+    checked: dict = {}
+    calls, names, descriptions = [], [], []
+    for program in programs:
+        call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked)
+        calls.append(call)
+        names += used
+        descriptions.append(description)
+    return BoundLaunch(calls, names, " -> ".join(descriptions))
+
+
+def _items(program) -> list:
+    if isinstance(program, (EnvKernel, AgentKernel, Branch)):
+        return [program]
+    try:
+        return list(program)
+    except TypeError:
+        raise BindingError(
+            f"program: expected an env_kernel, an agent_kernel, a Branch or a sequence of them, "
+            f"got {type(program).__name__}"
+        ) from None
+
+
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
+    bodies: list = []  # distinct bodies, by position
+    names: list[str] = []  # launcher arguments, by position
+    kinds: set[str] = set()
+
+    def position_of(name: str, needed_by: str) -> int:
+        if name not in values:
+            raise BindingError(
+                f"{needed_by}: parameter {name!r} matches no available name; available: {sorted(values)}"
+            )
+        if name not in names:
+            if name not in checked:
+                checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)
+            names.append(name)
+        return names.index(name)
+
+    def compile_block(block) -> list:
+        statements = []
+        for item in _items(block):
+            if isinstance(item, Branch):
+                if not isinstance(item.mask, str):
+                    raise BindingError(f"Branch mask: expected a value name, got {item.mask!r}")
+                mask = position_of(item.mask, f"Branch({item.mask!r})")
+                if layouts.get(item.mask, "per_env") != "per_env":
+                    raise BindingError(f"Branch mask {item.mask!r}: expected a per-env array")
+                statements.append(("if", mask, compile_block(item.then), compile_block(item.otherwise)))
+                continue
+            if not isinstance(item, (EnvKernel, AgentKernel)):
+                raise BindingError(
+                    f"program: expected env_kernel, agent_kernel or Branch items, got {type(item).__name__}"
+                )
+            kinds.add(item.kind)
+            parameters = parameter_names(item)
+            if len(parameters) + (1 if item.kind == "env" else 3) > MAX_BODY_PARAMETERS:
+                raise BindingError(
+                    f"{item.__qualname__}: {len(parameters)} value parameters; a body takes at most "
+                    f"{MAX_BODY_PARAMETERS} parameters in all (Numba cannot inline longer calls): split it"
+                )
+            if item not in bodies:
+                bodies.append(item)
+            positions = tuple(position_of(name, item.__qualname__) for name in parameters)
+            statements.append(("call", bodies.index(item), positions))
+        return statements
+
+    statements = compile_block(program)
+    if not bodies:
+        raise BindingError("program: expected at least one kernel, got none")
+    if len(kinds) > 1:
+        raise BindingError(
+            f"program: one launch runs kernels of one layout, got env and agent kernels "
+            f"({[body.__qualname__ for body in bodies]}); bind them as separate launches (bind_launches)"
+        )
+    kind = kinds.pop()
+    if kind == "agent" and num_agents is None:
+        raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
+    description = " + ".join(body.__qualname__ for body in bodies)
+    module = codegen.program_launcher_module(
+        kind, [body._key for body in bodies], statements, len(names), title=description
+    )
+    args = tuple(checked[name] for name in names)
+    counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if backend == "cpu":
+        return functools.partial(module.cpu_launcher, *counts, *args), names, description
+    if num_envs == 0 or (kind == "agent" and num_agents == 0):
+        return _nothing, names, description
+    if not simulator_enabled():
+        register_cuda_overloads()
+    if kind == "env":
+        threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
+        configured = module.cuda_launcher[math.ceil(num_envs / threads), threads]
+    else:
+        configured = module.cuda_launcher[num_envs, min(kernels.MAX_AGENT_THREADS, num_agents)]
+    return functools.partial(configured, *counts, *args), names, description
+
+
+def _nothing() -> None:
+    """The launch of zero envs."""
+
+
+def _checked_value(name, value, layout, backend, num_envs, num_agents):
+    """``value`` converted for ``backend``, with its extents checked against the launch."""
+    value = kernel_argument(backend, f"value {name!r}", value)
+    items = value if isinstance(value, tuple) else (value,)
+    for item in items:
+        shape = None if isinstance(item, SCALAR_TYPES) else getattr(item, "shape", None)
+        if shape is None or layout == "shared":
+            continue
+        layout = layout or "per_env"
+        needed = (num_envs,) if layout == "per_env" else (num_envs, num_agents)
+        if None in needed:
+            raise ValueError(f"value {name!r}: layout {layout!r} needs num_agents, got None")
+        if len(shape) < len(needed) or any(have < want for have, want in zip(shape, needed)):
+            what = "num_envs rows" if layout == "per_env" else "(num_envs, num_agents) leading dims"
+            raise ValueError(
+                f"value {name!r}: a {layout} array needs at least {what} {needed}, got shape {tuple(shape)}"
+            )
+    return value
+

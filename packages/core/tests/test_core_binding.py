@@ -1,0 +1,167 @@
+"""Binding kernels by name: bound launches equal direct ones; names and extents checked at bind time."""
+
+import numpy as np
+import pytest
+from core_test_kernels import affine, agent_sum, row_sum_into, tally
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from kernelgym.core import BindingError, Branch, bind, bind_launches, env_kernel, to_numpy
+from kernelgym.core.arrays import to_backend
+
+FINITE = st.floats(-1e6, 1e6, allow_nan=False)
+MATRICES = hnp.arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 3)), elements=FINITE)
+
+
+@env_kernel
+def add_where(i, mask, out, x, scale):
+    """A body whose parameter order differs from any argument order used below."""
+    out[i] += scale * x[i]
+
+
+@env_kernel
+def negate_row(i, out):
+    for j in range(out.shape[1]):
+        out[i, j] = -out[i, j]
+
+
+def _values(backend, x, scale, shift):
+    return {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend),
+            "totals": to_backend(np.ones(x.shape[0]), backend), "scale": scale, "shift": shift,
+            "unused": to_backend(np.zeros(1), backend)}
+
+
+@settings(max_examples=25, deadline=None)
+@given(MATRICES, FINITE, FINITE)
+def test_bound_launch_equals_the_direct_launch(x, scale, shift):
+    values = _values("cpu", x, scale, shift)
+    bind(affine, values, backend="cpu", num_envs=x.shape[0])()
+    direct = np.zeros_like(x)
+    affine.launch("cpu", x.shape[0], x, direct, scale, shift)
+    np.testing.assert_array_equal(values["out"], direct)
+
+
+def _affine_then_sum(backend, x, scale, shift, fused):
+    values = _values(backend, x, scale, shift)
+    if fused:
+        bind([affine, row_sum_into], values, backend=backend, num_envs=x.shape[0])()
+    else:
+        bind(affine, values, backend=backend, num_envs=x.shape[0])()
+        bind(row_sum_into, values, backend=backend, num_envs=x.shape[0])()
+    return to_numpy(values["out"]).copy(), to_numpy(values["totals"]).copy()
+
+
+@settings(max_examples=20, deadline=None)
+@given(MATRICES, FINITE, FINITE)
+def test_a_fused_program_equals_the_kernels_launched_one_by_one(x, scale, shift):
+    # the second body reads what the first wrote for the same env: per-env order holds
+    for got, want in zip(_affine_then_sum("cpu", x, scale, shift, fused=True),
+                         _affine_then_sum("cpu", x, scale, shift, fused=False)):
+        np.testing.assert_array_equal(got, want)
+
+
+@settings(max_examples=20, deadline=None)
+@given(MATRICES, st.lists(st.booleans(), min_size=40, max_size=40), FINITE, FINITE)
+def test_a_branch_runs_one_side_per_env(x, flags, scale, shift):
+    mask = np.array(flags[: x.shape[0]])
+    values = {**_values("cpu", x, scale, shift), "mask": mask}
+    bind([Branch("mask", then=[affine], otherwise=[negate_row]), row_sum_into], values,
+         backend="cpu", num_envs=x.shape[0])()
+    expected = np.where(mask[:, None], x * scale + shift, -0.0 * x)
+    np.testing.assert_array_equal(values["out"], expected)
+    np.testing.assert_array_equal(values["totals"], 1.0 + expected.sum(axis=1))
+
+
+def test_an_unknown_name_is_refused_at_bind_time_naming_kernel_parameter_and_names():
+    values = {"x": np.zeros((3, 2)), "out": np.zeros((3, 2)), "scale": 1.0}
+    with pytest.raises(BindingError, match=r"affine: parameter 'shift' matches no available name; "
+                                           r"available: \['out', 'scale', 'x'\]"):
+        bind(affine, values, backend="cpu", num_envs=3)
+    with pytest.raises(BindingError, match=r"Branch\('flags'\): parameter 'flags' matches no available name"):
+        bind(Branch("flags", then=[affine]), {**values, "shift": 0.0}, backend="cpu", num_envs=3)
+
+
+@settings(max_examples=25, deadline=None)
+@given(rows=st.integers(0, 6), num_envs=st.integers(1, 8))
+def test_too_few_rows_is_refused_before_anything_runs(rows, num_envs):
+    x, out = np.ones((rows, 2)), np.zeros((rows, 2))
+    values = {"x": x, "out": out, "scale": 2.0, "shift": 1.0}
+    if rows >= num_envs:
+        bind(affine, values, backend="cpu", num_envs=num_envs)()
+        np.testing.assert_array_equal(out[:num_envs], 3.0)
+        np.testing.assert_array_equal(out[num_envs:], 0.0)
+        return
+    with pytest.raises(ValueError, match=rf"value 'x': a per_env array needs at least num_envs rows "
+                                         rf"\({num_envs},\), got shape \({rows}, 2\)"):
+        bind(affine, values, backend="cpu", num_envs=num_envs)
+    np.testing.assert_array_equal(out, 0.0)
+
+
+def test_per_agent_extents_and_shared_values():
+    values = {"values": np.ones((2, 3)), "totals": np.zeros(2)}
+    with pytest.raises(ValueError, match=r"value 'values': a per_agent array needs at least "
+                                         r"\(num_envs, num_agents\) leading dims \(2, 4\), got shape \(2, 3\)"):
+        bind(agent_sum, values, backend="cpu", num_envs=2, num_agents=4, layouts={"values": "per_agent"})
+    table = np.array([[2.0]])  # one row for every env: shared, not checked
+    bind(affine, {"x": np.ones((3, 1)), "out": np.zeros((3, 1)), "scale": table[0, 0], "shift": 0.0},
+         backend="cpu", num_envs=3)()
+    with pytest.raises(ValueError, match="layouts: expected kinds"):
+        bind(affine, {}, backend="cpu", num_envs=1, layouts={"x": "per_planet"})
+
+
+def test_values_the_backend_cannot_take_are_refused_with_their_name():
+    with pytest.raises(TypeError, match="value 'x': backend 'cpu' expected a numpy array"):
+        bind(affine, {"x": [1.0], "out": np.zeros((1, 1)), "scale": 1.0, "shift": 0.0}, backend="cpu", num_envs=1)
+
+
+def test_one_launch_takes_one_layout_and_agent_kernels_need_num_agents():
+    values = {"x": np.ones((2, 1)), "out": np.zeros((2, 1)), "scale": 1.0, "shift": 0.0,
+              "totals": np.zeros(2), "visits": np.zeros((2, 3), np.int64), "per_agent": np.zeros((2, 3), np.int64)}
+    with pytest.raises(BindingError, match="one launch runs kernels of one layout"):
+        bind([affine, tally], values, backend="cpu", num_envs=2, num_agents=3)
+    with pytest.raises(BindingError, match="an agent kernel needs num_agents"):
+        bind(tally, values, backend="cpu", num_envs=2)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 5))
+def test_phases_run_as_separate_launches_in_order(num_envs, num_agents):
+    values = {"totals": np.zeros(num_envs), "visits": np.zeros((num_envs, num_agents), np.int64),
+              "per_agent": np.zeros((num_envs, num_agents), np.int64),
+              "values": np.arange(num_envs * num_agents, dtype=np.float64).reshape(num_envs, num_agents)}
+    launch = bind_launches([tally, agent_sum], values, backend="cpu", num_envs=num_envs, num_agents=num_agents,
+                           layouts={"visits": "per_agent", "per_agent": "per_agent", "values": "per_agent"})
+    launch()
+    expected = num_agents * (num_agents + 1) / 2 + values["values"].sum(axis=1)
+    np.testing.assert_array_equal(values["totals"], expected)
+    np.testing.assert_array_equal(values["visits"], 1)
+
+
+def test_bound_values_are_aliased_not_copied():
+    out = np.zeros((2, 1))
+    launch = bind(affine, {"x": np.ones((2, 1)), "out": out, "scale": 1.0, "shift": 1.0}, backend="cpu", num_envs=2)
+    launch()
+    out[...] = 5.0
+    launch()  # writes x * 1 + 1 into the same buffer again
+    np.testing.assert_array_equal(out, 2.0)
+
+
+@pytest.mark.sim
+@settings(max_examples=5, deadline=None)
+@given(hnp.arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 3)), elements=FINITE), FINITE, FINITE)
+def test_fused_programs_are_bit_identical_on_cpu_and_sim(x, scale, shift):
+    for got, want in zip(_affine_then_sum("sim", x, scale, shift, fused=True),
+                         _affine_then_sum("cpu", x, scale, shift, fused=True)):
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.sim
+def test_sim_extent_check_and_branch():
+    x = np.arange(6.0).reshape(3, 2)
+    mask = np.array([True, False, True])
+    values = {**_values("sim", x, 2.0, 1.0), "mask": to_backend(mask, "sim")}
+    bind(Branch("mask", then=[affine], otherwise=[negate_row]), values, backend="sim", num_envs=3)()
+    np.testing.assert_array_equal(to_numpy(values["out"]), np.where(mask[:, None], 2.0 * x + 1.0, 0.0))
+    with pytest.raises(ValueError, match="value 'x': a per_env array needs at least num_envs rows"):
+        bind(affine, values, backend="sim", num_envs=4)

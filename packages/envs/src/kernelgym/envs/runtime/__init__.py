@@ -1,0 +1,14 @@
+"""The vector runtime, one concern per module.
+
+- `names`: what env kernels bind by name (runtime buffers, state arrays, params);
+- `buffers`: the buffers, allocated once on the backend;
+- `actions`: action checks before any kernel runs;
+- `autoreset`: the composed reset / step / bookkeeping launches;
+- `state_io`: ``get_state``/``set_state`` and the RNG streams;
+- `vector_env`: `KernelVectorEnv`, which puts them together.
+"""
+
+from kernelgym.envs.runtime.names import RUNTIME_NAMES
+from kernelgym.envs.runtime.vector_env import KernelVectorEnv, StepViews
+
+__all__ = ["KernelVectorEnv", "StepViews", "RUNTIME_NAMES"]

@@ -1,0 +1,115 @@
+"""The env's buffers: allocated once on the backend, registered with a core data manager."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelgym.core import CUDADataManager, DataFeed
+from kernelgym.core.data_manager import DONE, TIMESTEP
+
+__all__ = ["Buffers", "DATA_NAMES"]
+
+# The runtime's buffers in the data manager (env state arrays may not use these names).
+DATA_NAMES = ("observations", "rewards", "terminated", "truncated", "actions", "rng_states",
+              "final_observations", "final_observation_mask")
+
+
+class Buffers:
+    """Every buffer of a `KernelVectorEnv`, its torch views and the values its kernels bind.
+
+    Parameters
+    ----------
+    spec : EnvSpec
+    state_shapes : dict of str to tuple
+        Each state array's trailing shape (agent axis included).
+    num_envs, num_agents : int
+    agent_shape : tuple
+        ``(num_agents,)`` when outputs carry an agent axis, else ``()``.
+    observation_space, action_space : gymnasium spaces (one agent's)
+    same_step : bool
+        SAME_STEP autoreset (final-observation buffers get one row per env).
+    backend : str
+    """
+
+    def __init__(self, spec, state_shapes, num_envs, num_agents, agent_shape, observation_space, action_space,
+                 same_step, backend):
+        n = num_envs
+        clashes = sorted(set(state_shapes) & set(DATA_NAMES + (DONE, TIMESTEP)))
+        if clashes:
+            raise ValueError(f"EnvSpec {spec.id!r} state: names {clashes} are reserved for the runtime")
+        agents_layout = "per_agent" if agent_shape else "per_env"
+        obs_shape = (n, *agent_shape, *observation_space.shape)
+        feed = DataFeed()
+        for array in spec.state:
+            # restore_on_reset arrays keep a copy of their initial rows: the data manager's
+            # reset mechanism writes them back for the envs being reset
+            feed.add_data(array.name, np.full((n, *state_shapes[array.name]), array.initial, array.dtype),
+                          layout="per_agent" if array.per_agent else "per_env",
+                          save_copy_and_apply_at_reset=array.restore_on_reset)
+        feed.add_data("observations", np.zeros(obs_shape, observation_space.dtype), layout=agents_layout)
+        feed.add_data("rewards", np.zeros((n, *agent_shape), np.float32), layout=agents_layout)
+        feed.add_data("terminated", np.zeros(n, np.bool_), layout="per_env")
+        feed.add_data("truncated", np.zeros(n, np.bool_), layout="per_env")
+        feed.add_data("actions", np.zeros((n, *agent_shape, *action_space.shape), action_space.dtype),
+                      layout=agents_layout)
+        feed.add_data("rng_states", np.zeros((n, 2), np.uint64), layout="per_env")
+        # NEXT_STEP never writes the final-observation buffers: one row will do
+        feed.add_data("final_observations", np.zeros(obs_shape if same_step else (1, *obs_shape[1:]),
+                                                     observation_space.dtype))
+        feed.add_data("final_observation_mask", np.zeros(n if same_step else 1, np.bool_))
+        self.data_manager = CUDADataManager(num_agents=num_agents, num_envs=n, backend=backend)
+        self.data_manager.push_data_to_device(feed, torch_accessible=True)
+        data = self.data_manager.device_data
+        self.state = {array.name: data(array.name) for array in spec.state}
+        self.restores = any(array.restore_on_reset for array in spec.state)
+        self.obs, self.rewards = data("observations"), data("rewards")
+        self.terminated, self.truncated = data("terminated"), data("truncated")
+        self.reset_mask, self.timestep = data(DONE), data(TIMESTEP)
+        self.rng_states, self.actions = data("rng_states"), data("actions")
+        self.final_obs, self.final_mask = data("final_observations"), data("final_observation_mask")
+        # Zero-copy torch views, made once: the buffers are never rebound.
+        tensor = self.data_manager.data_on_device_via_torch
+        self.obs_t, self.rewards_t = tensor("observations"), tensor("rewards")
+        self.terminated_t, self.truncated_t = tensor("terminated"), tensor("truncated")
+        self.actions_t = tensor("actions")
+        self.final_obs_t, self.final_mask_t = tensor("final_observations"), tensor("final_observation_mask")
+        self.same_step = same_step
+
+    def kernel_buffers(self, max_episode_steps: int) -> dict:
+        """The runtime's values by the names kernels bind (public ones and the bookkeeping's own)."""
+        n = self.obs.shape[0]
+        row = int(np.prod(self.obs.shape[1:]))
+        values = {
+            "actions": self.actions, "obs": self.obs, "rewards": self.rewards, "terminated": self.terminated,
+            "rng_states": self.rng_states,
+            DONE: self.reset_mask, TIMESTEP: self.timestep, "_truncated": self.truncated,
+            "_reward_rows": self.rewards.reshape(n, -1), "_obs_rows": self.obs.reshape(n, row),
+            "_final_obs_rows": self.final_obs.reshape(self.final_obs.shape[0], row),
+            "_final_obs_mask": self.final_mask, "_max_episode_steps": max_episode_steps,
+        }
+        if self.restores:
+            values.update(self.data_manager.reset_rows())
+        return values
+
+    def layouts(self) -> dict:
+        """Final-observation buffers have one row in NEXT_STEP mode, where nothing writes them."""
+        return {} if self.same_step else {"_final_obs_rows": "shared", "_final_obs_mask": "shared"}
+
+    def write(self, array, host_values) -> None:
+        """Copy host values into a backend array in place (the buffer is never rebound)."""
+        if isinstance(array, np.ndarray):
+            array[...] = host_values
+        else:
+            array.copy_to_device(np.ascontiguousarray(np.broadcast_to(host_values, array.shape), dtype=array.dtype))
+
+    def write_rows(self, array, value, index) -> None:
+        """Write ``value`` into every env (``index`` None) or into env ``index``."""
+        if index is None:
+            self.write(array, value)
+            return
+        if isinstance(array, np.ndarray):
+            array[index] = value
+        else:
+            host = array.copy_to_host()
+            host[index] = value
+            array.copy_to_device(host)

@@ -1,0 +1,74 @@
+"""The names env kernels bind to: the runtime's buffers, the state arrays, the params.
+
+An env kernel's body names what it uses after its layout parameters (``i``, or
+``env, agent, num_agents``), in any order and any subset:
+
+- ``actions``, ``obs``, ``rewards``, ``terminated``, ``rng_states``: the runtime's
+  buffers (`RUNTIME_NAMES`);
+- each `StateArray` by its name;
+- each params field by its field name (a scalar).
+
+They are matched once, when the env is made (`kernelgym.core.binding.bind`); a name
+that matches nothing is an error naming the kernel, the parameter and these names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from kernelgym.core import bind_launches
+
+__all__ = ["RUNTIME_NAMES", "bind_env_programs", "check_names", "kernel_values", "per_agent_layouts"]
+
+# What the runtime offers env kernels, and what each holds.
+RUNTIME_NAMES = {
+    "actions": "(num_envs, [num_agents,] *action_shape) this step's actions (read only)",
+    "obs": "(num_envs, [num_agents,] *obs_shape) observations the kernel writes",
+    "rewards": "(num_envs[, num_agents]) float32 rewards the step kernel writes",
+    "terminated": "(num_envs,) bool, set by the step kernel when the episode ends",
+    "rng_states": "(num_envs, 2) uint64: env i draws from stream i with kernelgym.core.rng",
+}
+
+
+def check_names(spec) -> None:
+    """State array and params field names must differ from each other and the runtime's names."""
+    fields = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
+    taken = {name: "runtime buffer" for name in RUNTIME_NAMES}
+    for kind, names in (("state array", [array.name for array in spec.state]), ("params field", fields)):
+        for name in names:
+            if name in taken or name.startswith("_"):
+                clash = taken.get(name, "the runtime's own names start with '_'")
+                raise ValueError(f"EnvSpec {spec.id!r}: {kind} {name!r} is a name reserved for the runtime "
+                                 f"or already taken ({clash}); rename it")
+            taken[name] = kind
+
+
+def kernel_values(spec, params, buffers: dict, state: dict) -> dict:
+    """Every name an env kernel may bind: ``buffers`` (runtime names), ``state`` and the params fields."""
+    fields = {} if params is None else {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
+    return {**buffers, **state, **fields}
+
+
+def per_agent_layouts(spec, multi_agent: bool) -> dict:
+    """Which kernel values are per agent (dim 1 is the agent axis) for the extent checks."""
+    layouts = {array.name: "per_agent" for array in spec.state if array.per_agent}
+    if multi_agent:
+        layouts.update(actions="per_agent", obs="per_agent", rewards="per_agent")
+    return layouts
+
+
+def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None):
+    """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name) and params.
+
+    For tools and tests that run an env's kernels outside `KernelVectorEnv` (the
+    kit's canary buffers, one-step tests): ``programs`` are launches as
+    `kernelgym.core.bind_launches` takes them, e.g.
+    ``[[Branch("reset_mask", then=spec.load_kernels("reset_kernel"), otherwise=spec.load_kernels("step_kernel"))]]``.
+    ``num_envs`` is the leading dim of ``arrays["obs"]``.
+    """
+    params = spec.params if params is None else params
+    resolved = spec.resolve(params)
+    multi_agent = resolved.num_agents > 1 or spec.kernel_layout == "agent"
+    return bind_launches(programs, kernel_values(spec, params, arrays, {}), backend=backend,
+                         num_envs=arrays["obs"].shape[0], num_agents=resolved.num_agents,
+                         layouts=per_agent_layouts(spec, multi_agent))

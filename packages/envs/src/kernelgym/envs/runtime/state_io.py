@@ -1,0 +1,113 @@
+"""Reading and writing env state from the host: ``get_state``, ``set_state``, RNG streams."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernelgym.core import to_numpy
+
+__all__ = ["StateIO", "NO_TIME_LIMIT"]
+
+# Stands in for "no time limit" in the bookkeeping (episode steps are int32).
+NO_TIME_LIMIT = np.iinfo(np.int32).max
+
+
+class StateIO:
+    """The host-side state methods of `KernelVectorEnv` (a mixin: it uses the env's buffers)."""
+
+    def get_state(self, index: int | None = None) -> dict[str, np.ndarray]:
+        """A host copy of the state arrays (all envs, or env ``index``'s slice)."""
+        self._check_open()
+        if index is None:
+            return {name: np.array(to_numpy(array)) for name, array in self.state.items()}
+        index = self._check_index(index)
+        return {name: np.array(to_numpy(array)[index]) for name, array in self.state.items()}
+
+    def set_state(self, state: dict, index: int | None = None) -> None:
+        """Write state values into every env (``index=None``) or into env ``index``.
+
+        The env(s) written are not pending a reset. Their episode step counter (which
+        truncates at ``max_episode_steps``) starts from the value of the state array
+        named by ``spec.episode_step`` when the spec names one (the env is then that
+        many steps into its episode), else from 0. Every state array must be given,
+        with its per-env shape (or the full batch shape when ``index`` is None) and a
+        dtype that casts safely. An env written here counts as started for the
+        "step before reset" check.
+        """
+        self._check_open()
+        if not isinstance(state, dict):
+            raise TypeError(f"state: expected a dict of arrays, got {type(state).__name__}")
+        missing = sorted(set(self.state) - set(state))
+        unknown = sorted(set(state) - set(self.state))
+        if missing or unknown:
+            raise KeyError(f"state: expected keys {sorted(self.state)}; missing {missing}, unknown {unknown}")
+        if index is not None:
+            index = self._check_index(index)
+        checked = {}
+        for name, value in state.items():
+            target = self.state[name]
+            value = np.asarray(value)
+            expected = target.shape if index is None else target.shape[1:]
+            if value.shape != expected:
+                raise ValueError(f"state[{name!r}]: expected shape {expected}, got {value.shape}")
+            if not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
+                raise TypeError(f"state[{name!r}]: expected dtype {target.dtype}, got {value.dtype}")
+            checked[name] = value
+        episode_steps = self._episode_steps(checked)
+        for name, value in checked.items():
+            self._buffers.write_rows(self.state[name], value, index)
+        for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps)):
+            self._buffers.write_rows(buffer, value, index)
+        self._mark_started(index)
+
+    def _mark_started(self, index: int | None) -> None:
+        """Envs ``index`` (all for None) have a state: ``step`` may run once every env has one."""
+        if self._unstarted is None:
+            return
+        if index is None:
+            self._unstarted = None
+            return
+        self._unstarted.discard(index)
+        if not self._unstarted:
+            self._unstarted = None
+
+    def get_rng_states(self, index: int | None = None) -> np.ndarray:
+        """A host copy of the RNG streams: ``(num_envs, 2)`` uint64, or env ``index``'s ``(2,)`` row.
+
+        Env ``i`` draws only from row ``i`` (`kernelgym.core.rng`), in kernels and in
+        the env's exact CPU reference alike.
+        """
+        self._check_open()
+        rows = np.array(to_numpy(self._buffers.rng_states))
+        return rows if index is None else rows[self._check_index(index)]
+
+    def set_rng_states(self, states, index: int | None = None) -> None:
+        """Write RNG stream rows (all envs, or env ``index``'s row); never an all-zero row."""
+        self._check_open()
+        states = np.asarray(states)
+        expected = (self.num_envs, 2) if index is None else (2,)
+        if states.shape != expected or states.dtype != np.uint64:
+            raise ValueError(f"states: expected uint64 of shape {expected}, got {states.dtype} {states.shape}")
+        if np.any(np.all(states.reshape(-1, 2) == 0, axis=1)):
+            raise ValueError("states: an all-zero row never leaves zero (xoroshiro128+); got one")
+        self._buffers.write_rows(self._buffers.rng_states, states, None if index is None else self._check_index(index))
+
+    def _episode_steps(self, state: dict):
+        """Where ``set_state`` starts the episode step counter: the ``spec.episode_step`` values, else 0."""
+        name = self.spec.episode_step
+        if name is None:
+            return 0
+        steps = state[name]
+        if steps.dtype.kind not in "iu" or np.any(steps < 0) or np.any(steps >= NO_TIME_LIMIT):
+            raise ValueError(
+                f"state[{name!r}]: the episode step count (spec.episode_step) must be integers in "
+                f"[0, {NO_TIME_LIMIT}), got {steps.dtype} values from {int(steps.min())} to {int(steps.max())}"
+            )
+        return steps.astype(np.int32)
+
+    def _check_index(self, index) -> int:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"index: expected an int, got {type(index).__name__} {index!r}")
+        if not 0 <= index < self.num_envs:
+            raise IndexError(f"index: expected 0 <= index < {self.num_envs}, got {index}")
+        return int(index)

@@ -1,0 +1,296 @@
+"""`KernelVectorEnv`: many copies of one env, stepped by kernels on the backend.
+
+Every buffer (state, observations, rewards, flags, RNG streams) is allocated once on
+the backend and reused (`buffers`). ``step`` copies the actions into a fixed action
+buffer and checks them (`actions`), then runs ONE composed launch for env-layout envs
+-- the env's reset for the envs pending a reset, its step for the others, then the
+bookkeeping (`autoreset`) -- all bound by name once, at construction
+(`kernelgym.core.binding`), and returns zero-copy torch views of the output buffers.
+Nothing leaves the device on the way.
+
+Autoreset follows gymnasium 1.x:
+
+- ``"next_step"`` (default): the step after an episode ended resets that env and
+  returns its first observation with reward 0 and both flags False.
+- ``"same_step"``: an env whose episode ends is reset within the same step; its last
+  observation is kept in ``info["final_obs"]`` with the mask ``info["_final_obs"]``.
+
+Every step's ``info`` also carries the return and length of the episodes that ended
+in it, as gymnasium's ``RecordEpisodeStatistics`` does (see `EpisodeStatistics`).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space
+
+from kernelgym.core import bind_launches, resolve_backend, rng, to_numpy
+from kernelgym.envs.episode_statistics import EpisodeStatistics
+from kernelgym.envs.runtime.actions import ActionLoader
+from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
+from kernelgym.envs.runtime.buffers import Buffers
+from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
+from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateIO
+from kernelgym.envs.spec import EnvSpec, validate_params
+
+__all__ = ["KernelVectorEnv", "StepViews"]
+
+_AUTORESET_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    AutoresetMode.NEXT_STEP: AutoresetMode.NEXT_STEP,
+    AutoresetMode.SAME_STEP: AutoresetMode.SAME_STEP,
+}
+
+
+class StepViews(NamedTuple):
+    """The output buffers of a `KernelVectorEnv` as arrays (numpy or torch)."""
+
+    obs: object
+    rewards: object
+    terminated: object
+    truncated: object
+
+
+class KernelVectorEnv(StateIO):
+    """``num_envs`` copies of one env, stepped in lockstep by kernels on one backend.
+
+    Create it with `kernelgym.envs.make`. Outputs are torch tensors on ``device``
+    that alias the env's buffers: **the next ``step`` overwrites them**; copy what
+    you keep.
+
+    Parameters
+    ----------
+    spec : EnvSpec
+    num_envs : int
+    backend : {"auto", "cpu", "cuda", "sim"} or None
+    seed : int or None
+        Seeds one RNG stream per env.
+    autoreset_mode : {"next_step", "same_step"} or gymnasium.vector.AutoresetMode
+    max_episode_steps : int or None, optional
+        Overrides the spec's time limit.
+    check_action_values : bool
+        Check discrete actions against the action space and continuous ones for NaN
+        and infinity before every step (default True). On ``cuda`` this check waits
+        for the device once per step; pass False to keep the hot loop asynchronous.
+    **params
+        Overrides of the env's params fields (see ``spec.params``).
+
+    Attributes
+    ----------
+    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps
+    single_observation_space, single_action_space, observation_space, action_space
+    multi_agent : bool
+        Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
+    state : dict of str to backend array
+        The env's state buffers by name.
+    data_manager : kernelgym.core.CUDADataManager
+        Holds every buffer by name (state arrays, ``observations``, ``rewards``,
+        ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
+        ``_timestep_``, ...), each with a torch view.
+    """
+
+    def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
+                 autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
+                 **params):
+        if not isinstance(spec, EnvSpec):
+            raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
+        if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
+            raise TypeError(f"num_envs: expected an int >= 1, got {type(num_envs).__name__} {num_envs!r}")
+        if num_envs < 1:
+            raise ValueError(f"num_envs: expected an int >= 1, got {num_envs}")
+        if autoreset_mode not in _AUTORESET_MODES:
+            raise ValueError(f"autoreset_mode: expected 'next_step' or 'same_step', got {autoreset_mode!r}")
+        if not isinstance(check_action_values, bool):
+            raise TypeError(f"check_action_values: expected a bool, got {check_action_values!r}")
+        check_names(spec)
+        self.spec = spec
+        self.num_envs = int(num_envs)
+        self.backend = resolve_backend(backend)
+        self.device = torch.device("cuda") if self.backend == "cuda" else torch.device("cpu")
+        self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
+        self.params = validate_params(spec, params)
+        resolved = spec.resolve(self.params)
+        if max_episode_steps is None:
+            max_episode_steps = resolved.max_episode_steps
+        elif isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
+                or not 1 <= max_episode_steps < NO_TIME_LIMIT:
+            raise ValueError(
+                f"max_episode_steps: expected None or an int in [1, {NO_TIME_LIMIT}), got {max_episode_steps!r}"
+            )
+        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self.check_action_values = check_action_values
+        self.num_agents = resolved.num_agents
+        # copies: seeding one env's space must not change another's samples
+        self.single_observation_space = copy.deepcopy(resolved.observation_space)
+        self.single_action_space = copy.deepcopy(resolved.action_space)
+        # Multi-agent envs keep the agent axis even when configured with one agent.
+        self.multi_agent = self.num_agents > 1 or spec.kernel_layout == "agent"
+        agents = (self.num_agents,) if self.multi_agent else ()
+        self.observation_space = _batch(self.single_observation_space, agents, self.num_envs)
+        self.action_space = _batch(self.single_action_space, agents, self.num_envs)
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        self._buffers = buffers = Buffers(spec, resolved.state_shapes, self.num_envs, self.num_agents, agents,
+                                          self.single_observation_space, self.single_action_space, same_step,
+                                          self.backend)
+        self.data_manager = buffers.data_manager
+        self.state = buffers.state
+        self._closed = False
+        # envs without a state yet (step() before reset() would step all-zero states)
+        self._unstarted = set(range(self.num_envs))
+        self._numpy_views = None
+        self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
+        self._episode_statistics = EpisodeStatistics(buffers.rewards_t, self.autoreset_mode)
+        self._info.update(self._episode_statistics.info)
+        self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
+                                     self.device, check_action_values)
+        self._bind(same_step)
+        buffers.write(buffers.rng_states, rng.seed_streams(seed, self.num_envs))
+
+    def _bind(self, same_step: bool) -> None:
+        """Bind the composed step and reset launches by name, once (names and extents checked here)."""
+        spec = self.spec
+        step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
+        limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
+        values = kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state)
+        layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts()}
+        counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
+                  "layouts": layouts}
+        restores = self._buffers.restores
+        self._launch_step = bind_launches(step_programs(step, reset, spec.kernel_layout, same_step, restores),
+                                          values, **counts)
+        self._launch_reset = bind_launches(reset_programs(reset, spec.kernel_layout, restores), values, **counts)
+
+    # -------------------------------------------------------------- public API
+    def reset(self, seed=None, options=None, numpy: bool = False):
+        """Start a new episode in every env.
+
+        Parameters
+        ----------
+        seed : int or None
+            Re-seeds the per-env RNG streams; None continues the current streams.
+        options : None
+            Accepted for gymnasium compatibility; must be None.
+        numpy : bool
+            Return numpy arrays instead of torch tensors.
+
+        Returns
+        -------
+        obs, info
+        """
+        self._check_open()
+        if options is not None:
+            raise ValueError(f"options: reset options are not supported, got {options!r}")
+        buffers = self._buffers
+        if seed is not None:
+            if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+                raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
+            buffers.write(buffers.rng_states, rng.seed_streams(int(seed), self.num_envs))
+        for array in self.spec.state:
+            buffers.write(self.state[array.name], array.initial)
+        buffers.write(buffers.final_mask, False)
+        buffers.write(buffers.reset_mask, 1)  # the reset launch resets every env, then clears it
+        self._launch_reset()
+        self._episode_statistics.reset()
+        self._unstarted = None
+        if numpy:
+            return to_numpy(buffers.obs), {}
+        return buffers.obs_t, {}
+
+    def step(self, actions, numpy: bool = False):
+        """Advance every env by one step.
+
+        Parameters
+        ----------
+        actions : torch.Tensor or numpy.ndarray
+            Shape ``(num_envs, *action_shape)`` (``(num_envs, num_agents, ...)`` for
+            multi-agent envs), integer dtype for discrete spaces, float for Box. A
+            numpy array on the cuda backend is copied to the device. A ``Discrete``
+            space also takes ``(num_envs, 1)`` (the shape SB3 and skrl use).
+        numpy : bool
+            Return numpy arrays instead of torch tensors (a copy on cuda).
+
+        Returns
+        -------
+        obs, rewards, terminated, truncated, info
+            Views of the env's buffers, overwritten by the next step.
+
+        Raises
+        ------
+        TypeError, ValueError
+            Bad actions (type, shape, dtype, device, out-of-range or non-finite
+            values); raised before any kernel runs, so no env state changes.
+        RuntimeError
+            ``step`` before the first ``reset`` (or a ``set_state`` of every env).
+        """
+        self._check_open()
+        if self._unstarted is not None:
+            raise RuntimeError(f"{self!r}: step() before reset(); call reset() first to draw start states "
+                               f"(or set_state for every env; env {min(self._unstarted)} has no state yet)")
+        self._actions.load(actions)
+        self._launch_step()
+        buffers = self._buffers
+        self._episode_statistics.update(buffers.rewards_t, buffers.terminated_t, buffers.truncated_t)
+        if numpy:
+            views = self.numpy()
+            return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
+        return buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info
+
+    def numpy(self) -> StepViews:
+        """The output buffers as numpy arrays (zero-copy on cpu and sim, a copy on cuda)."""
+        self._check_open()
+        buffers = self._buffers
+        outputs = (buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated)
+        if self.backend == "cuda":
+            return StepViews(*(to_numpy(a) for a in outputs))
+        if self._numpy_views is None:
+            self._numpy_views = StepViews(*(to_numpy(a) for a in outputs))
+        return self._numpy_views
+
+    def render(self, index: int = 0) -> np.ndarray:
+        """An RGB ``(H, W, 3)`` uint8 picture of env ``index`` (the env's renderer)."""
+        self._check_open()
+        index = self._check_index(index)
+        renderer = self.spec.load("render")
+        if renderer is None:
+            raise NotImplementedError(f"env {self.spec.id!r} has no renderer (its EnvSpec.render is None)")
+        state = {name: to_numpy(array) for name, array in self.state.items()}
+        return renderer(state, index, self.params)
+
+    def close(self) -> None:
+        """Release the buffers; the env cannot be used afterwards."""
+        self._closed = True
+        self.state = {}
+        self._launch_step = self._launch_reset = None
+        self._numpy_views = None
+
+    def __repr__(self):
+        return (
+            f"KernelVectorEnv({self.spec.id}, num_envs={self.num_envs}, backend={self.backend!r}, "
+            f"autoreset_mode={self.autoreset_mode.value})"
+        )
+
+    # ---------------------------------------------------------------- helpers
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{self!r} is closed")
+
+    def _numpy_info(self) -> dict:
+        return _numpy_tree(self._info)
+
+
+def _numpy_tree(info: dict) -> dict:
+    """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda)."""
+    return {key: _numpy_tree(value) if isinstance(value, dict) else value.numpy(force=True)
+            for key, value in info.items()}
+
+
+def _batch(space, agents, num_envs):
+    for count in (*agents, num_envs):
+        space = batch_space(space, count)
+    return space
