@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 
-import numba
 import numpy as np
 from gymnasium import spaces
 
-from kernelgym.core import env_kernel, rng
+from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs import CPUReference, EnvSpec, StateArray, hookimpl
 
 
@@ -37,8 +36,8 @@ class GoRightParams:
                              f"got {self}")
 
 
-# 2. The physics, once: a scalar function the kernel and the reference both call.
-@numba.njit(inline="always")
+# 2. The physics, once: a function the kernel and the reference both call.
+@device_function
 def move(position, action, slipped, length, step_cost):
     step = (1 if action == 1 else -1) * (-1 if slipped else 1)
     position = min(max(position + step, 0), length)
