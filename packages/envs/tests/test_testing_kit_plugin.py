@@ -6,6 +6,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from kernelgym.core.gpu_compile import toolchain_missing_reason
+
 TESTS = Path(__file__).parent
 
 
@@ -44,7 +46,10 @@ def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
                      "-k", "not TestWalkRewardBug or test_parity", "test_walk_suite.py", cwd=tmp_path)
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
-    assert "2 failed, 10 passed, 9 skipped" in output, output
+    # TestWalk's gpu_compile passes where NVIDIA's compilers are installed, else it is skipped
+    # with the hint; TestWalkOffByOne's other 10 checks never run after its out-of-bounds write
+    compiles = toolchain_missing_reason() is None
+    assert ("2 failed, 11 passed, 10 skipped" if compiles else "2 failed, 10 passed, 11 skipped") in output, output
     assert "FAILED test_walk_suite.py::TestWalkRewardBug::test_parity[cpu]" in output, output
     assert "reward -0.1, reference 10." in output
     # after an out-of-bounds write on the cpu, the other checks must not run on corrupted memory

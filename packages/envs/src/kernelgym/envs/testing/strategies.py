@@ -198,7 +198,8 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
         elif change == "extra_env":
             bad = np.concatenate([batch, batch[:1]])
         elif change == "extra_axis":
-            bad = batch[..., None]
+            # two entries, not one: (num_envs, 1) is a valid Discrete batch (SB3 and skrl's shape)
+            bad = np.stack([batch, batch], axis=-1)
         else:  # "flat": the batch without its leading axes
             bad = batch.reshape(-1)[:1].reshape(())
         return InvalidAction("wrong_shape", bad, ValueError)
