@@ -165,3 +165,17 @@ def test_sim_extent_check_and_branch():
     np.testing.assert_array_equal(to_numpy(values["out"]), np.where(mask[:, None], 2.0 * x + 1.0, 0.0))
     with pytest.raises(ValueError, match="value 'x': a per_env array needs at least num_envs rows"):
         bind(affine, values, backend="sim", num_envs=4)
+
+
+@pytest.mark.sim
+def test_sim_bindings_of_one_program_keep_their_own_launch_size():
+    # the simulator's kernel[grid, block] configures the shared kernel object: a later
+    # binding with another size must not shrink an earlier one's launch
+    big = {"x": to_backend(np.ones((7, 1)), "sim"), "out": to_backend(np.zeros((7, 1)), "sim"),
+           "scale": 2.0, "shift": 0.0}
+    small = {"x": to_backend(np.ones((1, 1)), "sim"), "out": to_backend(np.zeros((1, 1)), "sim"),
+             "scale": 2.0, "shift": 0.0}
+    launch_big = bind(affine, big, backend="sim", num_envs=7)
+    bind(affine, small, backend="sim", num_envs=1)()
+    launch_big()
+    np.testing.assert_array_equal(to_numpy(big["out"]), 2.0)

@@ -243,14 +243,22 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
         return functools.partial(module.cpu_launcher, *counts, *args), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
-    if not simulator_enabled():
-        register_cuda_overloads()
     if kind == "env":
         threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
-        configured = module.cuda_launcher[math.ceil(num_envs / threads), threads]
+        configuration = (math.ceil(num_envs / threads), threads)
     else:
-        configured = module.cuda_launcher[num_envs, min(kernels.MAX_AGENT_THREADS, num_agents)]
-    return functools.partial(configured, *counts, *args), names, description
+        configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
+    if simulator_enabled():
+        # the simulator's kernel[grid, block] configures the kernel object itself (shared by
+        # every binding of this program): configure it anew at each launch
+        launcher = module.cuda_launcher
+
+        def launch_in_simulator():
+            launcher[configuration](*counts, *args)
+
+        return launch_in_simulator, names, description
+    register_cuda_overloads()
+    return functools.partial(module.cuda_launcher[configuration], *counts, *args), names, description
 
 
 def _nothing() -> None:

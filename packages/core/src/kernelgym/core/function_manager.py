@@ -199,9 +199,13 @@ class FunctionManager:
             return lambda: cpu(*resolved)
         if registered.layout == "per_env":
             threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
-            configured = kernel[math.ceil(num_envs / threads), threads]
+            configuration = (math.ceil(num_envs / threads), threads)
         else:
-            configured = kernel[num_envs, min(kernels.MAX_AGENT_THREADS, num_agents)]
+            configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
+        if simulator_enabled():
+            # the simulator's kernel[grid, block] configures the shared kernel object itself
+            return lambda: kernel[configuration](*resolved)
+        configured = kernel[configuration]
         return lambda: configured(*resolved)
 
     def launch(self, name: str, *args) -> None:
