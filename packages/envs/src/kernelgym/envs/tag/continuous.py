@@ -36,6 +36,11 @@ Observation of agent ``i`` (float32, ``7 * (1 + K) + 1`` values):
   ``K = num_other_agents_observed`` nearest agents still in the game, nearest first,
   zero blocks when fewer are left;
 - ``t / episode_length``.
+
+A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``start``,
+``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
+in the helpers below: the kernels and the exact single-env reference (``REFERENCE``,
+agent by agent) both call them, so they agree bit for bit on cpu and sim.
 """
 
 from __future__ import annotations

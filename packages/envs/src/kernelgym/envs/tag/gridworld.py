@@ -20,6 +20,11 @@ Observation of each agent (full observation, ``4 * num_agents + 1`` floats):
 ``x / grid_length`` of every agent, then ``y / grid_length`` of every agent, then
 every agent's type (0 tagger, 1 runner in the game, -1 runner tagged out), then a
 one-hot of the observer, then ``t / episode_length``.
+
+A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``place``,
+``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
+in the helpers below: the kernels and the exact single-env reference (``REFERENCE``,
+agent by agent) both call them, so they agree bit for bit on cpu and sim.
 """
 
 from __future__ import annotations
