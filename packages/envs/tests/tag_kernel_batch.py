@@ -1,57 +1,108 @@
-"""A batch of Tag envs driven straight through an env module's kernels (shared by the Tag tests)."""
+"""A batch of Tag envs run by the runtime, and rollouts against the sequential reference.
+
+Shared by the Tag tests. `rollout_against_reference` follows every env with the
+env's own reference, agent by agent, through NEXT_STEP autoresets: on cpu and in the
+simulator kernel and reference must agree bit for bit (the crowded scenarios tag
+several runners of one env in one step, so every value several agents write through
+``atomic_add`` is checked); on cuda within float32 tolerance.
+"""
+
+import dataclasses
 
 import numpy as np
 
-from kernelgym.core import rng, to_numpy
-from kernelgym.core.arrays import to_backend
-from kernelgym.envs.tag._common import RESET_INPUTS, STEP_INPUTS
+from kernelgym.core import rng
+from kernelgym.envs.vector_env import KernelVectorEnv
+
+# cuda's libdevice cos/sin and fused multiply-adds may change the last bits
+CUDA_TOLERANCE = {"rtol": 1e-5, "atol": 1e-6}
 
 
 class KernelBatch:
-    """``num_envs`` envs of the Tag module ``env_module`` (its SPEC, step and reset kernels).
-
-    Builds every array the runtime would, then runs the reset kernel on all envs.
-    """
+    """``num_envs`` envs of the Tag module ``env_module`` (its SPEC), reset with ``seed``."""
 
     def __init__(self, env_module, backend, params, num_envs, seed=0):
         self.env_module, self.backend, self.params, self.num_envs = env_module, backend, params, num_envs
-        spec = env_module.SPEC
-        self.state_names = [array.name for array in spec.state]
-        resolved = spec.resolve(params)
-        self.num_agents = resolved.num_agents
-        host = {
-            "rng_states": rng.seed_streams(seed, num_envs),
-            "reset_mask": np.ones(num_envs, bool),
-            "obs": np.zeros((num_envs, self.num_agents, *resolved.observation_space.shape), np.float32),
-            "rewards": np.zeros((num_envs, self.num_agents), np.float32),
-            "terminated": np.zeros(num_envs, bool),
-        }
-        for array in spec.state:
-            host[array.name] = np.full((num_envs, *resolved.state_shapes[array.name]), array.initial, array.dtype)
-        self.arrays = {name: to_backend(value, backend) for name, value in host.items()}
-        self._launch(env_module.reset_kernel, RESET_INPUTS)
-        self.set_reset_mask(np.zeros(num_envs, bool))
-
-    def _launch(self, kernel, inputs):
-        args = [self.arrays[name] for name in (*inputs, *self.state_names)]
-        kernel.launch(self.backend, self.num_envs, self.num_agents, *args,
-                      *self.env_module.SPEC.params_tuple(self.params))
-
-    def set_reset_mask(self, mask):
-        self.arrays["reset_mask"] = to_backend(np.asarray(mask, bool), self.backend)
+        self.state_names = [array.name for array in env_module.SPEC.state]
+        self.env = KernelVectorEnv(env_module.SPEC, num_envs, backend=backend, seed=seed,
+                                   **dataclasses.asdict(params))
+        self.num_agents = self.env.num_agents
+        self.env.reset(seed=seed)
 
     def set_states(self, states):
         """Overwrite every env's state with ``states`` (one dict per env)."""
-        host = self.host()
-        for name in self.state_names:
-            host[name][:] = np.stack([state[name] for state in states])
-            self.arrays[name] = to_backend(host[name], self.backend)
+        self.env.set_state({name: np.stack([np.asarray(state[name]) for state in states])
+                            for name in self.state_names})
 
     def step(self, actions):
-        """One launch of the step kernel; returns host copies of every array."""
-        self.arrays["actions"] = to_backend(np.asarray(actions, np.int64), self.backend)
-        self._launch(self.env_module.step_kernel, STEP_INPUTS)
+        """One step of every env; returns host copies of the state and the outputs."""
+        self.env.step(np.asarray(actions, np.int64))
         return self.host()
 
     def host(self):
-        return {name: to_numpy(value).copy() for name, value in self.arrays.items()}
+        """Host copies: every state array, ``obs``, ``rewards``, ``terminated``, ``truncated``, ``rng_states``."""
+        views = self.env.numpy()
+        outputs = {name: np.array(getattr(views, name)) for name in ("obs", "rewards", "terminated", "truncated")}
+        return {**self.env.get_state(), **outputs, "rng_states": self.env.get_rng_states()}
+
+
+def env_state(out, names, env):
+    return {name: out[name][env] for name in names}
+
+
+def rollout_against_reference(env_module, backend, params, num_envs, num_steps, seed, draw_actions):
+    """Step ``num_envs`` envs with ``draw_actions(generator, num_envs)`` and compare every env
+    with the reference after every step, resets included. Returns the number of runners tagged."""
+    reference = env_module.REFERENCE
+    batch = KernelBatch(env_module, backend, params, num_envs, seed)
+    names = batch.state_names
+    exact = backend != "cuda"
+
+    def same(actual, expected, where):
+        if exact:
+            np.testing.assert_array_equal(actual, expected, err_msg=where)
+        else:
+            np.testing.assert_allclose(actual, expected, err_msg=where, **CUDA_TOLERANCE)
+
+    def check(out, env, state, reward, terminated, where):
+        actual = env_state(out, names, env)
+        for name in names:
+            same(actual[name], state[name], f"{where}: {name}")
+        same(out["rewards"][env], reward, f"{where}: rewards")
+        assert out["terminated"][env] == terminated, where
+        same(out["obs"][env], reference.observe(params, state), f"{where}: obs")
+        env_module.check_invariants(params, actual)
+
+    generator = np.random.default_rng(seed)
+    streams = rng.seed_streams(seed, num_envs)
+    out = batch.host()
+    expected = []
+    for env in range(num_envs):
+        stream = streams[env:env + 1].copy()
+        expected.append(reference.reset(params, stream))
+        check(out, env, expected[env], np.zeros(batch.num_agents, np.float32), False, f"reset env {env}")
+        np.testing.assert_array_equal(out["rng_states"][env], stream[0])
+    pending = np.zeros(num_envs, bool)
+    tags = 0
+    for t in range(num_steps):
+        streams = out["rng_states"]
+        actions = draw_actions(generator, num_envs)
+        out = batch.step(actions)
+        for env in range(num_envs):
+            where = f"step {t} env {env}"
+            stream = streams[env:env + 1].copy()
+            if pending[env]:  # the runtime's NEXT_STEP autoreset
+                expected[env] = reference.reset(params, stream)
+                reward, terminated = np.zeros(batch.num_agents, np.float32), False
+            else:
+                previous = expected[env]
+                expected[env], reward, terminated = reference.step(params, previous, actions[env], stream)
+                # a tagged runner stays out and stays put
+                out_before = ~previous["in_game"]
+                assert not np.any(out["in_game"][env][out_before]), where
+                np.testing.assert_array_equal(out["loc_x"][env][out_before], previous["loc_x"][out_before])
+                tags += int(previous["runners_left"]) - int(expected[env]["runners_left"])
+            check(out, env, expected[env], reward, terminated, where)
+            np.testing.assert_array_equal(out["rng_states"][env], stream[0], err_msg=where)
+        pending = out["terminated"] | out["truncated"]
+    return tags

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernelgym.core import rng
 from kernelgym.envs import render
 from kernelgym.envs.classic.cartpole import SPEC as CARTPOLE
 from kernelgym.envs.tag.continuous import REFERENCE as CONTINUOUS_REFERENCE
@@ -77,7 +78,7 @@ def test_gridworld_picture_shows_taggers_runners_and_tagged_runners():
 
 def test_continuous_picture_greys_out_tagged_runners_and_follows_positions():
     params = TagContinuousParams(num_taggers=1, num_runners=3)
-    state = CONTINUOUS_REFERENCE.reset(params, np.random.default_rng(0))
+    state = CONTINUOUS_REFERENCE.reset(params, rng.seed_streams(0, 1))
     tagged = {**state, "in_game": np.array([True, True, False, True])}
     shifted = {**state, "loc_x": state["loc_x"] + np.float32([2.0, 0, 0, 0]).clip(None, 10 - state["loc_x"])}
     batch = batch_of([state, tagged, shifted])

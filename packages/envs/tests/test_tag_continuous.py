@@ -1,7 +1,7 @@
 """TagContinuous: the kernels against the sequential reference, WarpDrive's rules, cpu == sim.
 
-Rollouts start from reference states (so kernel and reference share the random start)
-and use a wide tagging distance and several taggers and runners, so that one tagger
+Rollouts start from the envs' random starts, which the reference draws exactly from
+the same RNG streams, and use a wide tagging distance and several taggers and runners, so that one tagger
 often tags several runners in a step: its reward and the runners-left counter,
 written through ``atomic_add``, must match the runner-by-runner reference.
 """
@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kernelgym.core import rng
 from kernelgym.envs.tag import continuous
 from kernelgym.envs.tag.continuous import SPEC, TagContinuousParams
+import tag_kernel_batch
 from tag_kernel_batch import KernelBatch
 
 REFERENCE = continuous.REFERENCE
@@ -27,7 +29,7 @@ CROWDED = TagContinuousParams(num_taggers=3, num_runners=6, grid_length=4.0, epi
                               step_reward_for_runner=0.02)
 
 
-# ``num_envs`` TagContinuous envs driven straight through the env's kernels
+# ``num_envs`` TagContinuous envs run by the runtime
 Batch = functools.partial(KernelBatch, continuous)
 
 
@@ -42,36 +44,11 @@ def random_actions(generator, params, num_envs):
 
 
 def rollout_against_reference(backend, params, num_envs, num_steps, seed):
-    """Step envs from reference start states with random actions and compare every env with
-    the reference after every step. Returns the number of tags."""
-    generator = np.random.default_rng(seed)
-    batch = Batch(backend, params, num_envs, seed)
-    expected = [REFERENCE.reset(params, generator) for _ in range(num_envs)]
-    batch.set_states(expected)
-    tags = 0
-    for t in range(num_steps):
-        actions = random_actions(generator, params, num_envs)
-        out = batch.step(actions)
-        for env in range(num_envs):
-            where = f"step {t} env {env}"
-            previous = expected[env]
-            expected[env], reward, terminated = REFERENCE.step(params, previous, actions[env])
-            actual = env_state(out, env)
-            for name in NAMES:
-                np.testing.assert_array_equal(actual[name], expected[env][name], err_msg=f"{where}: {name}")
-            np.testing.assert_allclose(out["rewards"][env], reward, rtol=1e-6, atol=1e-6, err_msg=where)
-            assert out["terminated"][env] == terminated, where
-            np.testing.assert_allclose(out["obs"][env], REFERENCE.observe(params, expected[env]),
-                                       rtol=1e-6, atol=1e-6, err_msg=where)
-            continuous.check_invariants(params, actual)
-            # a tagged runner stays out and stays put
-            out_before = ~previous["in_game"]
-            assert not np.any(actual["in_game"][out_before]), where
-            np.testing.assert_array_equal(actual["loc_x"][out_before], previous["loc_x"][out_before])
-            tags += int(previous["runners_left"]) - int(expected[env]["runners_left"])
-        if out["terminated"].any() or t + 1 == params.episode_length:
-            break
-    return tags
+    """Step envs from their random starts with random actions through NEXT_STEP resets,
+    comparing every env with the reference after every step. Returns the runners tagged."""
+    return tag_kernel_batch.rollout_against_reference(
+        continuous, backend, params, num_envs, num_steps, seed,
+        lambda generator, num_envs: random_actions(generator, params, num_envs))
 
 
 def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
@@ -166,7 +143,12 @@ def test_reset_draws_positions_in_the_square_and_quarter_turn_headings():
     assert np.all(out["speed"] == 0) and np.all(out["in_game"]) and np.all(out["runners_left"] == 30)
     # different envs draw different starts from their own streams
     assert not np.array_equal(out["loc_x"][0], out["loc_x"][1])
+    streams = rng.seed_streams(3, 64)
     for env in range(3):
+        # the reference draws the very same start from the env's stream
+        start = REFERENCE.reset(params, streams[env:env + 1].copy())
+        for name in NAMES:
+            np.testing.assert_array_equal(out[name][env], start[name], err_msg=name)
         np.testing.assert_allclose(out["obs"][env], REFERENCE.observe(params, env_state(out, env)), atol=1e-7)
 
 
@@ -208,14 +190,13 @@ def test_crowded_rollout_matches_the_sequential_reference_in_the_simulator():
 
 @pytest.mark.sim
 def test_cpu_and_simulator_agree_bit_for_bit():
-    params = dataclasses.replace(CROWDED, use_full_observation=False, num_other_agents_observed=3)
+    # episodes of 3 steps: every env is truncated and reset (NEXT_STEP) on the way
+    params = dataclasses.replace(CROWDED, use_full_observation=False, num_other_agents_observed=3,
+                                 episode_length=3)
     cpu, sim = Batch("cpu", params, 3, seed=9), Batch("sim", params, 3, seed=9)
     generator = np.random.default_rng(9)
     for t in range(6):
         actions = random_actions(generator, params, 3)
-        mask = np.array([t == 3, False, False])  # one NEXT_STEP reset on the way
-        cpu.set_reset_mask(mask)
-        sim.set_reset_mask(mask)
         cpu_out, sim_out = cpu.step(actions), sim.step(actions)
         for name in cpu_out:
             np.testing.assert_array_equal(cpu_out[name], sim_out[name], err_msg=f"step {t}: {name}")

@@ -14,63 +14,26 @@ from hypothesis import strategies as st
 
 from kernelgym.envs.tag import gridworld
 from kernelgym.envs.tag.gridworld import SPEC, TagGridWorldParams
+import tag_kernel_batch
 from tag_kernel_batch import KernelBatch
 
 REFERENCE = gridworld.REFERENCE
-NAMES = [array.name for array in SPEC.state]
 CROWDED = TagGridWorldParams(num_taggers=5, num_runners=4, grid_length=2, episode_length=30)
 
 
-# ``num_envs`` TagGridWorld envs driven straight through the env's kernels
+# ``num_envs`` TagGridWorld envs run by the runtime
 Batch = functools.partial(KernelBatch, gridworld)
 
 
-def env_state(out, env):
-    return {name: out[name][env] for name in NAMES}
-
-
-def assert_state_equal(actual, expected, where):
-    for name in NAMES:
-        np.testing.assert_array_equal(actual[name], expected[name], err_msg=f"{where}: {name}")
+def random_actions(params):
+    return lambda generator, num_envs: generator.integers(0, 5, size=(num_envs, params.num_agents))
 
 
 def rollout_against_reference(backend, params, num_envs, num_steps, seed):
-    """Step ``num_envs`` envs with random actions, resetting ended episodes (NEXT_STEP), and
-    compare every env with the reference after every step. Returns the tags counted."""
-    batch = Batch(backend, params, num_envs, seed)
-    generator = np.random.default_rng(seed)
-    expected = [REFERENCE.reset(params) for _ in range(num_envs)]
-    out = batch.host()
-    for env in range(num_envs):
-        assert_state_equal(env_state(out, env), expected[env], f"reset env {env}")
-        np.testing.assert_array_equal(out["obs"][env], REFERENCE.observe(params, expected[env]))
-    reset_mask = np.zeros(num_envs, bool)
-    tags = 0
-    for t in range(num_steps):
-        actions = generator.integers(0, 5, size=(num_envs, batch.num_agents))
-        batch.set_reset_mask(reset_mask)
-        out = batch.step(actions)
-        for env in range(num_envs):
-            where = f"step {t} env {env}"
-            if reset_mask[env]:
-                expected[env] = REFERENCE.reset(params)
-                reward, terminated = np.zeros(batch.num_agents, np.float32), False
-            else:
-                previous = expected[env]
-                expected[env], reward, terminated = REFERENCE.step(params, previous, actions[env])
-                # a tagged runner stays out and stays put
-                out_before = ~previous["in_game"]
-                assert not np.any(out["in_game"][env][out_before]), where
-                np.testing.assert_array_equal(out["loc_x"][env][out_before], previous["loc_x"][out_before])
-                tags += int(expected[env]["tagged_now"])
-            assert_state_equal(env_state(out, env), expected[env], where)
-            np.testing.assert_allclose(out["rewards"][env], reward, rtol=1e-6, atol=1e-6, err_msg=where)
-            assert out["terminated"][env] == terminated, where
-            np.testing.assert_array_equal(out["obs"][env], REFERENCE.observe(params, expected[env]), err_msg=where)
-            gridworld.check_invariants(params, env_state(out, env))
-        # the runtime's NEXT_STEP autoreset: ended episodes reset on the next step
-        reset_mask = out["terminated"] | (out["timestep"] >= params.episode_length)
-    return tags
+    """Step envs with random actions through NEXT_STEP resets, comparing every env with the
+    reference after every step. Returns the runners tagged."""
+    return tag_kernel_batch.rollout_against_reference(gridworld, backend, params, num_envs, num_steps, seed,
+                                                      random_actions(params))
 
 
 def test_crowded_rollout_matches_the_sequential_reference_on_cpu():

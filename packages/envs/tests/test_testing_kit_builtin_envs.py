@@ -1,4 +1,4 @@
-"""Every built-in env passes every check of the kit (cpu; CartPole also in the simulator).
+"""Every built-in env passes every check of the kit (cpu; CartPole and Tag also in the simulator).
 
 Few examples per check keep this suite quick; `kernelgym check ENV_ID` runs the
 defaults (20 per check).
@@ -33,11 +33,11 @@ class TestAcrobot(EnvTestSuite):
 
 class TestTagGridWorld(EnvTestSuite):
     env_id = "TagGridWorld-v0"
-    backends = ("cpu", "cuda")
+    backends = ("cpu", "sim", "cuda")
     max_examples = 3
 
 
 class TestTagContinuous(EnvTestSuite):
     env_id = "TagContinuous-v0"
-    backends = ("cpu", "cuda")
+    backends = ("cpu", "sim", "cuda")
     max_examples = 3

@@ -36,6 +36,11 @@ Observation of agent ``i`` (float32, ``7 * (1 + K) + 1`` values):
   ``K = num_other_agents_observed`` nearest agents still in the game, nearest first,
   zero blocks when fewer are left;
 - ``t / episode_length``.
+
+A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``start``,
+``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
+in the helpers below: the kernels and the exact single-env reference (``REFERENCE``,
+agent by agent) both call them, so they agree bit for bit on cpu and sim.
 """
 
 from __future__ import annotations
@@ -50,13 +55,7 @@ from gymnasium import spaces
 from kernelgym.core import agent_kernel, atomic_add, device_function, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
-from kernelgym.envs.tag._common import (
-    RESET_INPUTS,
-    STEP_INPUTS,
-    PhasedKernel,
-    check_game_invariants,
-    kernel_arguments,
-)
+from kernelgym.envs.tag._common import check_game_invariants, one_env
 
 TWO_PI = 2.0 * math.pi
 FEATURES = 7  # values per agent block in the observation
@@ -64,7 +63,7 @@ FEATURES = 7  # values per agent block in the observation
 
 @dataclasses.dataclass(frozen=True)
 class TagContinuousParams:
-    """WarpDrive's parameters and defaults; their order is the kernels' argument order."""
+    """WarpDrive's parameters and defaults (kernels bind the fields they use by name)."""
 
     num_taggers: int = 1
     num_runners: int = 10
@@ -130,11 +129,11 @@ class TagContinuousParams:
         return self.num_agents - 1 if self.use_full_observation else self.num_other_agents_observed
 
 
-# --------------------------------------------------------------- per-agent pieces
+# ------------------------------------------- the rules, once (kernels and reference)
 # Float32 array values are widened with np.float64() before any arithmetic: numba
 # widens them anyway, but the simulator runs this code as Python, where NumPy would
 # compute float32 op Python-float in float32 and the backends would drift apart.
-@numba.njit(inline="always")
+@numba.njit(inline="always", cache=True)
 def action_level(index, num_levels, low, high):
     """Index 0 is the no-op 0.0; indices 1..num_levels are evenly spaced over [low, high]."""
     if index == 0:
@@ -144,10 +143,40 @@ def action_level(index, num_levels, low, high):
     return low + (high - low) * (index - 1) / (num_levels - 1)
 
 
+@numba.njit(inline="always", cache=True)
+def kinematics(x, y, speed, direction, acceleration, acceleration_index, turn_index, top_speed, grid_length,
+               min_acceleration, max_acceleration, num_acceleration_levels, min_turn, max_turn, num_turn_levels):
+    """One agent's move: the new (x, y, speed, direction, acceleration) and whether it crossed the edge.
+
+    It turns (the direction wraps modulo 2 pi), adds the chosen acceleration, clips its
+    speed to [0, top_speed] (zeroing the acceleration at a bound), moves by
+    ``speed * (cos, sin)`` and is clipped back into the square.
+    """
+    heading = (direction + action_level(turn_index, num_turn_levels, min_turn, max_turn)) % TWO_PI
+    accel = acceleration + action_level(acceleration_index, num_acceleration_levels, min_acceleration,
+                                        max_acceleration)
+    new_speed = min(max(speed + accel, 0.0), top_speed)
+    if new_speed <= 0.0 or new_speed >= top_speed:
+        accel = 0.0
+    x = x + new_speed * math.cos(heading)
+    y = y + new_speed * math.sin(heading)
+    crossed = x < 0.0 or x > grid_length or y < 0.0 or y > grid_length
+    return min(max(x, 0.0), grid_length), min(max(y, 0.0), grid_length), new_speed, heading, accel, crossed
+
+
+@numba.njit(inline="always", cache=True)
+def move_reward(is_tagger, crossed_edge, step_penalty_for_tagger, step_reward_for_runner, edge_hit_penalty):
+    """An agent's reward for its move: its step reward, plus the edge penalty when it crossed."""
+    reward = step_penalty_for_tagger if is_tagger else step_reward_for_runner
+    if crossed_edge:
+        reward += edge_hit_penalty
+    return reward
+
+
 @device_function
-def _reset_env(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
+def draw_start(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
                timestep, runners_left, num_runners, grid_length):
-    # one thread draws for the whole env, agent by agent, so the draws are reproducible
+    """Env ``env``'s start state from its stream, agent by agent (one thread draws for the env)."""
     for agent in range(num_agents):
         loc_x[env, agent] = rng.uniform_range(rng_states, env, 0.0, grid_length)
         loc_y[env, agent] = rng.uniform_range(rng_states, env, 0.0, grid_length)
@@ -157,6 +186,27 @@ def _reset_env(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acce
         in_game[env, agent] = True
     timestep[env] = 0
     runners_left[env] = num_runners
+
+
+@device_function
+def _squared_distance(env, a, b, loc_x, loc_y):
+    dx = np.float64(loc_x[env, a]) - loc_x[env, b]
+    dy = np.float64(loc_y[env, a]) - loc_y[env, b]
+    return dx * dx + dy * dy
+
+
+@device_function
+def tagging_tagger(env, runner, loc_x, loc_y, num_taggers, tagging_distance, grid_length):
+    """The tagger that tags ``runner``: its nearest (ties: lowest index), if close enough; else -1."""
+    nearest = 0
+    nearest_distance = _squared_distance(env, runner, 0, loc_x, loc_y)
+    for tagger in range(1, num_taggers):
+        distance = _squared_distance(env, runner, tagger, loc_x, loc_y)
+        if distance < nearest_distance:
+            nearest = tagger
+            nearest_distance = distance
+    margin = tagging_distance * grid_length
+    return nearest if nearest_distance < margin * margin else -1
 
 
 @device_function
@@ -175,16 +225,10 @@ def _write_block(env, agent, block, obs, other, loc_x, loc_y, speed, direction, 
 
 
 @device_function
-def _squared_distance(env, a, b, loc_x, loc_y):
-    dx = np.float64(loc_x[env, a]) - loc_x[env, b]
-    dy = np.float64(loc_y[env, a]) - loc_y[env, b]
-    return dx * dx + dy * dy
-
-
-@device_function
-def _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                   num_other_agents_observed):
+def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
+                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
+                  num_other_agents_observed):
+    """``agent``'s observation (module docstring) into ``obs[env, agent]``."""
     obs[env, agent, 0] = np.float64(loc_x[env, agent]) / grid_length
     obs[env, agent, 1] = np.float64(loc_y[env, agent]) / grid_length
     obs[env, agent, 2] = np.float64(speed[env, agent]) / max_speed
@@ -230,26 +274,11 @@ def _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, 
 
 # ------------------------------------------------------------------ step phases
 @agent_kernel
-def _step_reset(env, agent, num_agents, rng_states, reset_mask, rewards,
-                loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left,
-                num_runners, grid_length):
-    """Phase 0: reset the envs whose previous step ended the episode (NEXT_STEP autoreset)."""
-    if reset_mask[env]:
-        rewards[env, agent] = 0.0
-        if agent == 0:
-            _reset_env(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
-                       timestep, runners_left, num_runners, grid_length)
-
-
-@agent_kernel
-def _step_move(env, agent, num_agents, actions, reset_mask, rewards,
-               loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-               num_taggers, grid_length, max_speed, skill_level_tagger, skill_level_runner,
-               max_acceleration, min_acceleration, max_turn, min_turn, num_acceleration_levels, num_turn_levels,
-               edge_hit_penalty, step_penalty_for_tagger, step_reward_for_runner):
-    """Phase 1: every agent still in the game turns, accelerates and moves."""
-    if reset_mask[env]:
-        return
+def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
+         num_taggers, grid_length, max_speed, skill_level_tagger, skill_level_runner,
+         max_acceleration, min_acceleration, max_turn, min_turn, num_acceleration_levels, num_turn_levels,
+         edge_hit_penalty, step_penalty_for_tagger, step_reward_for_runner):
+    """Phase 1: every agent still in the game turns, accelerates and moves (the clock ticks)."""
     if agent == 0:
         timestep[env] += 1
     rewards[env, agent] = 0.0
@@ -257,191 +286,138 @@ def _step_move(env, agent, num_agents, actions, reset_mask, rewards,
         return
     is_tagger = agent < num_taggers
     top_speed = max_speed * (skill_level_tagger if is_tagger else skill_level_runner)
-    turn = action_level(actions[env, agent, 1], num_turn_levels, min_turn, max_turn)
-    heading = (np.float64(direction[env, agent]) + turn) % TWO_PI
-    accel = np.float64(acceleration[env, agent]) + action_level(
-        actions[env, agent, 0], num_acceleration_levels, min_acceleration, max_acceleration
-    )
-    new_speed = min(max(np.float64(speed[env, agent]) + accel, 0.0), top_speed)
-    if new_speed <= 0.0 or new_speed >= top_speed:
-        accel = 0.0
-    x = np.float64(loc_x[env, agent]) + new_speed * math.cos(heading)
-    y = np.float64(loc_y[env, agent]) + new_speed * math.sin(heading)
-    reward = step_penalty_for_tagger if is_tagger else step_reward_for_runner
-    if x < 0.0 or x > grid_length or y < 0.0 or y > grid_length:
-        reward += edge_hit_penalty
-    loc_x[env, agent] = min(max(x, 0.0), grid_length)
-    loc_y[env, agent] = min(max(y, 0.0), grid_length)
-    direction[env, agent] = heading
-    speed[env, agent] = new_speed
-    acceleration[env, agent] = accel
-    rewards[env, agent] = reward
+    (loc_x[env, agent], loc_y[env, agent], speed[env, agent], direction[env, agent], acceleration[env, agent],
+     crossed) = kinematics(
+        np.float64(loc_x[env, agent]), np.float64(loc_y[env, agent]), np.float64(speed[env, agent]),
+        np.float64(direction[env, agent]), np.float64(acceleration[env, agent]), actions[env, agent, 0],
+        actions[env, agent, 1], top_speed, grid_length, min_acceleration, max_acceleration,
+        num_acceleration_levels, min_turn, max_turn, num_turn_levels)
+    rewards[env, agent] = move_reward(is_tagger, crossed, step_penalty_for_tagger, step_reward_for_runner,
+                                      edge_hit_penalty)
 
 
 @agent_kernel
-def _step_tag(env, agent, num_agents, reset_mask, rewards, loc_x, loc_y, in_game, runners_left,
-              num_taggers, grid_length, tagging_distance, tag_reward_for_tagger, tag_penalty_for_runner,
-              runner_exits_game_after_tagged):
+def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left,
+        num_taggers, grid_length, tagging_distance, tag_reward_for_tagger, tag_penalty_for_runner,
+        runner_exits_game_after_tagged):
     """Phase 2: each runner still in the game checks its nearest tagger."""
-    if reset_mask[env] or agent < num_taggers or not in_game[env, agent]:
+    if agent < num_taggers or not in_game[env, agent]:
         return
-    nearest = 0
-    nearest_distance = _squared_distance(env, agent, 0, loc_x, loc_y)
-    for tagger in range(1, num_taggers):
-        distance = _squared_distance(env, agent, tagger, loc_x, loc_y)
-        if distance < nearest_distance:
-            nearest = tagger
-            nearest_distance = distance
-    margin = tagging_distance * grid_length
-    if nearest_distance < margin * margin:
-        rewards[env, agent] += tag_penalty_for_runner
-        # one tagger may tag several runners in a step: its reward is shared
-        atomic_add(rewards, (env, nearest), tag_reward_for_tagger)
-        if runner_exits_game_after_tagged:
-            in_game[env, agent] = False
-            atomic_add(runners_left, env, -1)
+    tagger = tagging_tagger(env, agent, loc_x, loc_y, num_taggers, tagging_distance, grid_length)
+    if tagger < 0:
+        return
+    rewards[env, agent] = np.float64(rewards[env, agent]) + tag_penalty_for_runner
+    # one tagger may tag several runners in a step: its reward is shared. The sum is
+    # taken in float32 (as CUDA's atomic add on a float32 does), so it is the same in
+    # any order and on every backend.
+    atomic_add(rewards, (env, tagger), np.float32(tag_reward_for_tagger))
+    if runner_exits_game_after_tagged:
+        in_game[env, agent] = False
+        atomic_add(runners_left, env, -1)
 
 
 @agent_kernel
-def _step_finish(env, agent, num_agents, reset_mask, obs, rewards, terminated,
-                 loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left,
-                 num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                 num_other_agents_observed, end_of_game_reward_for_runner):
+def finish(env, agent, num_agents, obs, rewards, terminated,
+           loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left,
+           num_taggers, grid_length, episode_length, max_speed, use_full_observation,
+           num_other_agents_observed, end_of_game_reward_for_runner):
     """Phase 3: the end-of-game reward, observations and the terminated flag."""
-    if not reset_mask[env] and agent >= num_taggers and in_game[env, agent] and timestep[env] == episode_length:
-        rewards[env, agent] += end_of_game_reward_for_runner
-    _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                   num_other_agents_observed)
+    if agent >= num_taggers and in_game[env, agent] and timestep[env] == episode_length:
+        rewards[env, agent] = np.float64(rewards[env, agent]) + end_of_game_reward_for_runner
+    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
+                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
+                  num_other_agents_observed)
     if agent == 0:
-        terminated[env] = runners_left[env] == 0 and not reset_mask[env]
+        terminated[env] = runners_left[env] == 0
 
 
 # ----------------------------------------------------------------- reset phases
 @agent_kernel
-def _reset_start(env, agent, num_agents, rng_states, reset_mask,
-                 loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left,
-                 num_runners, grid_length):
-    """Draw the start state of every flagged env (one thread per env draws)."""
-    if reset_mask[env] and agent == 0:
-        _reset_env(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
+def start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
+          runners_left, num_runners, grid_length):
+    """Reset phase 1: one thread draws the env's start state from the env's stream."""
+    if agent == 0:
+        draw_start(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
                    timestep, runners_left, num_runners, grid_length)
 
 
 @agent_kernel
-def _reset_observe(env, agent, num_agents, reset_mask, obs,
-                   loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                   num_other_agents_observed):
-    """The first observation of every agent of a flagged env."""
-    if reset_mask[env]:
-        _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game,
-                       timestep, num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                       num_other_agents_observed)
+def first_observation(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game,
+                      timestep, num_taggers, grid_length, episode_length, max_speed, use_full_observation,
+                      num_other_agents_observed):
+    """Reset phase 2: every agent observes the start state (all agents are drawn)."""
+    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
+                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
+                  num_other_agents_observed)
 
 
-# ---------------------------------------------------------------- CPU reference
-def reference_reset(params, generator):
-    """A start state of one env drawn with a numpy Generator (same distribution as the kernel)."""
+# ---------------------------------------------------------------- exact reference
+_PER_AGENT = ("loc_x", "loc_y", "speed", "direction", "acceleration", "in_game")
+
+
+def reference_reset(params, rng_states):
+    """One env's start state, drawn from its stream ``rng_states`` (``(1, 2)`` uint64) as the kernel draws."""
     n = params.num_agents
-    return {
-        "loc_x": generator.uniform(0, params.grid_length, n).astype(np.float32),
-        "loc_y": generator.uniform(0, params.grid_length, n).astype(np.float32),
-        "speed": np.zeros(n, np.float32),
-        "direction": (generator.integers(0, 4, n) * (np.pi / 2)).astype(np.float32),
-        "acceleration": np.zeros(n, np.float32),
-        "in_game": np.ones(n, bool),
-        "timestep": np.int32(0).reshape(()),
-        "runners_left": np.int32(params.num_runners).reshape(()),
-    }
+    batch = {name: np.zeros((1, n), np.float32) for name in _PER_AGENT[:-1]}
+    batch |= {"in_game": np.zeros((1, n), bool), "timestep": np.zeros(1, np.int32),
+              "runners_left": np.zeros(1, np.int32)}
+    draw_start(0, n, rng_states, *(batch[name] for name in _PER_AGENT), batch["timestep"], batch["runners_left"],
+               params.num_runners, params.grid_length)
+    return {name: value[0] for name, value in batch.items()}
 
 
-def _levels(index, num_levels, low, high):
-    index = np.asarray(index, np.float64)
-    spaced = low + (high - low) * (index - 1) / max(num_levels - 1, 1)
-    return np.where(index == 0, 0.0, spaced)
-
-
-def reference_step(params, state, action, generator=None):
-    """One step of one env in plain numpy, runner by runner for the tags (the ground truth)."""
+def reference_step(params, state, action, rng_states=None):
+    """One step of one env, agent by agent (the sequential ground truth), with the kernels' rules."""
+    p = params
     action = np.asarray(action, np.int64)
-    n, taggers = params.num_agents, np.arange(params.num_agents) < params.num_taggers
-    in_game = state["in_game"].copy()
-    top_speed = params.max_speed * np.where(taggers, params.skill_level_tagger, params.skill_level_runner)
-    direction = (state["direction"].astype(np.float64)
-                 + _levels(action[:, 1], params.num_turn_levels, params.min_turn, params.max_turn)) % (2 * np.pi)
-    acceleration = state["acceleration"] + _levels(
-        action[:, 0], params.num_acceleration_levels, params.min_acceleration, params.max_acceleration)
-    speed = np.minimum(np.maximum(state["speed"] + acceleration, 0.0), top_speed)
-    acceleration = np.where((speed <= 0) | (speed >= top_speed), 0.0, acceleration)
-    # math.cos/sin (libm, as the kernels use) rather than numpy's SIMD versions, whose last
-    # bit may differ: the reference must reproduce the kernels bit for bit
-    x = state["loc_x"] + speed * np.array([math.cos(heading) for heading in direction])
-    y = state["loc_y"] + speed * np.array([math.sin(heading) for heading in direction])
-    crossed = (x < 0) | (x > params.grid_length) | (y < 0) | (y > params.grid_length)
-    reward = np.where(taggers, params.step_penalty_for_tagger, params.step_reward_for_runner)
-    reward = reward + np.where(crossed, params.edge_hit_penalty, 0.0)
-    moved = {
-        "loc_x": np.clip(x, 0, params.grid_length), "loc_y": np.clip(y, 0, params.grid_length),
-        "speed": speed, "direction": direction, "acceleration": acceleration,
-    }
-    new_state = {
-        name: np.where(in_game, value, state[name]).astype(np.float32) for name, value in moved.items()
-    }
-    reward = np.where(in_game, reward, 0.0)
+    batch = one_env(state)
+    loc_x, loc_y, speed, direction, acceleration, in_game = (batch[name][0] for name in _PER_AGENT)
+    reward = np.zeros(p.num_agents, np.float32)
+    for agent in range(p.num_agents):
+        if not in_game[agent]:
+            continue
+        is_tagger = agent < p.num_taggers
+        top_speed = p.max_speed * (p.skill_level_tagger if is_tagger else p.skill_level_runner)
+        (loc_x[agent], loc_y[agent], speed[agent], direction[agent], acceleration[agent], crossed) = kinematics(
+            np.float64(loc_x[agent]), np.float64(loc_y[agent]), np.float64(speed[agent]),
+            np.float64(direction[agent]), np.float64(acceleration[agent]), int(action[agent, 0]),
+            int(action[agent, 1]), top_speed, p.grid_length, p.min_acceleration, p.max_acceleration,
+            p.num_acceleration_levels, p.min_turn, p.max_turn, p.num_turn_levels)
+        reward[agent] = move_reward(is_tagger, crossed, p.step_penalty_for_tagger, p.step_reward_for_runner,
+                                    p.edge_hit_penalty)
     runners_left = int(state["runners_left"])
-    px, py = new_state["loc_x"].astype(np.float64), new_state["loc_y"].astype(np.float64)
-    margin = params.tagging_distance * params.grid_length
-    for runner in range(params.num_taggers, n):
+    for runner in range(p.num_taggers, p.num_agents):
         if not in_game[runner]:
             continue
-        distances = (px[: params.num_taggers] - px[runner]) ** 2 + (py[: params.num_taggers] - py[runner]) ** 2
-        nearest = int(np.argmin(distances))  # the first of equal distances, as the kernel
-        if distances[nearest] < margin * margin:
-            reward[runner] += params.tag_penalty_for_runner
-            reward[nearest] += params.tag_reward_for_tagger
-            if params.runner_exits_game_after_tagged:
-                in_game[runner] = False
-                runners_left -= 1
+        tagger = tagging_tagger(0, runner, batch["loc_x"], batch["loc_y"], p.num_taggers, p.tagging_distance,
+                                p.grid_length)
+        if tagger < 0:
+            continue
+        reward[runner] = np.float64(reward[runner]) + p.tag_penalty_for_runner
+        reward[tagger] = reward[tagger] + np.float32(p.tag_reward_for_tagger)  # float32, as the kernel
+        if p.runner_exits_game_after_tagged:
+            in_game[runner] = False
+            runners_left -= 1
     timestep = int(state["timestep"]) + 1
-    if timestep == params.episode_length:
-        reward[~taggers & in_game] += params.end_of_game_reward_for_runner
-    new_state |= {
-        "in_game": in_game,
-        "timestep": np.int32(timestep).reshape(()),
-        "runners_left": np.int32(runners_left).reshape(()),
-    }
-    return new_state, reward.astype(np.float32), runners_left == 0
+    if timestep == p.episode_length:
+        for runner in range(p.num_taggers, p.num_agents):
+            if in_game[runner]:
+                reward[runner] = np.float64(reward[runner]) + p.end_of_game_reward_for_runner
+    new_state = {name: batch[name][0] for name in _PER_AGENT}
+    new_state |= {"timestep": np.int32(timestep).reshape(()), "runners_left": np.int32(runners_left).reshape(())}
+    return new_state, reward, runners_left == 0
 
 
 def reference_observe(params, state):
     """Every agent's observation, shape ``(num_agents, 7 * (1 + K) + 1)`` (module docstring)."""
-    n = params.num_agents
-    features = np.stack([
-        state["loc_x"], state["loc_y"], state["speed"], state["direction"], state["acceleration"],
-    ]).astype(np.float64)
-    own_scale = np.array([params.grid_length, params.grid_length, params.max_speed, 2 * np.pi, params.max_speed])
-    diagonal = params.grid_length * np.sqrt(2.0)
-    relative_scale = np.array([diagonal, diagonal, params.max_speed, 2 * np.pi, params.max_speed])
-    types = (np.arange(n) < params.num_taggers).astype(np.float64)
-    in_game = state["in_game"].astype(np.float64)
-    rows = []
-    for agent in range(n):
-        if params.use_full_observation:
-            observed = [other for other in range(n) if other != agent]
-        else:
-            distances = (features[0] - features[0, agent]) ** 2 + (features[1] - features[1, agent]) ** 2
-            candidates = [other for other in range(n) if other != agent and state["in_game"][other]]
-            observed = sorted(candidates, key=lambda other: (distances[other], other))[
-                : params.num_other_agents_observed]
-        blocks = [np.concatenate([features[:, agent] / own_scale, [types[agent], in_game[agent]]])]
-        for other in observed:
-            relative = (features[:, other] - features[:, agent]) / relative_scale
-            blocks.append(np.concatenate([relative, [types[other], in_game[other]]]))
-        blocks += [np.zeros(FEATURES)] * (params.num_observed - len(observed))
-        blocks.append([int(state["timestep"]) / params.episode_length])
-        rows.append(np.concatenate(blocks))
-    return np.array(rows, dtype=np.float32)
+    p = params
+    batch = one_env(state)
+    obs = np.zeros((1, p.num_agents, FEATURES * (1 + p.num_observed) + 1), np.float32)
+    for agent in range(p.num_agents):
+        observe_agent(0, agent, p.num_agents, obs, *(batch[name] for name in _PER_AGENT), batch["timestep"],
+                      p.num_taggers, p.grid_length, p.episode_length, p.max_speed, p.use_full_observation,
+                      p.num_other_agents_observed)
+    return obs[0]
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -517,9 +493,9 @@ SPEC = EnvSpec(
         StateArray("timestep", np.int32),
         StateArray("runners_left", np.int32),
     ),
-    step_kernel=f"{__name__}:step_kernel",
-    reset_kernel=f"{__name__}:reset_kernel",
-    reference=f"{__name__}:REFERENCE",
+    step_kernel=(move, tag, finish),
+    reset_kernel=(start, first_observation),
+    reference=REFERENCE,
     params=TagContinuousParams(),
     num_agents=lambda params: params.num_agents,
     max_episode_steps=lambda params: params.episode_length,
@@ -528,14 +504,10 @@ SPEC = EnvSpec(
     episode_step="timestep",
     kernel_layout="agent",
     render="kernelgym.envs.render:render_tag_continuous",
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:check_invariants",
+    state_strategy=state_strategy,
+    invariants=check_invariants,
     description="WarpDrive's continuous tag: taggers chase runners with speed and heading (multi-agent)",
 )
-
-
-step_kernel = PhasedKernel(kernel_arguments(STEP_INPUTS, SPEC), _step_reset, _step_move, _step_tag, _step_finish)
-reset_kernel = PhasedKernel(kernel_arguments(RESET_INPUTS, SPEC), _reset_start, _reset_observe)
 
 
 @hookimpl

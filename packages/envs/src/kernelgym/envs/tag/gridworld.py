@@ -20,29 +20,27 @@ Observation of each agent (full observation, ``4 * num_agents + 1`` floats):
 ``x / grid_length`` of every agent, then ``y / grid_length`` of every agent, then
 every agent's type (0 tagger, 1 runner in the game, -1 runner tagged out), then a
 one-hot of the observer, then ``t / episode_length``.
+
+A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``place``,
+``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
+in the helpers below: the kernels and the exact single-env reference (``REFERENCE``,
+agent by agent) both call them, so they agree bit for bit on cpu and sim.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+import numba
 import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import agent_kernel, atomic_add, device_function
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
-from kernelgym.envs.tag._common import (
-    RESET_INPUTS,
-    STEP_INPUTS,
-    PhasedKernel,
-    check_game_invariants,
-    kernel_arguments,
-)
+from kernelgym.envs.tag._common import check_game_invariants, one_env
 
-NUM_ACTIONS = 5
-# (dx, dy) of actions stay, +x, -x, +y, -y
-MOVES = np.array([[0, 0], [1, 0], [-1, 0], [0, 1], [0, -1]], dtype=np.int64)
+NUM_ACTIONS = 5  # stay, +x, -x, +y, -y
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,23 +70,53 @@ class TagGridWorldParams:
         return self.num_taggers + self.num_runners
 
 
-# --------------------------------------------------------------- per-agent pieces
-@device_function
-def _reset_agent(env, agent, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                 num_taggers, num_runners, grid_length):
-    start = grid_length // 2 if agent < num_taggers else 0
-    loc_x[env, agent] = start
-    loc_y[env, agent] = start
-    in_game[env, agent] = True
-    if agent == 0:
-        timestep[env] = 0
-        runners_left[env] = num_runners
-        tagged_now[env] = 0
+# ------------------------------------------- the rules, once (kernels and reference)
+# Rewards are float32 buffers updated in several phases: every update widens the stored
+# value with np.float64() first, so cpu (where numba widens anyway), the simulator
+# (which runs this code as Python, where float32 op float would stay float32) and the
+# reference round alike.
+@numba.njit(inline="always", cache=True)
+def start_cell(agent, num_taggers, grid_length):
+    """Where ``agent`` starts on both axes: taggers at the centre, runners at the corner."""
+    return grid_length // 2 if agent < num_taggers else 0
+
+
+@numba.njit(inline="always", cache=True)
+def grid_move(x, y, action, grid_length, wall_hit_penalty):
+    """An agent's cell after ``action``, clipped to the grid, and its reward for the move."""
+    new_x = x + (action == 1) - (action == 2)
+    new_y = y + (action == 3) - (action == 4)
+    clipped_x = min(max(new_x, 0), grid_length)
+    clipped_y = min(max(new_y, 0), grid_length)
+    hit_wall = clipped_x != new_x or clipped_y != new_y
+    return clipped_x, clipped_y, -wall_hit_penalty if hit_wall else 0.0
+
+
+@numba.njit(inline="always", cache=True)
+def end_of_step_reward(reward, is_tagger, in_game, tags, tag_reward_for_tagger, step_cost_for_tagger):
+    """An agent's reward once the step's ``tags`` are known: tag rewards, else the step cost."""
+    if is_tagger:
+        if tags > 0:
+            return reward + tag_reward_for_tagger * tags
+        return reward - step_cost_for_tagger
+    if in_game and tags == 0:
+        return reward + step_cost_for_tagger
+    return reward
 
 
 @device_function
-def _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
-                   num_taggers, grid_length, episode_length):
+def on_a_taggers_cell(env, runner, loc_x, loc_y, num_taggers):
+    """Whether a tagger of env ``env`` stands on ``runner``'s cell."""
+    for tagger in range(num_taggers):
+        if loc_x[env, tagger] == loc_x[env, runner] and loc_y[env, tagger] == loc_y[env, runner]:
+            return True
+    return False
+
+
+@device_function
+def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
+                  num_taggers, grid_length, episode_length):
+    """``agent``'s full observation (module docstring) into ``obs[env, agent]``."""
     for other in range(num_agents):
         obs[env, agent, other] = loc_x[env, other] / grid_length
         obs[env, agent, num_agents + other] = loc_y[env, other] / grid_length
@@ -105,146 +133,124 @@ def _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
 
 # ------------------------------------------------------------------ step phases
 @agent_kernel
-def _step_move(env, agent, num_agents, actions, reset_mask, rewards,
-               loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-               num_taggers, num_runners, grid_length, wall_hit_penalty):
-    """Phase 1: reset the env (NEXT_STEP autoreset) or move every agent still in the game."""
-    if reset_mask[env]:
-        _reset_agent(env, agent, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                     num_taggers, num_runners, grid_length)
-        rewards[env, agent] = 0.0
-        return
+def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, in_game, timestep, tagged_now,
+         grid_length, wall_hit_penalty):
+    """Phase 1: every agent still in the game moves (the clock ticks)."""
     if agent == 0:
         timestep[env] += 1
         tagged_now[env] = 0
     reward = 0.0
     if in_game[env, agent]:
-        action = actions[env, agent]
-        x = loc_x[env, agent] + (action == 1) - (action == 2)
-        y = loc_y[env, agent] + (action == 3) - (action == 4)
-        clipped_x = min(max(x, 0), grid_length)
-        clipped_y = min(max(y, 0), grid_length)
-        if clipped_x != x or clipped_y != y:
-            reward -= wall_hit_penalty
-        loc_x[env, agent] = clipped_x
-        loc_y[env, agent] = clipped_y
+        loc_x[env, agent], loc_y[env, agent], reward = grid_move(
+            loc_x[env, agent], loc_y[env, agent], actions[env, agent], grid_length, wall_hit_penalty)
     rewards[env, agent] = reward
 
 
 @agent_kernel
-def _step_tag(env, agent, num_agents, reset_mask, rewards, loc_x, loc_y, in_game, runners_left, tagged_now,
-              num_taggers, tag_penalty_for_runner):
+def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left, tagged_now,
+        num_taggers, tag_penalty_for_runner):
     """Phase 2: each runner still in the game checks whether a tagger shares its cell."""
-    if reset_mask[env] or agent < num_taggers or not in_game[env, agent]:
+    if agent < num_taggers or not in_game[env, agent]:
         return
-    for tagger in range(num_taggers):
-        if loc_x[env, tagger] == loc_x[env, agent] and loc_y[env, tagger] == loc_y[env, agent]:
-            in_game[env, agent] = False
-            rewards[env, agent] -= tag_penalty_for_runner
-            # several runners of one env may be tagged at once: shared counters are atomic
-            atomic_add(tagged_now, env, 1)
-            atomic_add(runners_left, env, -1)
-            break
+    if on_a_taggers_cell(env, agent, loc_x, loc_y, num_taggers):
+        in_game[env, agent] = False
+        rewards[env, agent] = np.float64(rewards[env, agent]) - tag_penalty_for_runner
+        # several runners of one env may be tagged at once: shared counters are atomic
+        atomic_add(tagged_now, env, 1)
+        atomic_add(runners_left, env, -1)
 
 
 @agent_kernel
-def _step_finish(env, agent, num_agents, reset_mask, obs, rewards, terminated,
-                 loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                 num_taggers, grid_length, episode_length, tag_reward_for_tagger, step_cost_for_tagger):
+def finish(env, agent, num_agents, obs, rewards, terminated, loc_x, loc_y, in_game, timestep, runners_left,
+           tagged_now, num_taggers, grid_length, episode_length, tag_reward_for_tagger, step_cost_for_tagger):
     """Phase 3: tag and step rewards, observations, and the terminated flag."""
-    if not reset_mask[env]:
-        tags = tagged_now[env]
-        if agent < num_taggers:
-            if tags > 0:
-                rewards[env, agent] += tag_reward_for_tagger * tags
-            else:
-                rewards[env, agent] -= step_cost_for_tagger
-        elif in_game[env, agent] and tags == 0:
-            rewards[env, agent] += step_cost_for_tagger
-    _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
-                   num_taggers, grid_length, episode_length)
+    rewards[env, agent] = end_of_step_reward(np.float64(rewards[env, agent]), agent < num_taggers,
+                                             in_game[env, agent], tagged_now[env], tag_reward_for_tagger,
+                                             step_cost_for_tagger)
+    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length,
+                  episode_length)
     if agent == 0:
-        terminated[env] = runners_left[env] == 0 and not reset_mask[env]
+        terminated[env] = runners_left[env] == 0
 
 
 # ----------------------------------------------------------------- reset phases
 @agent_kernel
-def _reset_start(env, agent, num_agents, reset_mask, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                 num_taggers, num_runners, grid_length):
-    """Put every agent of a flagged env on its start cell."""
-    if reset_mask[env]:
-        _reset_agent(env, agent, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-                     num_taggers, num_runners, grid_length)
+def place(env, agent, num_agents, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
+          num_taggers, num_runners, grid_length):
+    """Reset phase 1: every agent on its start cell, the counters at their start."""
+    cell = start_cell(agent, num_taggers, grid_length)
+    loc_x[env, agent] = cell
+    loc_y[env, agent] = cell
+    in_game[env, agent] = True
+    if agent == 0:
+        timestep[env] = 0
+        runners_left[env] = num_runners
+        tagged_now[env] = 0
 
 
 @agent_kernel
-def _reset_observe(env, agent, num_agents, reset_mask, obs, loc_x, loc_y, in_game, timestep,
-                   num_taggers, grid_length, episode_length):
-    """The first observation of every agent of a flagged env."""
-    if reset_mask[env]:
-        _observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
-                       num_taggers, grid_length, episode_length)
+def first_observation(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
+                      num_taggers, grid_length, episode_length):
+    """Reset phase 2: every agent observes the start state (all agents are placed)."""
+    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length,
+                  episode_length)
 
 
-# ---------------------------------------------------------------- CPU reference
-def reference_reset(params, generator=None):
-    """The (deterministic) start state of one env."""
-    num_agents = params.num_agents
-    start = np.where(np.arange(num_agents) < params.num_taggers, params.grid_length // 2, 0).astype(np.int32)
+# ---------------------------------------------------------------- exact reference
+def reference_reset(params, rng_states=None):
+    """The start state of one env (deterministic: ``rng_states`` is not drawn from)."""
+    start = np.array([start_cell(agent, params.num_taggers, params.grid_length)
+                      for agent in range(params.num_agents)], dtype=np.int32)
     return {
         "loc_x": start.copy(),
         "loc_y": start.copy(),
-        "in_game": np.ones(num_agents, dtype=bool),
+        "in_game": np.ones(params.num_agents, dtype=bool),
         "timestep": np.int32(0).reshape(()),
         "runners_left": np.int32(params.num_runners).reshape(()),
         "tagged_now": np.int32(0).reshape(()),
     }
 
 
-def reference_step(params, state, action, generator=None):
-    """One step of one env, agent by agent in plain numpy (the sequential ground truth)."""
-    taggers = np.arange(params.num_agents) < params.num_taggers
-    in_game = state["in_game"].copy()
-    moves = MOVES[np.asarray(action, dtype=np.int64)] * in_game[:, None]
-    x = state["loc_x"].astype(np.int64) + moves[:, 0]
-    y = state["loc_y"].astype(np.int64) + moves[:, 1]
-    new_x, new_y = np.clip(x, 0, params.grid_length), np.clip(y, 0, params.grid_length)
-    reward = np.where((new_x != x) | (new_y != y), -params.wall_hit_penalty, 0.0)
-    tagged = np.zeros(params.num_agents, dtype=bool)
-    for runner in np.flatnonzero(~taggers & in_game):
-        tagged[runner] = np.any(taggers & (new_x == new_x[runner]) & (new_y == new_y[runner]))
-    num_tagged = int(tagged.sum())
-    reward[tagged] -= params.tag_penalty_for_runner
-    in_game &= ~tagged
-    if num_tagged:
-        reward[taggers] += params.tag_reward_for_tagger * num_tagged
-    else:
-        reward[taggers] -= params.step_cost_for_tagger
-        reward[~taggers & in_game] += params.step_cost_for_tagger
-    runners_left = int(state["runners_left"]) - num_tagged
+def reference_step(params, state, action, rng_states=None):
+    """One step of one env, agent by agent (the sequential ground truth), with the kernels' rules."""
+    p = params
+    batch = one_env(state)
+    loc_x, loc_y, in_game = batch["loc_x"][0], batch["loc_y"][0], batch["in_game"][0]
+    action = np.asarray(action, dtype=np.int64)
+    reward = np.zeros(p.num_agents, np.float32)
+    for agent in range(p.num_agents):
+        if in_game[agent]:
+            loc_x[agent], loc_y[agent], reward[agent] = grid_move(
+                int(loc_x[agent]), int(loc_y[agent]), int(action[agent]), p.grid_length, p.wall_hit_penalty)
+    tags = 0
+    for runner in range(p.num_taggers, p.num_agents):
+        if in_game[runner] and on_a_taggers_cell(0, runner, batch["loc_x"], batch["loc_y"], p.num_taggers):
+            in_game[runner] = False
+            reward[runner] = np.float64(reward[runner]) - p.tag_penalty_for_runner
+            tags += 1
+    for agent in range(p.num_agents):
+        reward[agent] = end_of_step_reward(np.float64(reward[agent]), agent < p.num_taggers, bool(in_game[agent]),
+                                           tags, p.tag_reward_for_tagger, p.step_cost_for_tagger)
+    runners_left = int(state["runners_left"]) - tags
     new_state = {
-        "loc_x": new_x.astype(np.int32),
-        "loc_y": new_y.astype(np.int32),
+        "loc_x": loc_x,
+        "loc_y": loc_y,
         "in_game": in_game,
         "timestep": np.int32(int(state["timestep"]) + 1).reshape(()),
         "runners_left": np.int32(runners_left).reshape(()),
-        "tagged_now": np.int32(num_tagged).reshape(()),
+        "tagged_now": np.int32(tags).reshape(()),
     }
-    return new_state, reward.astype(np.float32), runners_left == 0
+    return new_state, reward, runners_left == 0
 
 
 def reference_observe(params, state):
     """Every agent's full observation, shape ``(num_agents, 4 * num_agents + 1)``."""
-    num_agents = params.num_agents
-    taggers = np.arange(num_agents) < params.num_taggers
-    kinds = np.where(taggers, 0.0, np.where(state["in_game"], 1.0, -1.0))
-    common = np.concatenate(
-        [state["loc_x"] / params.grid_length, state["loc_y"] / params.grid_length, kinds]
-    )
-    time = np.array([int(state["timestep"]) / params.episode_length])
-    return np.stack(
-        [np.concatenate([common, np.eye(num_agents)[agent], time]) for agent in range(num_agents)]
-    ).astype(np.float32)
+    batch = one_env(state)
+    obs = np.zeros((1, params.num_agents, 4 * params.num_agents + 1), np.float32)
+    for agent in range(params.num_agents):
+        observe_agent(0, agent, params.num_agents, obs, batch["loc_x"], batch["loc_y"], batch["in_game"],
+                      batch["timestep"], params.num_taggers, params.grid_length, params.episode_length)
+    return obs[0]
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -301,9 +307,9 @@ SPEC = EnvSpec(
         StateArray("runners_left", np.int32),
         StateArray("tagged_now", np.int32),
     ),
-    step_kernel=f"{__name__}:step_kernel",
-    reset_kernel=f"{__name__}:reset_kernel",
-    reference=f"{__name__}:REFERENCE",
+    step_kernel=(move, tag, finish),
+    reset_kernel=(place, first_observation),
+    reference=REFERENCE,
     params=TagGridWorldParams(),
     num_agents=lambda params: params.num_agents,
     max_episode_steps=lambda params: params.episode_length,
@@ -312,14 +318,10 @@ SPEC = EnvSpec(
     episode_step="timestep",
     kernel_layout="agent",
     render="kernelgym.envs.render:render_tag_gridworld",
-    state_strategy=f"{__name__}:state_strategy",
-    invariants=f"{__name__}:check_invariants",
+    state_strategy=state_strategy,
+    invariants=check_invariants,
     description="WarpDrive's tag on a grid: taggers chase runners (multi-agent)",
 )
-
-
-step_kernel = PhasedKernel(kernel_arguments(STEP_INPUTS, SPEC), _step_move, _step_tag, _step_finish)
-reset_kernel = PhasedKernel(kernel_arguments(RESET_INPUTS, SPEC), _reset_start, _reset_observe)
 
 
 @hookimpl
