@@ -293,10 +293,15 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
             names.append(name)  # passed at each call whether or not a body here reads it
     names = [name for name in names if name not in per_call] + list(per_call)
     statements = _positions(statements, {name: index for index, name in enumerate(names)})
+    # Python scalars (params) become constants of the launcher: fewer arguments to type
+    # at each call, and the compiler folds them, as in a hand-written loop
+    constants = {index: checked[name] for index, name in enumerate(names)
+                 if type(checked[name]) in (bool, int, float) and name not in per_call}
     module = codegen.program_launcher_module(
-        kind, [body._key for body in bodies], statements, len(names), title=description
+        kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants
     )
-    args = tuple(checked[name] for name in names[:len(names) - len(per_call)])
+    args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
+                 if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
     if backend == "cpu":
         return functools.partial(module.cpu_launcher, *counts, *args), names, description

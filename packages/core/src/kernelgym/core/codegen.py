@@ -108,6 +108,13 @@ NO_FAULT = 2**63 - 1
 SERIAL_CHECK_BELOW = 8192
 
 
+def _literal(value) -> str:
+    """Source text of a constant that reads back exactly (floats through their hex form)."""
+    if type(value) is float:
+        return f"float.fromhex({value.hex()!r})"
+    return repr(value)
+
+
 def cache_dir() -> Path:
     """Where launcher modules live: ``$KERNELGYM_CACHE_DIR`` or the user cache directory."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
@@ -201,7 +208,7 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
     return _import_launcher(stem, text)
 
 
-def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str):
+def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None):
     """Import (writing it first if needed) a launcher running a program of bodies per env.
 
     Parameters
@@ -221,13 +228,18 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         The launcher's argument count after ``num_envs`` (and ``num_agents``).
     title : str
         Written into the module docstring.
+    constants : mapping of int to bool, int or float, optional
+        Arguments fixed at generation: module globals, which Numba compiles in as
+        constants, instead of launcher parameters.
 
     Returns
     -------
     module
         ``cpu_launcher`` and ``cuda_launcher`` (see `launcher_module`).
     """
-    program = repr((kind, tuple(body_keys), statements, num_args))
+    constants = dict(constants or {})
+    frozen = "\n".join(f"a{k} = {_literal(value)}" for k, value in sorted(constants.items()))
+    program = repr((kind, tuple(body_keys), statements, num_args, frozen))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
     module_name = f"kernelgym_launchers.{stem}"
@@ -235,7 +247,7 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         return sys.modules[module_name]
     layout = "env" if kind == "env" else "env, agent, num_agents"
     counts = "num_envs" if kind == "env" else "num_envs, num_agents"
-    args = ", ".join(f"a{index}" for index in range(num_args))
+    args = ", ".join(f"a{index}" for index in range(num_args) if index not in constants)
 
     def lines(block, depth):
         out = []
@@ -286,6 +298,7 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
                      f"            cuda.atomic.min(a{fault}, 0, int64(code))\n"
                      + ("        else:\n" + "\n".join("    " + line for line in cuda_body) if rest else ""))
     text = _PROGRAM_PRELUDE.format(
-        title=title, bodies="\n".join(f"body{k} = registered_body({key!r})" for k, key in enumerate(body_keys)),
+        title=title, bodies="\n".join(f"body{k} = registered_body({key!r})" for k, key in enumerate(body_keys))
+        + ("\n" + frozen if frozen else ""),
     ) + _PROGRAM_TEMPLATE.format(counts=counts, args=args, cpu_loop=cpu_loop, cuda_loop=cuda_loop)
     return _import_launcher(stem, text)
