@@ -182,3 +182,81 @@ def test_sim_bindings_of_one_program_keep_their_own_launch_size():
     bind(affine, small, backend="sim", num_envs=1)()
     launch_big()
     np.testing.assert_array_equal(to_numpy(big["out"]), 2.0)
+
+
+# ------------------------------------------------------------------ preconditions and per-call values
+@env_kernel
+def negative_index(i, x):
+    """Fault code: env ``i`` when ``x[i]`` is negative."""
+    if x[i] < 0:
+        return i
+    return -1
+
+
+@env_kernel
+def double_into(i, x, y):
+    y[i] = 2 * x[i]
+
+
+def _gated(backend, x, y):
+    from kernelgym.core.binding import NO_FAULT, Precondition
+
+    fault = to_backend(np.array([NO_FAULT], np.int64), backend)
+    launch = bind([Precondition(negative_index, "fault"), double_into], {"x": x, "y": y, "fault": fault},
+                  backend=backend, num_envs=x.shape[0], layouts={"fault": "shared"}, per_call=("x",))
+    return launch, fault
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=hnp.arrays(np.float64, st.integers(1, 40), elements=FINITE))
+def test_a_cpu_precondition_runs_no_env_when_one_fails_and_keeps_the_smallest_code(x):
+    from kernelgym.core.binding import NO_FAULT
+
+    y = np.zeros_like(x)
+    launch, fault = _gated("cpu", np.zeros_like(x), y)
+    launch(x)  # the per-call value replaces the template
+    bad = np.flatnonzero(x < 0)
+    if bad.size:
+        assert fault[0] == bad[0] and not y.any()
+    else:
+        assert fault[0] == NO_FAULT and np.array_equal(y, 2 * x)
+
+
+def test_per_call_values_come_last_and_need_a_template():
+    y = np.zeros(3)
+    launch = bind(double_into, {"x": np.zeros(3), "y": y}, backend="cpu", num_envs=3, per_call=("x",))
+    assert launch.names[-1] == "x" and launch.per_call == ("x",)
+    launch.as_function()(np.arange(3.0))
+    assert np.array_equal(y, [0.0, 2.0, 4.0])
+    with pytest.raises(BindingError, match="per_call"):
+        bind(double_into, {"y": y}, backend="cpu", num_envs=3, per_call=("x",))
+
+
+def test_scalar_values_compiled_in_as_constants_equal_passed_ones():
+    x = np.linspace(-1.0, 1.0, 7)
+    values = {"x": x, "out": np.zeros_like(x), "mask": np.ones(7, np.bool_), "scale": 0.1}
+    bind(add_where, values, backend="cpu", num_envs=7)()
+    assert np.array_equal(values["out"], np.float64(0.1) * x)  # bit for bit
+
+
+def test_a_precondition_only_heads_a_program():
+    from kernelgym.core.binding import NO_FAULT, Precondition
+
+    values = {"x": np.zeros(2), "y": np.zeros(2), "fault": np.array([NO_FAULT])}
+    with pytest.raises(BindingError, match="first item"):
+        bind([double_into, Precondition(negative_index, "fault")], values, backend="cpu", num_envs=2,
+             layouts={"fault": "shared"})
+    with pytest.raises(BindingError, match="shared"):
+        bind([Precondition(negative_index, "fault"), double_into], values, backend="cpu", num_envs=2)
+
+
+@pytest.mark.sim
+def test_a_device_precondition_skips_the_failing_envs_only_and_records_the_smallest_code():
+    from numba import cuda
+
+    x = np.array([1.0, -2.0, 3.0, -4.0, 5.0])
+    y = cuda.to_device(np.zeros(5))
+    launch, fault = _gated("sim", cuda.to_device(np.zeros(5)), y)
+    launch(cuda.to_device(x))
+    assert fault.copy_to_host()[0] == 1
+    assert np.array_equal(y.copy_to_host(), [2.0, 0.0, 6.0, 0.0, 10.0])

@@ -26,6 +26,13 @@ depending on a named per-env mask::
 a launch boundary is a barrier over every agent of every env (the phases of a
 multi-agent step).
 
+A `Precondition` at the head of a program gates it: its check body returns a fault code
+(< 0: the env may run) and the smallest code lands in a one-element ``fault`` array.
+On ``cpu`` every env is checked first (a parallel pass) and no env runs when one fails;
+on ``cuda``/``sim`` (no grid-wide barrier inside a launch) each env checks itself and a
+failing env does not run, with no host synchronization. Values named in ``per_call``
+are passed at each call (``launch(actions)``), e.g. the caller's own action buffer.
+
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
@@ -46,7 +53,8 @@ from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 
-__all__ = ["Branch", "BindingError", "BoundLaunch", "bind", "bind_launches", "parameter_names", "LAYOUT_KINDS"]
+__all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
+           "LAYOUT_KINDS", "NO_FAULT"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
@@ -71,6 +79,25 @@ class Branch(NamedTuple):
     otherwise: Sequence = ()
 
 
+class Precondition(NamedTuple):
+    """Gate a program on a per-env check (first item of a program only).
+
+    ``check`` is an `env_kernel` whose body returns an int fault code: negative when
+    env ``i`` may run, else a code (e.g. the flat index of a bad input). ``fault``
+    names a one-element int64 array that keeps the smallest code seen (`NO_FAULT`
+    when none): cpu checks every env before any runs and runs none when one fails;
+    cuda/sim skip the failing envs only (atomic min, no host synchronization). A
+    program holding only a Precondition just checks.
+    """
+
+    check: object
+    fault: str
+
+
+# What a fault array holds when no check failed (any code is smaller).
+NO_FAULT = 2**63 - 1
+
+
 def parameter_names(kernel) -> tuple[str, ...]:
     """The names a write-once kernel's body binds: its parameters after the layout ones."""
     leading = 1 if isinstance(kernel, EnvKernel) else 3
@@ -86,23 +113,30 @@ class BoundLaunch:
         Every value name the bound bodies use, in launcher order (per launch).
     """
 
-    __slots__ = ("_calls", "names", "_description")
+    __slots__ = ("_calls", "names", "per_call", "_description")
 
-    def __init__(self, calls, names, description):
+    def __init__(self, calls, names, description, per_call=()):
         self._calls = tuple(calls)
         self.names = tuple(names)
+        self.per_call = tuple(per_call)
         self._description = description
 
-    def __call__(self) -> None:
+    def __call__(self, *per_call) -> None:
+        """Launch, passing the ``per_call`` values in order."""
         for call in self._calls:
-            call()
+            call(*per_call)
+
+    def as_function(self):
+        """The fastest callable equal to calling this launch: the compiled launcher
+        itself (arguments already bound) when there is one launch."""
+        return self._calls[0] if len(self._calls) == 1 else self.__call__
 
     def __repr__(self):
         return f"<BoundLaunch {self._description}>"
 
 
 def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
-         layouts: Mapping | None = None) -> BoundLaunch:
+         layouts: Mapping | None = None, per_call: Sequence[str] = ()) -> BoundLaunch:
     """Bind ``program`` to ``values`` by name as ONE launch.
 
     Parameters
@@ -136,11 +170,12 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         A value the backend cannot take.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
-                         layouts=layouts)
+                         layouts=layouts, per_call=per_call)
 
 
 def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
-                  num_agents: int | None = None, layouts: Mapping | None = None) -> BoundLaunch:
+                  num_agents: int | None = None, layouts: Mapping | None = None,
+                  per_call: Sequence[str] = ()) -> BoundLaunch:
     """Bind several programs (see `bind`) that run as separate launches, in order.
 
     A launch boundary is a barrier over all agents of all envs: use one launch per
@@ -156,18 +191,23 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     unknown = {name: kind for name, kind in layouts.items() if kind not in LAYOUT_KINDS}
     if unknown:
         raise ValueError(f"layouts: expected kinds from {LAYOUT_KINDS}, got {unknown}")
+    per_call = tuple(per_call)
+    missing = [name for name in per_call if name not in values]
+    if missing:
+        raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
     checked: dict = {}
     calls, names, descriptions = [], [], []
     for program in programs:
-        call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked)
+        call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
+                                            per_call)
         calls.append(call)
         names += used
         descriptions.append(description)
-    return BoundLaunch(calls, names, " -> ".join(descriptions))
+    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
 
 
 def _items(program) -> list:
-    if isinstance(program, (EnvKernel, AgentKernel, Branch)):
+    if isinstance(program, (EnvKernel, AgentKernel, Branch, Precondition)):
         return [program]
     try:
         return list(program)
@@ -178,12 +218,13 @@ def _items(program) -> list:
         ) from None
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call):
     bodies: list = []  # distinct bodies, by position
-    names: list[str] = []  # launcher arguments, by position
+    names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
 
-    def position_of(name: str, needed_by: str) -> int:
+    def position_of(name: str, needed_by: str) -> str:
+        # statements hold names until every name is known: per-call ones go last
         if name not in values:
             raise BindingError(
                 f"{needed_by}: parameter {name!r} matches no available name; available: {sorted(values)}"
@@ -192,11 +233,32 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
             if name not in checked:
                 checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)
             names.append(name)
-        return names.index(name)
+        return name
 
-    def compile_block(block) -> list:
+    def body_call(kernel) -> tuple:
+        parameters = parameter_names(kernel)
+        if len(parameters) + (1 if kernel.kind == "env" else 3) > MAX_BODY_PARAMETERS:
+            raise BindingError(
+                f"{kernel.__qualname__}: {len(parameters)} value parameters; a body takes at most "
+                f"{MAX_BODY_PARAMETERS} parameters in all (Numba cannot inline longer calls): split it"
+            )
+        if kernel not in bodies:
+            bodies.append(kernel)
+        return bodies.index(kernel), tuple(position_of(name, kernel.__qualname__) for name in parameters)
+
+    def compile_block(block, top=False) -> list:
         statements = []
-        for item in _items(block):
+        for index, item in enumerate(_items(block)):
+            if isinstance(item, Precondition):
+                if not (top and index == 0):
+                    raise BindingError("Precondition: expected as the first item of a program only")
+                if not isinstance(item.check, EnvKernel):
+                    raise BindingError(f"Precondition check: expected an env_kernel, got {type(item.check).__name__}")
+                if layouts.get(item.fault) != "shared":
+                    raise BindingError(f"Precondition fault {item.fault!r}: expected a 'shared' one-element array")
+                body, positions = body_call(item.check)
+                statements.append(("require", body, positions, position_of(item.fault, "Precondition")))
+                continue
             if isinstance(item, Branch):
                 if not isinstance(item.mask, str):
                     raise BindingError(f"Branch mask: expected a value name, got {item.mask!r}")
@@ -210,21 +272,13 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
                     f"program: expected env_kernel, agent_kernel or Branch items, got {type(item).__name__}"
                 )
             kinds.add(item.kind)
-            parameters = parameter_names(item)
-            if len(parameters) + (1 if item.kind == "env" else 3) > MAX_BODY_PARAMETERS:
-                raise BindingError(
-                    f"{item.__qualname__}: {len(parameters)} value parameters; a body takes at most "
-                    f"{MAX_BODY_PARAMETERS} parameters in all (Numba cannot inline longer calls): split it"
-                )
-            if item not in bodies:
-                bodies.append(item)
-            positions = tuple(position_of(name, item.__qualname__) for name in parameters)
-            statements.append(("call", bodies.index(item), positions))
+            statements.append(("call", *body_call(item)))
         return statements
 
-    statements = compile_block(program)
+    statements = compile_block(program, top=True)
     if not bodies:
         raise BindingError("program: expected at least one kernel, got none")
+    kinds = kinds or {"env"}  # a lone Precondition runs per env
     if len(kinds) > 1:
         raise BindingError(
             f"program: one launch runs kernels of one layout, got env and agent kernels "
@@ -234,10 +288,20 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
     if kind == "agent" and num_agents is None:
         raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
     description = " + ".join(body.__qualname__ for body in bodies)
+    for name in per_call:
+        if name not in names:
+            names.append(name)  # passed at each call whether or not a body here reads it
+    names = [name for name in names if name not in per_call] + list(per_call)
+    statements = _positions(statements, {name: index for index, name in enumerate(names)})
+    # Python scalars (params) become constants of the launcher: fewer arguments to type
+    # at each call, and the compiler folds them, as in a hand-written loop
+    constants = {index: checked[name] for index, name in enumerate(names)
+                 if name not in per_call and type(checked[name]) in (bool, int, float)}
     module = codegen.program_launcher_module(
-        kind, [body._key for body in bodies], statements, len(names), title=description
+        kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants
     )
-    args = tuple(checked[name] for name in names)
+    args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
+                 if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
     if backend == "cpu":
         return functools.partial(module.cpu_launcher, *counts, *args), names, description
@@ -253,15 +317,30 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked):
         # every binding of this program): configure it anew at each launch
         launcher = module.cuda_launcher
 
-        def launch_in_simulator():
-            launcher[configuration](*counts, *args)
+        def launch_in_simulator(*per_call):
+            launcher[configuration](*counts, *args, *per_call)
 
         return launch_in_simulator, names, description
     register_cuda_overloads()
     return functools.partial(module.cuda_launcher[configuration], *counts, *args), names, description
 
 
-def _nothing() -> None:
+def _positions(statements, index_of) -> list:
+    """Statements with value names replaced by launcher argument positions."""
+    out = []
+    for statement in statements:
+        if statement[0] == "call":
+            out.append(("call", statement[1], tuple(index_of[name] for name in statement[2])))
+        elif statement[0] == "require":
+            out.append(("require", statement[1], tuple(index_of[name] for name in statement[2]),
+                        index_of[statement[3]]))
+        else:
+            _, mask, then, otherwise = statement
+            out.append(("if", index_of[mask], _positions(then, index_of), _positions(otherwise, index_of)))
+    return out
+
+
+def _nothing(*per_call) -> None:
     """The launch of zero envs."""
 
 

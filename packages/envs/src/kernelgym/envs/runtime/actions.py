@@ -1,79 +1,180 @@
-"""Action checks: copy the actions into the fixed buffer, refuse bad ones before any kernel runs."""
+"""Actions: how they reach the composed kernel, and how their values are checked in it.
+
+The kernel reads the caller's actions where it can: on ``cpu`` an array of the action
+buffer's dtype and C layout is passed to the compiled launcher as it is (a per-call
+argument, `kernelgym.core.binding`); anything else is copied once into the fixed action
+buffer. On ``cuda`` and ``sim`` the actions go through one device copy into that buffer
+(asynchronous on a GPU; numba would otherwise synchronize on a foreign stream).
+
+The VALUES are checked inside the composed launch, in parallel: the check bodies below
+return env ``i``'s fault code (the flat index of its first bad action, or -1) and keep
+the bad value in a per-env slot; the launch records the smallest code in a one-element
+buffer (`kernelgym.core.binding.Precondition`) and runs no env whose action is bad (on
+cpu: no env at all). The host turns a recorded fault into today's error message
+(`ActionLoader.raise_fault`), right after the launch (``"sync"``) or at the next read of
+results (``"deferred"``, the cuda default: no host synchronization per step).
+"""
 
 from __future__ import annotations
 
 import functools
 import math
 
-import numba
 import numpy as np
 import torch
 from gymnasium import spaces
 
-from kernelgym.core import to_numpy
+from kernelgym.core import env_kernel, to_numpy
+from kernelgym.core.binding import NO_FAULT, Precondition
 
-__all__ = ["ActionLoader"]
+__all__ = ["ActionLoader", "CHECK_MODES", "check_mode"]
+
+# check_action_values: True picks the backend's default mode.
+CHECK_MODES = (True, False, "sync", "deferred")
 
 
-@numba.njit(cache=True)
-def _first_out_of_range(rows, low, high):
-    """Flat index of the first integer action outside [low, high] (per column), or -1."""
-    for r in range(rows.shape[0]):
-        for c in range(rows.shape[1]):
-            value = rows[r, c]
-            if value < low[c] or value > high[c]:
-                return r * rows.shape[1] + c
+def check_mode(value, backend: str):
+    """``"sync"``, ``"deferred"`` or None (no check) for a ``check_action_values`` argument."""
+    if not any(value is mode or (isinstance(value, str) and value == mode) for mode in CHECK_MODES):
+        raise TypeError(f"check_action_values: expected True, False, 'sync' or 'deferred', got {value!r}")
+    if value is False:
+        return None
+    if value is True:
+        return "deferred" if backend == "cuda" else "sync"
+    return value
+
+
+@env_kernel
+def discrete_action_fault(i, actions, _action_low, _action_high, _action_fault_values):
+    """Env ``i``'s single discrete action outside [low, high]: its index, else -1."""
+    value = actions[i]
+    if value < _action_low[0] or value > _action_high[0]:
+        _action_fault_values[i] = value
+        return i
     return -1
 
 
-@numba.njit(cache=True)
-def _first_non_finite(flat):
-    """Index of the first NaN or infinite action, or -1."""
-    for k in range(flat.shape[0]):
-        if not math.isfinite(flat[k]):
-            return k
+@env_kernel
+def discrete_rows_fault(i, _action_rows, _action_low, _action_high, _action_fault_values):
+    """The flat index of env ``i``'s first action outside [low, high] (per column), else -1."""
+    columns = _action_rows.shape[1]
+    for c in range(columns):
+        value = _action_rows[i, c]
+        if value < _action_low[c] or value > _action_high[c]:
+            _action_fault_values[i] = value
+            return i * columns + c
+    return -1
+
+
+@env_kernel
+def finite_action_fault(i, actions, _action_fault_values):
+    """Env ``i``'s single continuous action if NaN or infinite: its index, else -1."""
+    value = actions[i]
+    if not math.isfinite(value):
+        _action_fault_values[i] = value
+        return i
+    return -1
+
+
+@env_kernel
+def finite_rows_fault(i, _action_rows, _action_fault_values):
+    """The flat index of env ``i``'s first NaN or infinite action, else -1."""
+    columns = _action_rows.shape[1]
+    for c in range(columns):
+        value = _action_rows[i, c]
+        if not math.isfinite(value):
+            _action_fault_values[i] = value
+            return i * columns + c
     return -1
 
 
 class ActionLoader:
-    """Copies actions into the env's action buffer after checking them.
+    """Hands the actions to the composed launch; owns the in-kernel value check.
 
     Parameters
     ----------
     space : gymnasium Space
         One agent's action space.
     actions : backend array
-        The action buffer.
+        The fixed action buffer, shape ``(num_envs, [num_agents,] *action_shape)``.
     actions_tensor : torch.Tensor
         Its zero-copy torch view.
     backend : str
     device : torch.device
-    check_values : bool
-        Check discrete actions against the space and continuous ones for NaN and inf.
+    mode : {"sync", "deferred"} or None
+        When a bad value raises (see `check_mode`); None checks no values.
+
+    Attributes
+    ----------
+    per_call : tuple of str
+        The names the step launch takes at each call, in order (`arguments` returns them).
+    precondition : kernelgym.core.binding.Precondition or None
+        Heads every step program when values are checked.
+    values : dict
+        The check's values by name, for binding (templates of the per-call ones too).
     """
 
-    def __init__(self, space, actions, actions_tensor, backend, device, check_values: bool):
-        self.space, self.backend, self.device, self.check_values = space, backend, device, check_values
-        self._actions, self._actions_t = actions, actions_tensor
+    def __init__(self, space, actions, actions_tensor, backend, device, mode):
+        self.space, self.backend, self.device, self.mode = space, backend, device, mode
+        self._buffer, self._buffer_t = actions, actions_tensor
+        self.shape, self.dtype = tuple(actions.shape), np.dtype(actions.dtype)
+        self._torch_dtype = actions_tensor.dtype
         self.discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete))
-        if isinstance(space, spaces.Discrete):
-            low = np.array([space.start], dtype=np.int64)
-            high = low + space.n - 1
-        elif isinstance(space, spaces.MultiDiscrete):
-            low = np.asarray(space.start, dtype=np.int64).reshape(-1)
-            high = low + np.asarray(space.nvec, dtype=np.int64).reshape(-1) - 1
+        # (num_envs, 1): the shape SB3 and skrl give Discrete batches, unambiguous for Discrete
+        self._column_shape = (*self.shape, 1) if isinstance(space, spaces.Discrete) else None
+        num_envs = self.shape[0]
+        self._columns = int(np.prod(self.shape[1:], dtype=np.int64))
+        # a cpu caller's array can go straight to the kernel; a device buffer takes a copy
+        self._host_buffer = to_numpy(actions) if backend != "cuda" else None
+        self._direct = backend == "cpu"
+        self._fault = _backend_array(np.array([NO_FAULT], np.int64), backend)
+        self._fault_values = _backend_array(np.zeros(num_envs, self.dtype), backend)
+        # a check of several actions per env reads them as (num_envs, columns) rows
+        self._rows = len(self.shape) > 1
+        self.per_call = ("actions", "_action_rows") if self._rows else ("actions",)
+        self.values = {"actions": actions, "_action_fault": self._fault, "_action_fault_values": self._fault_values}
+        if self.discrete:
+            low, high = _discrete_bounds(space)
+            repeat = self._columns // low.shape[0]  # one copy of the bounds per agent
+            self.values["_action_low"] = _backend_array(np.tile(low, repeat), backend)
+            self.values["_action_high"] = _backend_array(np.tile(high, repeat), backend)
+            check = discrete_rows_fault if self._rows else discrete_action_fault
         else:
-            low = high = None
-        self._low, self._high = low, high
-        if backend != "cuda":
-            # a numpy view of the action buffer: one row per discrete action, flat for Box
-            self._rows = to_numpy(actions).reshape((-1, low.shape[0]) if self.discrete else -1)
-        elif low is not None:
-            self._low_t = torch.as_tensor(low, device=device)
-            self._high_t = torch.as_tensor(high, device=device)
+            check = finite_rows_fault if self._rows else finite_action_fault
+        self.precondition = None if mode is None else Precondition(check, "_action_fault")
+        self.layouts = {"_action_fault": "shared", "_action_low": "shared", "_action_high": "shared"}
+        self._buffer_arguments = self._per_call_arguments(self._host_buffer if self._direct else actions)
+        self.values.update(zip(self.per_call, self._buffer_arguments))
 
-    def load(self, actions) -> None:
-        """Copy ``actions`` into the action buffer after checking them (no kernel runs before)."""
+    # -------------------------------------------------------------- per call
+    def arguments(self, actions) -> tuple:
+        """The step launch's per-call values for ``actions`` (type, shape and dtype checked here).
+
+        Raises
+        ------
+        TypeError, ValueError
+            Bad type, shape, dtype or device (values are checked in the launch).
+        """
+        # the common cases first, each one test: an array exactly like the buffer
+        if self._direct:
+            if type(actions) is np.ndarray:
+                if actions.dtype == self.dtype and actions.shape == self.shape and actions.flags.c_contiguous:
+                    return self._per_call_arguments(actions)
+            elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype and not actions.requires_grad \
+                    and actions.shape == self.shape and actions.device.type == "cpu" and actions.is_contiguous():
+                return self._per_call_arguments(actions.numpy())
+        if self._column_shape is not None and tuple(getattr(actions, "shape", ())) == self._column_shape:
+            return self.arguments(actions.reshape(self.shape))
+        self._check_type(actions)
+        self._copy_into_buffer(actions)
+        return self._buffer_arguments
+
+    def _per_call_arguments(self, array) -> tuple:
+        if not self._rows:
+            return (array,)
+        return array, (array if array.ndim == 2 else array.reshape(self.shape[0], self._columns))
+
+    def _check_type(self, actions) -> None:
         if isinstance(actions, torch.Tensor):
             if actions.device != self.device and not (actions.device.type == self.device.type == "cuda"):
                 raise ValueError(f"actions: expected a tensor on {self.device}, got one on {actions.device}")
@@ -82,50 +183,71 @@ class ActionLoader:
             dtype = actions.dtype
         else:
             raise TypeError(f"actions: expected a torch.Tensor or numpy.ndarray, got {type(actions).__name__}")
-        if tuple(actions.shape) != self._actions.shape:
-            if isinstance(self.space, spaces.Discrete) and tuple(actions.shape) == (*self._actions.shape, 1):
-                actions = actions.reshape(self._actions.shape)  # (N, 1) as SB3 and skrl shape Discrete actions
-            else:
-                raise ValueError(f"actions: expected shape {self._actions.shape}, got {tuple(actions.shape)}")
+        if tuple(actions.shape) != self.shape:
+            raise ValueError(f"actions: expected shape {self.shape}, got {tuple(actions.shape)}")
         if self.discrete:
             if dtype is None or dtype.kind not in "iu":
                 raise TypeError(f"actions: expected an integer dtype for {self.space}, got {actions.dtype}")
         elif dtype is None or dtype.kind not in "f":
             raise TypeError(f"actions: expected a float dtype for {self.space}, got {actions.dtype}")
+
+    def _copy_into_buffer(self, actions) -> None:
+        """One copy (casting) into the fixed buffer: a device copy on cuda, no host round trip."""
         if self.backend == "cuda":
-            self._load_cuda(actions)
+            self._buffer_t.copy_(torch.as_tensor(actions) if isinstance(actions, np.ndarray) else actions)
             return
         source = actions.detach().numpy() if isinstance(actions, torch.Tensor) else actions
-        np.copyto(self._rows.reshape(self._actions.shape), source, casting="unsafe")
-        if not self.check_values:
-            return
-        if self.discrete:
-            bad = _first_out_of_range(self._rows, self._low, self._high)
-        else:
-            bad = _first_non_finite(self._rows)
-        if bad >= 0:
-            self._raise_bad_action(source, bad)
+        if self._host_buffer is not None and self._direct:
+            np.copyto(self._host_buffer, source, casting="unsafe")
+        else:  # sim: the simulator's own host-to-device copy
+            self._buffer.copy_to_device(np.ascontiguousarray(source, dtype=self.dtype))
 
-    def _load_cuda(self, actions) -> None:
-        source = torch.as_tensor(actions) if isinstance(actions, np.ndarray) else actions
-        self._actions_t.copy_(source)
-        if not self.check_values:
-            return
-        flat = self._actions_t.reshape(-1, 1 if self._low is None else self._low.shape[0])
-        if self.discrete:
-            bad = ((flat < self._low_t) | (flat > self._high_t)).reshape(-1)
-        else:
-            bad = ~torch.isfinite(flat.reshape(-1))
-        if bool(bad.any()):
-            self._raise_bad_action(to_numpy(actions), int(bad.nonzero()[0, 0]))
+    # ---------------------------------------------------------------- faults
+    def raise_fault(self, actions=None) -> None:
+        """Raise the recorded bad action, if any, and clear the record (a host read of one value).
 
-    def _raise_bad_action(self, actions, flat_index: int):
-        host = np.asarray(actions)
-        position = tuple(int(k) for k in np.unravel_index(flat_index, host.shape))
-        value = host[position].item()
+        Parameters
+        ----------
+        actions : array, optional
+            The step's actions, when still at hand: the message then shows the value as
+            the caller passed it (before any cast into the buffer's dtype).
+        """
+        code = int(self._fault[0]) if self.backend == "cpu" else int(self._fault.copy_to_host()[0])
+        if code == NO_FAULT:
+            return
+        self._clear_fault()
+        position = tuple(int(k) for k in np.unravel_index(code, self.shape))
+        if actions is not None:
+            value = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)[position]
+        else:
+            fault_values = self._fault_values if self.backend == "cpu" else self._fault_values.copy_to_host()
+            value = fault_values[position[0]]
+        value = value.item()
         if self.discrete:
             raise ValueError(f"actions: expected values in {self.space}, got {value!r} at index {position}")
         raise ValueError(f"actions: expected finite values, got {value!r} at index {position}")
+
+    def _clear_fault(self) -> None:
+        if self.backend == "cpu":
+            self._fault[0] = NO_FAULT
+        else:
+            self._fault.copy_to_device(np.array([NO_FAULT], np.int64))
+
+
+def _discrete_bounds(space):
+    if isinstance(space, spaces.Discrete):
+        low = np.array([space.start], dtype=np.int64)
+        return low, low + space.n - 1
+    low = np.asarray(space.start, dtype=np.int64).reshape(-1)
+    return low, low + np.asarray(space.nvec, dtype=np.int64).reshape(-1) - 1
+
+
+def _backend_array(host: np.ndarray, backend: str):
+    if backend == "cpu":
+        return host
+    from numba import cuda
+
+    return cuda.to_device(host)
 
 
 @functools.lru_cache(maxsize=None)

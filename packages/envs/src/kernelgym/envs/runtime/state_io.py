@@ -18,6 +18,7 @@ class StateIO:
     def get_state(self, index: int | None = None) -> dict[str, np.ndarray]:
         """A host copy of the state arrays (all envs, or env ``index``'s slice)."""
         self._check_open()
+        self._raise_deferred_fault()
         if index is None:
             return {name: np.array(to_numpy(array)) for name, array in self.state.items()}
         index = self._check_index(index)

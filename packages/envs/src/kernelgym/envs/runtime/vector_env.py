@@ -1,12 +1,12 @@
 """`KernelVectorEnv`: many copies of one env, stepped by kernels on the backend.
 
 Every buffer (state, observations, rewards, flags, RNG streams) is allocated once on
-the backend and reused (`buffers`). ``step`` copies the actions into a fixed action
-buffer and checks them (`actions`), then runs ONE composed launch for env-layout envs
--- the env's reset for the envs pending a reset, its step for the others, then the
-bookkeeping (`autoreset`) -- all bound by name once, at construction
-(`kernelgym.core.binding`), and returns zero-copy torch views of the output buffers.
-Nothing leaves the device on the way.
+the backend and reused (`buffers`). ``step`` hands the actions to ONE composed launch for
+env-layout envs (the caller's own array on cpu when its dtype and layout match, else one
+copy: `actions`) -- the action check, the env's reset for the envs pending a reset, its
+step for the others, then the bookkeeping (`autoreset`) -- all bound by name once, at
+construction (`kernelgym.core.binding`), and returns zero-copy torch views of the output
+buffers. Nothing leaves the device on the way, and the per-call path allocates nothing.
 
 Autoreset follows gymnasium 1.x:
 
@@ -29,9 +29,9 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from kernelgym.core import bind_launches, resolve_backend, rng, to_numpy
+from kernelgym.core import bind, bind_launches, resolve_backend, rng, to_numpy
 from kernelgym.envs.episode_statistics import EpisodeStatistics
-from kernelgym.envs.runtime.actions import ActionLoader
+from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
@@ -74,10 +74,17 @@ class KernelVectorEnv(StateIO):
     autoreset_mode : {"next_step", "same_step"} or gymnasium.vector.AutoresetMode
     max_episode_steps : int or None, optional
         Overrides the spec's time limit.
-    check_action_values : bool
+    check_action_values : {True, "sync", "deferred", False}
         Check discrete actions against the action space and continuous ones for NaN
-        and infinity before every step (default True). On ``cuda`` this check waits
-        for the device once per step; pass False to keep the hot loop asynchronous.
+        and infinity, inside the step launch, in parallel; an env with a bad action is
+        never stepped. ``"sync"``: the error is raised before ``step`` returns and no
+        env changes (one host synchronization per step on cuda). ``"deferred"``: no
+        host synchronization; on cuda/sim the envs with good actions of that step do
+        step, and the error (the smallest bad index since the last check) is raised at
+        the next read of results: ``numpy()``, ``reset()``, ``get_state()``,
+        ``close()`` or ``check_actions()`` (on cpu, where a read costs nothing, it is
+        raised at once, as with "sync"). True (default): "deferred" on cuda, "sync"
+        on cpu and sim. False: no value check (types and shapes are always checked).
     **params
         Overrides of the env's params fields (see ``spec.params``).
 
@@ -106,12 +113,11 @@ class KernelVectorEnv(StateIO):
             raise ValueError(f"num_envs: expected an int >= 1, got {num_envs}")
         if autoreset_mode not in _AUTORESET_MODES:
             raise ValueError(f"autoreset_mode: expected 'next_step' or 'same_step', got {autoreset_mode!r}")
-        if not isinstance(check_action_values, bool):
-            raise TypeError(f"check_action_values: expected a bool, got {check_action_values!r}")
         check_names(spec)
         self.spec = spec
         self.num_envs = int(num_envs)
         self.backend = resolve_backend(backend)
+        action_check = check_mode(check_action_values, self.backend)
         self.device = torch.device("cuda") if self.backend == "cuda" else torch.device("cpu")
         self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
         self.params = validate_params(spec, params)
@@ -148,7 +154,11 @@ class KernelVectorEnv(StateIO):
         self._episode_statistics = EpisodeStatistics(buffers.rewards_t, self.autoreset_mode)
         self._info.update(self._episode_statistics.info)
         self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
-                                     self.device, check_action_values)
+                                     self.device, action_check)
+        # where the host reads the action check's record: after each launch (sync, and
+        # cpu, where the read is free) or at the next read of results (deferred on a device)
+        self._deferred_check = action_check == "deferred" and self.backend != "cpu"
+        self._check_after_step = action_check is not None and self.backend == "cpu"
         self._bind(same_step)
         buffers.write(buffers.rng_states, rng.seed_streams(seed, self.num_envs))
 
@@ -157,13 +167,22 @@ class KernelVectorEnv(StateIO):
         spec = self.spec
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
-        values = kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state)
-        layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts()}
+        actions = self._actions
+        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state),
+                  **actions.values}
+        layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts(), **actions.layouts}
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
                   "layouts": layouts}
         restores = self._buffers.restores
-        self._launch_step = bind_launches(step_programs(step, reset, spec.kernel_layout, same_step, restores),
-                                          values, **counts)
+        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores)
+        check = actions.precondition
+        self._launch_check = None
+        if check is not None and (self.backend == "cpu" or actions.mode == "deferred"):
+            # the check heads every launch: cpu runs no env when one fails, a device skips the failing ones
+            programs = [[check, *program] for program in programs]
+        elif check is not None:  # sync on a device: check, read the record, then step
+            self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
+        self._launch_step = bind_launches(programs, values, per_call=actions.per_call, **counts).as_function()
         self._launch_reset = bind_launches(reset_programs(reset, spec.kernel_layout, restores), values, **counts)
 
     # -------------------------------------------------------------- public API
@@ -186,6 +205,7 @@ class KernelVectorEnv(StateIO):
         self._check_open()
         if options is not None:
             raise ValueError(f"options: reset options are not supported, got {options!r}")
+        self._raise_deferred_fault()
         buffers = self._buffers
         if seed is not None:
             if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -223,17 +243,21 @@ class KernelVectorEnv(StateIO):
         Raises
         ------
         TypeError, ValueError
-            Bad actions (type, shape, dtype, device, out-of-range or non-finite
-            values); raised before any kernel runs, so no env state changes.
+            Bad actions (type, shape, dtype, device: before any kernel runs;
+            out-of-range or non-finite values: see ``check_action_values``). With a
+            "sync" check (the default on cpu and sim) no env state changes.
         RuntimeError
             ``step`` before the first ``reset`` (or a ``set_state`` of every env).
         """
-        self._check_open()
-        if self._unstarted is not None:
-            raise RuntimeError(f"{self!r}: step() before reset(); call reset() first to draw start states "
-                               f"(or set_state for every env; env {min(self._unstarted)} has no state yet)")
-        self._actions.load(actions)
-        self._launch_step()
+        if self._closed or self._unstarted is not None:  # one test on the hot path
+            self._refuse_step()
+        arguments = self._actions.arguments(actions)
+        if self._launch_check is not None:
+            self._launch_check(*arguments)
+            self._actions.raise_fault(actions)
+        self._launch_step(*arguments)
+        if self._check_after_step:
+            self._actions.raise_fault(actions)
         buffers = self._buffers
         self._episode_statistics.update(buffers.rewards_t, buffers.terminated_t, buffers.truncated_t)
         if numpy:
@@ -241,9 +265,22 @@ class KernelVectorEnv(StateIO):
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
         return buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info
 
+    def check_actions(self) -> None:
+        """Raise the bad action a deferred check recorded since the last read, if any.
+
+        Raises
+        ------
+        ValueError
+            As ``step`` would have ("actions: expected values in Discrete(2), got 5 at
+            index (3,)"); the record is cleared.
+        """
+        self._check_open()
+        self._actions.raise_fault()
+
     def numpy(self) -> StepViews:
         """The output buffers as numpy arrays (zero-copy on cpu and sim, a copy on cuda)."""
         self._check_open()
+        self._raise_deferred_fault()
         buffers = self._buffers
         outputs = (buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated)
         if self.backend == "cuda":
@@ -263,11 +300,16 @@ class KernelVectorEnv(StateIO):
         return renderer(state, index, self.params)
 
     def close(self) -> None:
-        """Release the buffers; the env cannot be used afterwards."""
-        self._closed = True
-        self.state = {}
-        self._launch_step = self._launch_reset = None
-        self._numpy_views = None
+        """Release the buffers; the env cannot be used afterwards (a deferred bad action raises here)."""
+        if self._closed:
+            return
+        try:
+            self._raise_deferred_fault()
+        finally:
+            self._closed = True
+            self.state = {}
+            self._launch_step = self._launch_reset = self._launch_check = None
+            self._numpy_views = None
 
     def __repr__(self):
         return (
@@ -279,6 +321,16 @@ class KernelVectorEnv(StateIO):
     def _check_open(self) -> None:
         if self._closed:
             raise RuntimeError(f"{self!r} is closed")
+
+    def _refuse_step(self) -> None:
+        self._check_open()
+        raise RuntimeError(f"{self!r}: step() before reset(); call reset() first to draw start states "
+                           f"(or set_state for every env; env {min(self._unstarted)} has no state yet)")
+
+    def _raise_deferred_fault(self) -> None:
+        """A read of results: surface a bad action a deferred check recorded (one host read)."""
+        if self._deferred_check:
+            self._actions.raise_fault()
 
     def _numpy_info(self) -> dict:
         return _numpy_tree(self._info)
