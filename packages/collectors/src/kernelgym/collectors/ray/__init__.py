@@ -15,8 +15,29 @@ A lost actor (its code raised, its process was killed, its node was lost) surfac
 the package's ``WorkerError`` hierarchy; see :mod:`kernelgym.collectors.ray.faults`.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from kernelgym.collectors.ray.cluster import connect
-from kernelgym.collectors.ray.collector import RayCollector
 from kernelgym.collectors.ray.vector_tasks import RayVectorSampledTasks
+
+if TYPE_CHECKING:
+    from kernelgym.collectors.ray.collector import RayCollector
+
+
+def __getattr__(name: str) -> Any:
+    # RayCollector needs torch; the sampler actors, which import this package, do not
+    if name != "RayCollector":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = importlib.import_module("kernelgym.collectors.ray.collector").RayCollector
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | {"RayCollector"})
+
 
 __all__ = ["RayCollector", "RayVectorSampledTasks", "connect"]

@@ -1,10 +1,10 @@
-"""The private parts of kernelgym-collectors that the Ray forms reuse, imported here only.
+"""The private parts of kernelgym-collectors that ``RayVectorSampledTasks`` reuses, imported here only.
 
-``RayVectorSampledTasks`` keeps ``VectorSampledTasks``'s semantics by running the same
-``SamplerGroup`` in each actor, the same public API base class on the driver and the
-same wire format (pickled commands, packed step results, portable failures) between
-them; ``RayCollector``'s actors run a ``DeviceCollector``. When those modules move, this
-is the one file to follow them.
+It keeps ``VectorSampledTasks``'s semantics by running the same ``SamplerGroup`` in each
+actor, the same public API base class on the driver and the same wire format (pickled
+commands, packed step results, portable failures) between them. When those modules
+move, this is the one file to follow them. None of them imports torch: an actor starts
+in a fraction of the time torch's import takes.
 """
 
 from kernelgym.collectors._sampler_group import (  # moves to kernelgym.collectors.sampler_group
@@ -22,9 +22,6 @@ from kernelgym.collectors._worker import (
     unpack_results,
 )
 from kernelgym.collectors._worker import _send as send_reply
-from kernelgym.collectors.device_collector import DeviceCollector
-from kernelgym.collectors.rollout.nested import suply
-from kernelgym.collectors.rollout.state import Fragment
 from kernelgym.collectors.vector_tasks import CLOSE_TIMEOUT, encode
 from kernelgym.collectors.vector_tasks import _VectorTasksBase as VectorTasksBase
 
@@ -32,8 +29,6 @@ __all__ = [
     "CLOSE_TIMEOUT",
     "FAILED",
     "OK",
-    "DeviceCollector",
-    "Fragment",
     "PackedArray",
     "SamplerFailure",
     "SamplerFailures",
@@ -44,6 +39,5 @@ __all__ = [
     "packable",
     "portable_failures",
     "send_reply",
-    "suply",
     "unpack_results",
 ]

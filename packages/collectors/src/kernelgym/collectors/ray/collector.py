@@ -20,8 +20,9 @@ import ray
 import torch
 
 from kernelgym.collectors.ray import faults
-from kernelgym.collectors.ray._internals import DeviceCollector, Fragment, suply
+from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_resources, connect
+from kernelgym.collectors.rollout import Fragment, suply
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning
 
 

@@ -41,6 +41,9 @@ from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_reso
 from kernelgym.collectors.tasks import RLStepResult
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning
 
+#: seconds an actor may take to start (placement, process start, imports); at least ``read_timeout``
+START_TIMEOUT = 60.0
+
 
 class _Reply:
     """Takes the one reply ``send_reply`` writes (it writes to a pipe in a worker process)."""
@@ -99,12 +102,13 @@ class SamplerGroupActor:
 class _GroupHost(faults.Host):
     """A sampler-group actor and the replies it owes (oldest first)."""
 
-    __slots__ = ("first", "count", "pending")
+    __slots__ = ("first", "count", "pending", "serving")
 
     def __init__(self, index: int, actor: Any, name: str, first: int, count: int):
         super().__init__(index, actor, name, tuple(range(first, first + count)))
         self.first, self.count = first, count
         self.pending: deque = deque()
+        self.serving = False  # its samplers were made
 
     def send(self, message: bytes) -> None:
         self.pending.append(self.actor.run.remote(message))
@@ -131,7 +135,8 @@ class RayVectorSampledTasks(VectorTasksBase):
         (at most one actor per sampler).
     read_timeout : float or None
         Seconds to wait for an actor's answer before declaring it hung; None waits forever
-        (a dead actor is still reported at once, by Ray).
+        (a dead actor is still reported at once, by Ray). Starting an actor may take
+        ``START_TIMEOUT`` s if that is longer.
     restart_on_failure : bool
         Let Ray restart an actor that died or hung (its samplers made again from their
         args, paused ones kept paused); ``step`` then reports its tasks as truncated with
@@ -209,8 +214,9 @@ class RayVectorSampledTasks(VectorTasksBase):
                 count = self._group_size(index)
                 actor = actor_class.options(name=name, **options).remote(payload, first, auto_resample_when_done, range(count))
                 self._hosts.append(_GroupHost(index, actor, name, first, count))
+            deadline = faults.deadline_after(self._start_timeout)
             for host in self._hosts:
-                self._check_started(self._startup(host, faults.deadline_after(read_timeout)))
+                self._check_started(self._startup(host, deadline))
         except BaseException:
             self.close()
             raise
@@ -239,13 +245,19 @@ class RayVectorSampledTasks(VectorTasksBase):
 
     # -- talking to the actors ----------------------------------------------------------------------
 
+    @property
+    def _start_timeout(self) -> float | None:
+        return None if self._read_timeout is None else max(self._read_timeout, START_TIMEOUT)
+
     def _startup(self, host: _GroupHost, deadline: float | None) -> tuple:
         """The actor's construction report, its pid noted; a lost actor as its ``WorkerError``."""
         try:
-            data, host.pid = faults.get(host.actor.ready.remote(), host, deadline, self._read_timeout)
+            data, host.pid = faults.get(host.actor.ready.remote(), host, deadline, self._start_timeout)
         except WorkerError as error:
             return (FAILED, error)
-        return self._loads(data)
+        reply = self._loads(data)
+        host.serving = reply[0] == OK
+        return reply
 
     def _check_started(self, reply: tuple) -> None:
         if reply[0] == FAILED:
@@ -290,6 +302,9 @@ class RayVectorSampledTasks(VectorTasksBase):
         lost = {host.index: reply for host, reply in zip(hosts, replies) if isinstance(reply, WorkerError)}
         if lost:
             if not self.restart_on_failure:
+                for error in lost.values():  # a hung actor would not answer close()
+                    self._hosts[error.process_index].serving = False
+                    faults.kill(self._hosts[error.process_index])
                 self.close()
                 raise next(iter(lost.values()))
             for error in lost.values():
@@ -306,7 +321,7 @@ class RayVectorSampledTasks(VectorTasksBase):
         host = self._hosts[error.process_index]
         if isinstance(error, faults.WorkerTimeoutError):
             faults.kill(host, restart=True)  # a hung actor is not restarted by Ray on its own
-        reply = self._startup(host, faults.deadline_after(self._read_timeout))
+        reply = self._startup(host, faults.deadline_after(self._start_timeout))
         try:
             self._check_started(reply)
             active = [sampler - host.first for sampler in self._active if host.first <= sampler < host.first + host.count]
@@ -403,9 +418,10 @@ class RayVectorSampledTasks(VectorTasksBase):
         self._is_closed = True
         self._waiting = False
         deadline = faults.deadline_after(CLOSE_TIMEOUT)
-        for host in self._hosts:
+        serving = [host for host in self._hosts if host.serving]
+        for host in serving:
             host.send(encode("close", ()))
-        for host in self._hosts:
+        for host in serving:
             reply = None
             while host.pending and not isinstance(reply, WorkerError):  # the close reply comes last
                 reply = self._receive(host, deadline)
