@@ -73,10 +73,12 @@ class _Envs(NamedTuple):
 
 
 class _Received(NamedTuple):
-    """What ``DeviceCollector.add_to`` reads of its collector: the fragment and the env width."""
+    """What ``DeviceCollector.add_to`` reads of its collector (its fragment, env width and
+    steps), so that the learner writes a received fragment exactly as an in-process one."""
 
     fragment: Fragment
     env: _Envs
+    n_steps: int
 
 
 def concatenate(fragments: list[Fragment]) -> Fragment:
@@ -153,6 +155,7 @@ class RayCollector:
         ray_init_kwargs: Mapping[str, Any] | None = None,
     ):
         self._hosts: list[faults.Host] = []
+        self._under_way: dict[Any, faults.Host] = {}  # async mode: one collect ref per actor
         self._is_closed = False
         for name, value in (("n_steps", n_steps), ("num_envs", num_envs), ("num_collectors", num_collectors)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -180,7 +183,6 @@ class RayCollector:
         self.timeout, self.restart_on_failure = timeout, bool(restart_on_failure)
         self.last_collector: int | None = None
         self._weights_ref: Any = None
-        self._under_way: dict[Any, faults.Host] = {}  # async mode: one collect ref per actor
         try:
             # a CPU copy: an actor without the learner's GPU must be able to load it
             policy_payload = cloudpickle.dumps(copy.deepcopy(actor).cpu())
@@ -216,7 +218,7 @@ class RayCollector:
     # -- actors -------------------------------------------------------------------------------
 
     def _describe(self, host: faults.Host, deadline: float | None) -> dict[str, Any]:
-        placement = faults.get(host.actor.describe.remote(), host, deadline, self.timeout)
+        placement = faults.call_once_up(host.actor.describe, host, deadline, self.timeout)
         host.pid = placement["pid"]
         return placement
 
@@ -251,7 +253,7 @@ class RayCollector:
         fragment = suply(lambda leaf: leaf.to(self.device) if isinstance(leaf, torch.Tensor) else leaf, fragment)
         if self.memory is not None:
             width = int(fragment.state.fin.shape[1])
-            DeviceCollector.add_to(_Received(fragment, _Envs(width)), self.memory)
+            DeviceCollector.add_to(_Received(fragment, _Envs(width), self.n_steps), self.memory)
         return fragment
 
     def _check_open(self) -> None:

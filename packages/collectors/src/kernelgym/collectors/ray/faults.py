@@ -100,6 +100,22 @@ def get(ref: Any, host: Host, deadline: float | None, timeout: float | None) -> 
     raise error from error.__cause__
 
 
+def call_once_up(method: Any, host: Host, deadline: float | None, timeout: float | None) -> Any:
+    """``method.remote()``'s value once the actor answers: while Ray restarts it, a call
+    fails with ``ActorUnavailableError`` (not lost: asked again until ``deadline``)."""
+    while True:
+        try:
+            return ray.get(method.remote(), timeout=remaining(deadline))
+        except rex.ActorUnavailableError as exc:
+            if deadline is not None and time.monotonic() >= deadline:
+                error = worker_error(rex.GetTimeoutError(str(exc)), host, timeout)
+                raise error from exc
+            time.sleep(0.05)
+        except (rex.RayError, rex.GetTimeoutError) as exc:
+            error = worker_error(exc, host, timeout)
+            raise error from error.__cause__
+
+
 def kill(host: Host, restart: bool = False) -> None:
     """Stop the actor's process; with ``restart`` Ray makes it again (its ``max_restarts``)."""
     try:

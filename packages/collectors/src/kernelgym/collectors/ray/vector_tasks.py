@@ -252,7 +252,7 @@ class RayVectorSampledTasks(VectorTasksBase):
     def _startup(self, host: _GroupHost, deadline: float | None) -> tuple:
         """The actor's construction report, its pid noted; a lost actor as its ``WorkerError``."""
         try:
-            data, host.pid = faults.get(host.actor.ready.remote(), host, deadline, self._start_timeout)
+            data, host.pid = faults.call_once_up(host.actor.ready, host, deadline, self._start_timeout)
         except WorkerError as error:
             return (FAILED, error)
         reply = self._loads(data)
