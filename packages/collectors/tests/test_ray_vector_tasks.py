@@ -41,8 +41,9 @@ class SameAsVectorSampledTasks(RuleBasedStateMachine):
     @initialize(specs=sampler_specs, auto=st.booleans(), max_processes=st.integers(1, 3))
     def start(self, specs, auto, max_processes):
         specs = [dict(spec, sampler_id=i) for i, spec in enumerate(specs)]
+        # never "fork" a process that runs Ray: a child of its gRPC threads can deadlock
         self.reference = VectorSampledTasks(
-            CounterSampler, specs, auto, multiprocessing_start_method="fork", max_processes=max_processes
+            CounterSampler, specs, auto, multiprocessing_start_method="forkserver", max_processes=max_processes
         )
         self.tasks = ray_tasks(CounterSampler, specs, auto_resample_when_done=auto, max_processes=max_processes)
         assert self.tasks.num_processes == self.reference.num_processes
