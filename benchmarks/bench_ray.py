@@ -7,8 +7,8 @@ fragment (TorchRL: ``frames_per_batch = N_STEPS * NUM_ENVS`` per collector). Tor
 kernelgym's gymnasium adapter (``KernelGymnasiumVectorEnv``) in its ``GymWrapper``; the adapter
 announces its autoreset mode in ``metadata`` only, and TorchRL reads the attribute
 ``autoreset_mode``, so this script sets that attribute by hand. Every case runs after a warm-up
-fragment, in one local Ray cluster of ``--cpus`` logical CPUs; TorchRL runs last (its shutdown
-stops Ray). Needs torchrl and tensordict (a separate venv: see BENCHMARKS.md).
+fragment, in one local Ray cluster of ``--cpus`` logical CPUs (the in-process case before Ray
+starts); TorchRL runs last (its shutdown stops Ray). Needs torchrl and tensordict (a separate venv: see BENCHMARKS.md).
 
 Run: ``python benchmarks/bench_ray.py [--fragments 10] [--cpus 2]``.
 Writes ``benchmarks/results/ray.md`` and prints it.
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import pickle
 import platform
 import time
@@ -107,11 +108,12 @@ def torchrl_ray(count: int, collectors: int) -> float:
         [make_env] * collectors,
         policy,
         frames_per_batch=N_STEPS * NUM_ENVS * collectors,
-        total_frames=-1,
+        total_frames=(count + 1) * N_STEPS * NUM_ENVS * collectors,
         sync=True,
         remote_configs={"num_cpus": 1, "num_gpus": 0},
     )
     try:
+        collector.update_policy_weights_(policy)
         return rate(iter(collector), count, N_STEPS * NUM_ENVS * collectors)
     finally:
         collector.shutdown()
@@ -142,13 +144,14 @@ def main() -> None:
     parser.add_argument("--cpus", type=int, default=2)
     parser.add_argument("--steps", type=int, default=1000, help="vector-task steps for the overhead")
     options = parser.parse_args()
+    load = os.getloadavg()[0]
+    local = in_process(options.fragments)  # before Ray starts: its booting workers would take the CPUs
     ray.init(num_cpus=options.cpus, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
-
-    local = in_process(options.fragments)
     ray1, pickled, raw = on_ray(options.fragments, 1)
     ray2, _, _ = on_ray(options.fragments, 2)
     ray2_async, _, _ = on_ray(options.fragments, 2, sync=False)
     process_us, ray_us = step_overhead(options.steps)
+    print(f"in-process {local:,.0f}, ray 1 {ray1:,.0f}, 2 {ray2:,.0f}, async {ray2_async:,.0f} env-steps/s", flush=True)
     trl1 = torchrl_ray(options.fragments, 1)
     trl2 = torchrl_ray(options.fragments, 2)
 
@@ -162,28 +165,37 @@ def main() -> None:
         ("TorchRL RayCollector, 2 collectors (sync)", trl2),
     ]
     lines = [
-        f"Date {datetime.date.today()}; {platform.processor() or platform.machine()}, "
-        f"ray {version('ray')}, torch {torch.__version__}, torchrl {version('torchrl')}, "
-        f"tensordict {version('tensordict')}; local Ray cluster of {options.cpus} CPUs; "
-        f"command `python benchmarks/bench_ray.py --fragments {options.fragments} --cpus {options.cpus}`.",
+        "## kernelgym on Ray (CartPole-v1)",
         "",
-        f"{ENV_ID} (kernelgym cpu backend), {batch}, {options.fragments} fragments after one warm-up, one run:",
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {load:.1f} at start "
+        "(a machine shared with other jobs); a local Ray cluster of "
+        f"{options.cpus} logical CPUs, one CPU per actor",
+        f"- versions: ray {version('ray')}, torch {torch.__version__}, torchrl {version('torchrl')}, "
+        f"tensordict {version('tensordict')}",
+        f"- command: `python benchmarks/bench_ray.py --fragments {options.fragments} --cpus {options.cpus} "
+        f"--steps {options.steps}` (in a venv with torchrl and tensordict)",
+        f"- method: {ENV_ID} on kernelgym's cpu backend, {batch}, the same deterministic linear policy "
+        f"everywhere, {options.fragments} fragments after one warm-up, one run; TorchRL wraps kernelgym's "
+        "gymnasium adapter in `GymWrapper` with `autoreset_mode` set on it by hand (the adapter announces it "
+        "in `metadata` only)",
         "",
         "| collector | env-steps/s | vs in-process |",
         "|---|---:|---:|",
         *[f"| {name} | {value:,.0f} | {value / local:.2f}x |" for name, value in rows],
         "",
-        f"kernelgym RayCollector 2 actors / TorchRL RayCollector 2 collectors: {ray2 / trl2:.2f}x; "
-        f"1 actor / 1 collector: {ray1 / trl1:.2f}x.",
+        f"kernelgym's RayCollector over TorchRL's: {ray1 / trl1:.2f}x with one actor each, "
+        f"{ray2 / trl2:.2f}x with two.",
         "",
         f"Bytes sent per fragment ({batch}, CartPole obs float32 x 4): {pickled:,} pickled "
-        f"(tensors {raw:,}, {pickled / (N_STEPS * NUM_ENVS):.1f} bytes per transition).",
+        f"(its tensors {raw:,}; {pickled / (N_STEPS * NUM_ENVS):.1f} bytes per transition).",
         "",
-        "| 4 CartPole tasks in 2 workers, one `step` | us per step |",
+        f"| 4 CartPole tasks in 2 workers, one `step` ({options.steps} steps) | us per step |",
         "|---|---:|",
-        f"| VectorSampledTasks (2 forked processes) | {process_us:,.0f} |",
+        f"| VectorSampledTasks (2 forkserver processes) | {process_us:,.0f} |",
         f"| RayVectorSampledTasks (2 Ray actors) | {ray_us:,.0f} |",
         f"| Ray's overhead per step | {ray_us - process_us:+,.0f} ({ray_us / process_us:.2f}x) |",
+        "",
     ]
     text = "\n".join(lines) + "\n"
     RESULTS.write_text(text)

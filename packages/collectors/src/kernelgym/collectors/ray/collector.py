@@ -38,7 +38,12 @@ class CollectorActor:
         env_kwargs: Mapping[str, Any],
         policy_payload: bytes,
         n_steps: int,
+        threads: int,
     ):
+        # as many kernel threads as CPUs Ray gave this actor (numba would start one per core
+        # of the node, and actors sharing a node would spin against each other)
+        os.environ.setdefault("NUMBA_NUM_THREADS", str(threads))
+        torch.set_num_threads(threads)
         import kernelgym.envs  # in the actor only: the driver needs no env package
 
         if seed is not None:
@@ -208,6 +213,7 @@ class RayCollector:
                     dict(env_kwargs or {}),
                     policy_payload,
                     n_steps,
+                    max(1, int(num_cpus)),
                 )
                 self._hosts.append(faults.Host(index, handle, name))
             self.placements = [self._describe(host, faults.deadline_after(timeout)) for host in self._hosts]
