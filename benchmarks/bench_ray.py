@@ -39,6 +39,12 @@ from kernelgym.collectors.rollout.nested import leaves
 ENV_ID, NUM_ENVS, N_STEPS, SEED = "CartPole-v1", 256, 64, 0
 RESULTS = Path(__file__).parent / "results" / "ray.md"
 WEIGHT = (0.0, 0.0, 1.0, 1.0)
+READING = (
+    "Reading: on one 2-core machine the actors and the learner share the same cores and every fragment "
+    "crosses processes (pickled, about 56 bytes per CartPole transition), so the Ray forms cost throughput "
+    "here; they pay off where the cluster brings more cores or GPUs than one machine. TorchRL's collector "
+    "steps the same env through the gymnasium adapter and a TensorDict per step, which dominates at this batch."
+)
 
 
 class LinearActor(Actor):
@@ -73,6 +79,11 @@ def rate(fragments, count: int, steps_per_fragment: int) -> float:
 
 
 def in_process(count: int) -> float:
+    """One thread, as each one-CPU actor runs (two would spin against each other on a busy machine)."""
+    import numba
+
+    numba.set_num_threads(1)
+    torch.set_num_threads(1)
     env = kge.make(ENV_ID, NUM_ENVS, backend="cpu", seed=SEED, autoreset_mode="same_step")
     return rate(iter(DeviceCollector(env, LinearActor(), N_STEPS, seed=SEED)), count, N_STEPS * NUM_ENVS)
 
@@ -170,7 +181,7 @@ def main() -> None:
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- machine: {platform.machine()}, {os.cpu_count()} cores, load average {load:.1f} at start "
         "(a machine shared with other jobs); a local Ray cluster of "
-        f"{options.cpus} logical CPUs, one CPU per actor",
+        f"{options.cpus} logical CPUs, one CPU (one numba and torch thread) per actor and in process",
         f"- versions: ray {version('ray')}, torch {torch.__version__}, torchrl {version('torchrl')}, "
         f"tensordict {version('tensordict')}",
         f"- command: `python benchmarks/bench_ray.py --fragments {options.fragments} --cpus {options.cpus} "
@@ -195,6 +206,8 @@ def main() -> None:
         f"| VectorSampledTasks (2 forkserver processes) | {process_us:,.0f} |",
         f"| RayVectorSampledTasks (2 Ray actors) | {ray_us:,.0f} |",
         f"| Ray's overhead per step | {ray_us - process_us:+,.0f} ({ray_us / process_us:.2f}x) |",
+        "",
+        READING,
         "",
     ]
     text = "\n".join(lines) + "\n"
