@@ -41,6 +41,9 @@ META_DEPENDENCIES = {"kernelgym": {"kernelgym-core", "kernelgym-envs", "kernelgy
 # Wheels that ship programs, found on disk rather than imported: NVIDIA's ptxas for the
 # GPU-compile table (located by cuda.pathfinder).
 BINARY_DEPENDENCIES = {"kernelgym-core": {"nvidia-cuda-nvcc-cu12"}}
+# Subpackages that exist for one extra (imported only by users of that extra): what they
+# import, module level included, counts as optional, so it must be declared in an extra.
+EXTRA_SUBPACKAGES = {"kernelgym-collectors": {"kernelgym/collectors/ray": "ray"}}
 
 
 @dataclasses.dataclass
@@ -98,8 +101,10 @@ def imported_distributions(distribution: str) -> tuple[set[str], set[str]]:
     source = DISTRIBUTIONS[distribution] / "src"
     own = "kernelgym/cli" if distribution == "kernelgym" else f"kernelgym/{distribution.removeprefix('kernelgym-')}"
     imports = Imports()
+    extra_folders = [source / folder for folder in EXTRA_SUBPACKAGES.get(distribution, {})]
     for path in (source / own).rglob("*.py"):
-        _scan(ast.parse(path.read_text(), filename=str(path)), imports)
+        for_an_extra = any(folder in path.parents for folder in extra_folders)
+        _scan(ast.parse(path.read_text(), filename=str(path)), imports, optional=for_an_extra)
     providers = packages_distributions()
     required = {_distribution_of(module, providers) for module in imports.required} - {None, distribution}
     optional = {_distribution_of(module, providers) for module in imports.optional} - {None, distribution}

@@ -1,0 +1,134 @@
+"""Ray's failures as the package's ``WorkerError`` hierarchy, and waiting on actors with a deadline.
+
+| Ray says                                                  | the caller gets        |
+|-----------------------------------------------------------|------------------------|
+| ``GetTimeoutError`` (no answer before the deadline)       | ``WorkerTimeoutError`` |
+| ``RayTaskError`` (the actor's code raised)                | ``WorkerError`` with the remote traceback |
+| ``RayActorError`` / ``ActorDiedError`` (process killed, node lost), ``WorkerCrashedError``, ``NodeDiedError``, ``ObjectLostError`` | ``WorkerCrashedError`` with Ray's account of the death |
+
+Ray's error is kept as ``__cause__``. Ray does not tell a process's exit code to the
+driver, so ``WorkerCrashedError.exitcode`` is None here; Ray's message says how it died.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import ray
+import ray.exceptions as rex
+
+from kernelgym.collectors.worker_errors import WorkerCrashedError, WorkerError, WorkerTimeoutError
+
+#: Ray errors that mean the actor (its process or its node) is gone
+LOST = (rex.RayActorError, rex.WorkerCrashedError, rex.NodeDiedError, rex.ObjectLostError)
+
+
+class Host:
+    """One Ray actor of a kernelgym collector: its handle, name, process id and samplers."""
+
+    __slots__ = ("index", "actor", "name", "pid", "samplers")
+
+    def __init__(self, index: int, actor: Any, name: str, samplers: tuple[int, ...] = ()):
+        self.index, self.actor, self.name, self.samplers = index, actor, name, samplers
+        self.pid: int | None = None  # reported by the actor once it runs
+
+    def describe(self) -> str:
+        where = f"Ray actor {self.index} ({self.name}, pid {self.pid}"
+        return where + (f", samplers {list(self.samplers)})" if self.samplers else ")")
+
+    def fields(self) -> dict[str, Any]:
+        """``WorkerError`` keyword fields naming this actor and its samplers."""
+        return dict(
+            sampler_index=self.samplers[0] if len(self.samplers) == 1 else None,
+            sampler_indices=self.samplers,
+            process_index=self.index,
+            worker=self.name,
+        )
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def worker_error(exc: BaseException, host: Host, timeout: float | None = None) -> WorkerError:
+    """The ``WorkerError`` that tells the caller what Ray's ``exc`` says about ``host``."""
+    fields = host.fields()
+    if isinstance(exc, rex.GetTimeoutError):
+        error: WorkerError = WorkerTimeoutError(f"{host.describe()} did not answer within {timeout} s", **fields)
+    elif isinstance(exc, rex.RayTaskError):
+        cause = exc.cause if isinstance(exc.cause, BaseException) else exc
+        error = WorkerError(
+            f"{host.describe()} raised {type(cause).__name__}: {cause}",
+            remote_traceback=getattr(exc, "traceback_str", None) or str(exc),
+            **fields,
+        )
+        exc = cause
+    elif isinstance(exc, LOST):
+        error = WorkerCrashedError(f"{host.describe()} died: {ray_account(exc)}", exitcode=None, **fields)
+        error.remote_traceback = str(exc)
+    else:
+        error = WorkerError(f"{host.describe()} failed: {type(exc).__name__}: {exc}", **fields)
+    error.__cause__ = exc
+    return error
+
+
+def ray_account(exc: BaseException) -> str:
+    """Ray's one-line reason for a lost actor (its message is long and fixed-form)."""
+    text = " ".join(str(exc).split())
+    for marker in ("The actor is dead because", "The actor died because", "Worker exit detail:"):
+        if marker in text:
+            return text[text.index(marker) :][:240]
+    return text[:240]
+
+
+def deadline_after(timeout: float | None) -> float | None:
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+def get(ref: Any, host: Host, deadline: float | None, timeout: float | None) -> Any:
+    """``ray.get(ref)`` before ``deadline``, a failure raised as the ``WorkerError`` for ``host``."""
+    try:
+        return ray.get(ref, timeout=remaining(deadline))
+    except (rex.RayError, rex.GetTimeoutError) as exc:
+        error = worker_error(exc, host, timeout)
+    raise error from error.__cause__
+
+
+def call_once_up(method: Any, host: Host, deadline: float | None, timeout: float | None) -> Any:
+    """``method.remote()``'s value once the actor answers: while Ray restarts it, a call
+    fails with ``ActorUnavailableError`` (not lost: asked again until ``deadline``)."""
+    while True:
+        try:
+            return ray.get(method.remote(), timeout=remaining(deadline))
+        except rex.ActorUnavailableError as exc:
+            if deadline is not None and time.monotonic() >= deadline:
+                error = worker_error(rex.GetTimeoutError(str(exc)), host, timeout)
+                raise error from exc
+            time.sleep(0.05)
+        except (rex.RayError, rex.GetTimeoutError) as exc:
+            error = worker_error(exc, host, timeout)
+            raise error from error.__cause__
+
+
+def kill(host: Host, restart: bool = False) -> None:
+    """Stop the actor's process; with ``restart`` Ray makes it again (its ``max_restarts``)."""
+    try:
+        ray.kill(host.actor, no_restart=not restart)
+    except ValueError:  # not an actor handle any more (Ray shut down)
+        pass
+
+
+def wait_dead(hosts: list[Host], timeout: float) -> None:
+    """Return once every killed actor is reported dead by Ray, or after ``timeout`` s."""
+    deadline = deadline_after(timeout)
+    for host in hosts:
+        try:
+            ray.get(host.actor.__ray_ready__.remote(), timeout=remaining(deadline))
+        except (rex.RayError, rex.GetTimeoutError):
+            continue
