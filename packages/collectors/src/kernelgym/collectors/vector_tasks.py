@@ -168,6 +168,19 @@ class _VectorTasksBase:
     def _concat(self, command: str, args_for: Callable[[int, int], tuple]) -> list[Any]:
         return [item for values in self._broadcast(command, args_for) for item in values]
 
+    def _step_results(self, values: list, lost: dict) -> list[RLStepResult]:
+        """One step's results from each route's packed reply; a group whose worker was lost and
+        restarted (reply None) reports its samplers done, with their new first observations."""
+        results: list[RLStepResult] = []
+        for (group, _, _), value in zip(self._routes, values):
+            if value is None:
+                info = {"worker_restarted": lost[group]}
+                observations = self._command_group(group, "get_observations", ())
+                results.extend(RLStepResult(obs, 0.0, True, dict(info), False, True) for obs in observations)
+            else:
+                results.extend(unpack_results(value))
+        return self._resample_if_all_done(results)
+
     def _resample_if_all_done(self, results: list[RLStepResult]) -> list[RLStepResult]:
         """Without auto resampling, new tasks start once every unpaused task has finished."""
         if self.auto_resample_when_done or not results or not all(result.done for result in results):
@@ -636,15 +649,7 @@ class VectorSampledTasks(_VectorTasksBase):
             self._step_interrupted = self._broken is None
             raise
         self._waiting = self._step_interrupted = False
-        results: list[RLStepResult] = []
-        for (group, _, _), value in zip(self._routes, values):
-            if value is None:
-                info = {"worker_restarted": lost[group]}
-                observations = self._command_group(group, "get_observations", ())
-                results.extend(RLStepResult(obs, 0.0, True, dict(info), False, True) for obs in observations)
-            else:
-                results.extend(unpack_results(value))
-        return self._resample_if_all_done(results)
+        return self._step_results(values, lost)
 
     def step(self, actions: Sequence[Any]) -> list[RLStepResult]:
         self.async_step(actions)

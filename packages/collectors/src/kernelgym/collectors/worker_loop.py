@@ -18,38 +18,53 @@ from kernelgym.collectors.sampler_group import SamplerFailure, SamplerFailures, 
 from kernelgym.collectors.wire import FAILED, OK, PackedArray, encode_reply, pack_results, portable_failures
 
 
+def start_group(
+    payload: bytes, first_index: int, auto_resample_when_done: bool, active: Sequence[int]
+) -> tuple[SamplerGroup | None, tuple]:
+    """Build the samplers ``cloudpickle.loads(payload)`` describes: (the group, or None, and the startup reply)."""
+    try:
+        make_sampler_fn, sampler_fn_args = cloudpickle.loads(payload)
+        return SamplerGroup(make_sampler_fn, sampler_fn_args, first_index, auto_resample_when_done, active), (OK, None)
+    except SamplerFailures as exc:
+        return None, (FAILED, portable_failures(exc.failures))
+    except Exception as exc:
+        return None, (FAILED, portable_failures([SamplerFailure(None, exc)]))
+
+
+def serve(group: SamplerGroup, message: bytes) -> tuple[str | None, tuple]:
+    """Run one encoded ``SamplerGroup`` command: (the command, None if unreadable, and its reply).
+
+    A failure is the reply, never an exception: the caller answers every message.
+    """
+    command = None
+    try:
+        command, args = pickle.loads(message)
+        if command not in SamplerGroup.COMMANDS:
+            raise ValueError(f"command must be one of {sorted(SamplerGroup.COMMANDS)}, got {command!r}")
+        if command == "step" and type(args[0]) is PackedArray:
+            args = (args[0].unpack(),)
+        value = getattr(group, command)(*args)
+        return command, (OK, pack_results(value) if command == "step" and value else value)
+    except SamplerFailures as exc:
+        return command, (FAILED, portable_failures(exc.failures))
+    except Exception as exc:
+        return command, (FAILED, portable_failures([SamplerFailure(None, exc)]))
+
+
 def worker_main(
     connection: Connection, payload: bytes, first_index: int, auto_resample_when_done: bool, active: Sequence[int]
 ) -> None:
     """Build the samplers ``cloudpickle.loads(payload)`` describes, then serve commands."""
-    try:
-        make_sampler_fn, sampler_fn_args = cloudpickle.loads(payload)
-        group = SamplerGroup(make_sampler_fn, sampler_fn_args, first_index, auto_resample_when_done, active)
-    except SamplerFailures as exc:
-        connection.send_bytes(encode_reply((FAILED, portable_failures(exc.failures))))
+    group, startup = start_group(payload, first_index, auto_resample_when_done, active)
+    connection.send_bytes(encode_reply(startup))
+    if group is None:
         return
-    except Exception as exc:
-        connection.send_bytes(encode_reply((FAILED, portable_failures([SamplerFailure(None, exc)]))))
-        return
-    connection.send_bytes(encode_reply((OK, None)))
     while True:
         try:
             message = connection.recv_bytes()
         except (EOFError, OSError):  # the parent closed its end or died
             return
-        command = None
-        try:
-            command, args = pickle.loads(message)
-            if command not in SamplerGroup.COMMANDS:
-                raise ValueError(f"command must be one of {sorted(SamplerGroup.COMMANDS)}, got {command!r}")
-            if command == "step" and type(args[0]) is PackedArray:
-                args = (args[0].unpack(),)
-            value = getattr(group, command)(*args)
-            reply = (OK, pack_results(value) if command == "step" and value else value)
-        except SamplerFailures as exc:
-            reply = (FAILED, portable_failures(exc.failures))
-        except Exception as exc:
-            reply = (FAILED, portable_failures([SamplerFailure(None, exc)]))
+        command, reply = serve(group, message)
         try:
             connection.send_bytes(encode_reply(reply))
         except (BrokenPipeError, OSError):

@@ -7,19 +7,9 @@ move, this is the one file to follow them. None of them imports torch: an actor 
 in a fraction of the time torch's import takes.
 """
 
-from kernelgym.collectors.sampler_group import SamplerFailure, SamplerFailures, SamplerGroup
 from kernelgym.collectors.vector_tasks import _VectorTasksBase as VectorTasksBase
-from kernelgym.collectors.wire import (
-    FAILED,
-    OK,
-    PackedArray,
-    encode,
-    encode_reply,
-    pack_results,
-    packable,
-    portable_failures,
-    unpack_results,
-)
+from kernelgym.collectors.wire import FAILED, OK, PackedArray, encode, encode_reply, packable, rebuild_failures
+from kernelgym.collectors.worker_loop import serve, start_group
 from kernelgym.collectors.worker_pool import CLOSE_TIMEOUT
 
 __all__ = [
@@ -27,14 +17,11 @@ __all__ = [
     "FAILED",
     "OK",
     "PackedArray",
-    "SamplerFailure",
-    "SamplerFailures",
-    "SamplerGroup",
     "VectorTasksBase",
     "encode",
     "encode_reply",
-    "pack_results",
     "packable",
-    "portable_failures",
-    "unpack_results",
+    "rebuild_failures",
+    "serve",
+    "start_group",
 ]

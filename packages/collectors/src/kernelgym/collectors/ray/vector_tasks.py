@@ -26,16 +26,13 @@ from kernelgym.collectors.ray._internals import (
     FAILED,
     OK,
     PackedArray,
-    SamplerFailure,
-    SamplerFailures,
-    SamplerGroup,
     VectorTasksBase,
     encode,
     encode_reply,
-    pack_results,
     packable,
-    portable_failures,
-    unpack_results,
+    rebuild_failures,
+    serve,
+    start_group,
 )
 from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_resources, connect
 from kernelgym.collectors.tasks import RLStepResult
@@ -53,39 +50,16 @@ class SamplerGroupActor:
     """
 
     def __init__(self, payload: bytes, first_index: int, auto_resample_when_done: bool, active: Sequence[int]):
-        self.group: SamplerGroup | None = None
-        try:
-            make_sampler_fn, sampler_fn_args = cloudpickle.loads(payload)
-            self.group = SamplerGroup(make_sampler_fn, sampler_fn_args, first_index, auto_resample_when_done, active)
-            self.startup: tuple = (OK, None)
-        except SamplerFailures as exc:
-            self.startup = (FAILED, portable_failures(exc.failures))
-        except Exception as exc:
-            self.startup = (FAILED, portable_failures([SamplerFailure(None, exc)]))
-
-    @staticmethod
-    def _pickled(reply: tuple) -> bytes:
-        return encode_reply(reply)
+        # the very code a worker process runs (worker_loop), so both behave alike
+        self.group, self.startup = start_group(payload, first_index, auto_resample_when_done, active)
 
     def ready(self) -> tuple[bytes, int]:
         """How the samplers were made, and this actor's process id."""
-        return self._pickled(self.startup), os.getpid()
+        return encode_reply(self.startup), os.getpid()
 
     def run(self, message: bytes) -> bytes:
         """Run one encoded ``SamplerGroup`` command; the reply, pickled."""
-        try:
-            command, args = pickle.loads(message)
-            if command not in SamplerGroup.COMMANDS:
-                raise ValueError(f"command must be one of {sorted(SamplerGroup.COMMANDS)}, got {command!r}")
-            if command == "step" and type(args[0]) is PackedArray:
-                args = (args[0].unpack(),)
-            value = getattr(self.group, command)(*args)
-            reply = (OK, pack_results(value) if command == "step" and value else value)
-        except SamplerFailures as exc:
-            reply = (FAILED, portable_failures(exc.failures))
-        except Exception as exc:
-            reply = (FAILED, portable_failures([SamplerFailure(None, exc)]))
-        return self._pickled(reply)
+        return encode_reply(serve(self.group, message)[1])
 
 
 class _GroupHost(faults.Host):
@@ -261,15 +235,9 @@ class RayVectorSampledTasks(VectorTasksBase):
             return (FAILED, [(None, "the driver could not unpickle the reply:\n" + traceback.format_exc(), None)])
 
     def _remote_error(self, failures: list) -> WorkerError:
-        rebuilt = []
-        for sampler_index, traceback_text, exception_bytes in failures:
-            try:
-                exception = cloudpickle.loads(exception_bytes) if exception_bytes is not None else None
-            except Exception:
-                exception = None
-            process_index = None if sampler_index is None else self._group_of(sampler_index)
-            rebuilt.append((process_index, sampler_index, traceback_text, exception))
-        return error_from_failures(rebuilt)
+        # each failure names the actor (the "process") that hosts its sampler
+        return error_from_failures([(None if sampler is None else self._group_of(sampler), sampler, text, exception)
+                                    for _, sampler, text, exception in rebuild_failures(None, failures)])
 
     def _receive(self, host: _GroupHost, deadline: float | None) -> tuple | WorkerError:
         """The actor's oldest owed reply, or the error saying why none will come."""
@@ -380,15 +348,7 @@ class RayVectorSampledTasks(VectorTasksBase):
             raise RuntimeError("wait_step() needs an async_step() first")
         self._waiting = False
         values, lost = self._gather([self._hosts[group] for group, _, _ in self._routes], substitute_lost=True)
-        results: list[RLStepResult] = []
-        for (group, _, _), value in zip(self._routes, values):
-            if value is None:
-                info = {"worker_restarted": lost[group]}
-                observations = self._command_group(group, "get_observations", ())
-                results.extend(RLStepResult(obs, 0.0, True, dict(info), False, True) for obs in observations)
-            else:
-                results.extend(unpack_results(value))
-        return self._resample_if_all_done(results)
+        return self._step_results(values, lost)
 
     def step(self, actions: Sequence[Any]) -> list[RLStepResult]:
         self.async_step(actions)
