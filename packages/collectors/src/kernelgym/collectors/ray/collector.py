@@ -91,7 +91,7 @@ def concatenate(fragments: list[Fragment]) -> Fragment:
     return suply(lambda *leaves: torch.cat(leaves, dim=1), *fragments)
 
 
-class RayCollector:
+class RayCollector(faults.ActorHosts):
     """Collect ``(n_steps + 1) x N`` fragments from kernelgym envs in ``num_collectors`` Ray actors.
 
     Parameters
@@ -271,16 +271,6 @@ class RayCollector:
     @property
     def num_collectors(self) -> int:
         return len(self._hosts)
-
-    @property
-    def worker_pids(self) -> list[int | None]:
-        """Process ids of the collector actors (new ones after a restart)."""
-        return [host.pid for host in self._hosts]
-
-    @property
-    def actor_names(self) -> list[str]:
-        """The actors' Ray names (``ray list actors`` shows them)."""
-        return [host.name for host in self._hosts]
 
     @property
     def weights_ref(self) -> Any:

@@ -47,6 +47,22 @@ class Host:
         )
 
 
+class ActorHosts:
+    """What a class hosting its work in Ray actors (``self._hosts``, a list of `Host`) tells about them."""
+
+    _hosts: list[Host]
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """Process ids of the actors (new ones after a restart), as Ray runs them on their nodes."""
+        return [host.pid for host in self._hosts]
+
+    @property
+    def actor_names(self) -> list[str]:
+        """The actors' Ray names (``ray list actors`` shows them)."""
+        return [host.name for host in self._hosts]
+
+
 def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__

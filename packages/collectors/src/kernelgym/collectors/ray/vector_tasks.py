@@ -77,7 +77,7 @@ class _GroupHost(faults.Host):
         self.pending.append(self.actor.run.remote(message))
 
 
-class RayVectorSampledTasks(VectorTasksBase):
+class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
     """Many task samplers stepped in lockstep in Ray actors, on one machine or a cluster.
 
     Every name and semantic of ``VectorSampledTasks`` (``step``, ``async_step`` /
@@ -320,16 +320,6 @@ class RayVectorSampledTasks(VectorTasksBase):
     def num_processes(self) -> int:
         """Number of actors (each one process)."""
         return len(self._hosts)
-
-    @property
-    def worker_pids(self) -> list[int | None]:
-        """Process ids of the actors (new ones after a restart), as Ray runs them on their nodes."""
-        return [host.pid for host in self._hosts]
-
-    @property
-    def actor_names(self) -> list[str]:
-        """The actors' Ray names (``ray list actors`` shows them)."""
-        return [host.name for host in self._hosts]
 
     def async_step(self, actions: Sequence[Any]) -> None:
         """Send one action per unpaused task; collect the results with ``wait_step``."""
