@@ -157,7 +157,9 @@ def test_the_pendulum_rod_points_at_theta(theta):
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.floats(-1.1, 0.5), st.floats(0.02, 0.1))
+# both cars stay whole in the frame and clear of the goal flag (at 0.5), which would hide
+# part of them: only then does the car's centroid move with its position
+@given(st.floats(-1.1, 0.25), st.floats(0.02, 0.1))
 def test_the_mountain_car_moves_right_when_position_grows(position, shift):
     from kernelgym.envs.classic.mountain_car import SPEC as MOUNTAIN_CAR
 
