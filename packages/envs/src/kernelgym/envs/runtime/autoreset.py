@@ -28,20 +28,42 @@ DONE = "_done_"
 
 
 @env_kernel
-def clear_step_outputs(i, _reward_rows, terminated, _truncated):
-    """A reset env shows reward 0 and neither flag."""
+def clear_step_outputs(i, _reward_rows, terminated, _truncated, _running_return_rows, _running_length,
+                       _episode_return_rows, _episode_length, _episode_mask):
+    """A reset env shows reward 0, neither flag, and no finished episode; its episode sums restart.
+
+    In NEXT_STEP mode this is the reset step, which (as in gymnasium's
+    ``RecordEpisodeStatistics``) belongs to no episode.
+    """
     for k in range(_reward_rows.shape[1]):
         _reward_rows[i, k] = 0.0
+        _running_return_rows[i, k] = 0.0
+        _episode_return_rows[i, k] = 0.0
     terminated[i] = False
     _truncated[i] = False
+    _running_length[i] = 0
+    _episode_length[i] = 0
+    _episode_mask[i] = False
 
 
 @env_kernel
-def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps):
-    """One more step of the episode: the time limit, and the flag for a reset."""
+def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps, _reward_rows,
+               _running_return_rows, _running_length, _episode_return_rows, _episode_length, _episode_mask):
+    """One more step of the episode: the time limit, the flag for a reset, and the episode
+    statistics (return and length of an episode that ends here, 0 elsewhere)."""
     _timestep_[i] += 1
     _truncated[i] = _timestep_[i] >= _max_episode_steps
-    _done_[i] = terminated[i] or _truncated[i]
+    done = terminated[i] or _truncated[i]
+    _done_[i] = done
+    _running_length[i] += 1
+    _episode_length[i] = _running_length[i] if done else 0
+    if done:
+        _running_length[i] = 0
+    for k in range(_reward_rows.shape[1]):
+        total = _running_return_rows[i, k] + _reward_rows[i, k]
+        _episode_return_rows[i, k] = total if done else 0.0
+        _running_return_rows[i, k] = 0.0 if done else total
+    _episode_mask[i] = done
 
 
 @env_kernel

@@ -16,7 +16,9 @@ Autoreset follows gymnasium 1.x:
   observation is kept in ``info["final_obs"]`` with the mask ``info["_final_obs"]``.
 
 Every step's ``info`` also carries the return and length of the episodes that ended
-in it, as gymnasium's ``RecordEpisodeStatistics`` does (see `EpisodeStatistics`).
+in it, as gymnasium's ``RecordEpisodeStatistics`` does: ``info["episode"]["r"]`` and
+``["l"]``, 0 where ``info["_episode"]`` is False. The step's own launch keeps them
+(`autoreset.count_step`); in NEXT_STEP mode the reset step belongs to no episode.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from kernelgym.core import bind, bind_launches, resolve_backend, rng, to_numpy
-from kernelgym.envs.episode_statistics import EpisodeStatistics
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
@@ -151,8 +152,7 @@ class KernelVectorEnv(StateIO):
         self._unstarted = set(range(self.num_envs))
         self._numpy_views = None
         self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
-        self._episode_statistics = EpisodeStatistics(buffers.rewards_t, self.autoreset_mode)
-        self._info.update(self._episode_statistics.info)
+        self._info.update(buffers.episode_info)
         self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
                                      self.device, action_check)
         # where the host reads the action check's record: after each launch (sync, and
@@ -216,7 +216,6 @@ class KernelVectorEnv(StateIO):
         buffers.write(buffers.final_mask, False)
         buffers.write(buffers.reset_mask, 1)  # the reset launch resets every env, then clears it
         self._launch_reset()
-        self._episode_statistics.reset()
         self._unstarted = None
         if numpy:
             return to_numpy(buffers.obs), {}
@@ -258,11 +257,10 @@ class KernelVectorEnv(StateIO):
         self._launch_step(*arguments)
         if self._check_after_step:
             self._actions.raise_fault(actions)
-        buffers = self._buffers
-        self._episode_statistics.update(buffers.rewards_t, buffers.terminated_t, buffers.truncated_t)
         if numpy:
             views = self.numpy()
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
+        buffers = self._buffers
         return buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info
 
     def check_actions(self) -> None:
