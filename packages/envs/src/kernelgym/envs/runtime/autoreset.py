@@ -28,19 +28,25 @@ DONE = "_done_"
 
 
 @env_kernel
-def clear_step_outputs(i, _reward_rows, terminated, _truncated, _running_return_rows, _running_length,
-                       _episode_return_rows, _episode_length, _episode_mask):
-    """A reset env shows reward 0, neither flag, and no finished episode; its episode sums restart.
-
-    In NEXT_STEP mode this is the reset step, which (as in gymnasium's
-    ``RecordEpisodeStatistics``) belongs to no episode.
-    """
+def clear_step_outputs(i, _reward_rows, terminated, _truncated):
+    """A reset env shows reward 0 and neither flag."""
     for k in range(_reward_rows.shape[1]):
         _reward_rows[i, k] = 0.0
-        _running_return_rows[i, k] = 0.0
-        _episode_return_rows[i, k] = 0.0
     terminated[i] = False
     _truncated[i] = False
+
+
+@env_kernel
+def clear_episode_statistics(i, _running_return_rows, _running_length, _episode_return_rows, _episode_length,
+                             _episode_mask):
+    """A reset env shows no finished episode and its episode sums restart.
+
+    In NEXT_STEP mode this runs in the reset step, which (as in gymnasium's
+    ``RecordEpisodeStatistics``) belongs to no episode.
+    """
+    for k in range(_running_return_rows.shape[1]):
+        _running_return_rows[i, k] = 0.0
+        _episode_return_rows[i, k] = 0.0
     _running_length[i] = 0
     _episode_length[i] = 0
     _episode_mask[i] = False
@@ -75,6 +81,10 @@ def keep_final_obs(i, _done_, _obs_rows, _final_obs_rows, _final_obs_mask):
             _final_obs_rows[i, k] = _obs_rows[i, k]
 
 
+# what a reset env shows: no reward, no flags, no finished episode, a step counter at 0
+_FRESH_EPISODE = (clear_step_outputs, clear_episode_statistics, clear_episode)
+
+
 def _restore(restores: bool) -> list:
     return [restore_saved_rows] if restores else []
 
@@ -82,11 +92,11 @@ def _restore(restores: bool) -> list:
 def reset_programs(reset, layout: str, restores: bool) -> list:
     """Launches that reset every env whose ``_done_`` is set (what ``reset()`` runs)."""
     if layout == "env":
-        return [[Branch(DONE, then=[*_restore(restores), *reset, clear_step_outputs, clear_episode])]]
+        return [[Branch(DONE, then=[*_restore(restores), *reset, *_FRESH_EPISODE])]]
     return [
         *([[Branch(DONE, then=[restore_saved_rows])]] if restores else []),
         *[[Branch(DONE, then=[phase])] for phase in reset],
-        [Branch(DONE, then=[clear_step_outputs, clear_episode])],
+        [Branch(DONE, then=[*_FRESH_EPISODE])],
     ]
 
 
@@ -96,7 +106,7 @@ def step_programs(step, reset, layout: str, same_step: bool, restores: bool) -> 
         if same_step:
             return [[*step, count_step, keep_final_obs,
                      Branch(DONE, then=[*_restore(restores), *reset, clear_episode])]]
-        return [[Branch(DONE, then=[*_restore(restores), *reset, clear_step_outputs, clear_episode],
+        return [[Branch(DONE, then=[*_restore(restores), *reset, *_FRESH_EPISODE],
                         otherwise=[*step, count_step])]]
     if same_step:
         return [
@@ -109,5 +119,5 @@ def step_programs(step, reset, layout: str, same_step: bool, restores: bool) -> 
     return [
         *([[Branch(DONE, then=[restore_saved_rows])]] if restores else []),
         *[[Branch(DONE, then=list(reset[k:k + 1]), otherwise=list(step[k:k + 1]))] for k in range(phases)],
-        [Branch(DONE, then=[clear_step_outputs, clear_episode], otherwise=[count_step])],
+        [Branch(DONE, then=[*_FRESH_EPISODE], otherwise=[count_step])],
     ]
