@@ -40,6 +40,12 @@ def connect(address: str | None = None, init_kwargs: Mapping[str, Any] | None = 
     ray.init(address=address, **dict(init_kwargs or {}))
 
 
+def check_max_restarts(max_restarts) -> None:
+    """Ray's own restart count for actors: an int >= -1 (-1: no limit), else a ValueError naming it."""
+    if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < -1:
+        raise ValueError(f"max_restarts must be an int >= -1 (-1: no limit), got {max_restarts!r}")
+
+
 def check_resources(num_cpus: float, num_gpus: float) -> None:
     """Resources asked for each actor must be numbers >= 0."""
     for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):

@@ -21,7 +21,7 @@ import torch
 
 from kernelgym.collectors.ray import faults
 from kernelgym.collectors.device_collector import DeviceCollector
-from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_resources, connect
+from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_max_restarts, check_resources, connect
 from kernelgym.collectors.rollout import Fragment, suply
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning
 
@@ -173,8 +173,7 @@ class RayCollector(faults.ActorHosts):
             raise TypeError(f"seed: expected an int or None, got {seed!r}")
         if timeout is not None and (not isinstance(timeout, (int, float)) or not timeout > 0):
             raise ValueError(f"timeout: expected a positive number of seconds or None, got {timeout!r}")
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < -1:
-            raise ValueError(f"max_restarts: expected an int >= -1 (-1: no limit), got {max_restarts!r}")
+        check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
         width = num_envs * num_collectors if sync else num_envs
         if memory is not None and getattr(memory, "num_envs", None) != width:

@@ -34,7 +34,7 @@ from kernelgym.collectors.ray._internals import (
     serve,
     start_group,
 )
-from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_resources, connect
+from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_max_restarts, check_resources, connect
 from kernelgym.collectors.tasks import RLStepResult
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning, error_from_failures
 
@@ -156,8 +156,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
         if read_timeout is not None and (not isinstance(read_timeout, (int, float)) or not read_timeout > 0):
             raise ValueError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
-        if not isinstance(max_restarts, int) or isinstance(max_restarts, bool) or max_restarts < -1:
-            raise ValueError(f"max_restarts must be an int >= -1 (-1: no limit), got {max_restarts!r}")
+        check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
         self._read_timeout = read_timeout
         self.restart_on_failure = bool(restart_on_failure)
