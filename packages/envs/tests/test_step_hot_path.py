@@ -5,11 +5,14 @@ The cuda logic (deferred action check) is proved on the simulator, which runs th
 stepped, and the error surfaces at the next read of results.
 """
 
+import re
 import tracemalloc
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kernelgym.envs as kge
 
@@ -133,3 +136,92 @@ def test_the_deferred_device_step_path_reads_nothing_back_from_the_device(monkey
     monkeypatch.undo()
     with pytest.raises(ValueError, match=r"got 9 at index \(3,\)"):
         env.check_actions()
+
+
+# ------------------------------------------------------------------ serial and parallel cpu launches
+@pytest.mark.parametrize("env_id, autoreset_mode", [("CartPole-v1", "next_step"), ("CartPole-v1", "same_step"),
+                                                    ("TagGridWorld-v0", "next_step")])
+def test_serial_and_parallel_cpu_launches_step_alike_bit_for_bit(monkeypatch, env_id, autoreset_mode):
+    """Few envs run in the calling thread (binding.PARALLEL_FROM): the same program, same bits."""
+    from kernelgym.core import binding
+
+    def made(parallel_from):
+        monkeypatch.setattr(binding, "PARALLEL_FROM", parallel_from)
+        env = kge.make(env_id, 6, backend="cpu", seed=4, autoreset_mode=autoreset_mode, max_episode_steps=7)
+        env.reset()
+        return env
+
+    def launchers(env):
+        launch = env._launch_step  # the compiled launcher, or BoundLaunch.__call__ over several
+        calls = launch.__self__._calls if hasattr(launch, "__self__") else [launch]
+        return {call.func.py_func.__name__ for call in calls}
+
+    serial, parallel = made(10**9), made(1)
+    assert launchers(serial) == {"cpu_serial_launcher"} and launchers(parallel) == {"cpu_launcher"}
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        actions = rng.integers(0, parallel.single_action_space.n, parallel.action_space.shape)
+        got, want = serial.step(actions, numpy=True), parallel.step(actions, numpy=True)
+        for a, b in zip(got[:4], want[:4]):
+            assert np.array_equal(a, b)
+        assert all(np.array_equal(a, b) for a, b in zip(serial.get_state().values(), parallel.get_state().values()))
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_a_bad_action_among_many_is_named_by_its_first_index_and_changes_nothing(data):
+    """Either side of PARALLEL_FROM and of the parallel check: one error, the first bad
+    index and value, as the caller passed it; no env steps (cpu)."""
+    env_id = data.draw(st.sampled_from(["CartPole-v1", "TagGridWorld-v0", "Pendulum-v1"]), label="env")
+    # serial launch, parallel launch, parallel check (codegen.SERIAL_CHECK_BELOW)
+    num_envs = data.draw(st.sampled_from([3, 200, *([70_000] if env_id == "CartPole-v1" else [])]), label="num_envs")
+    env = _checked_env(env_id, num_envs)
+    shape = env.action_space.shape
+    if env_id == "Pendulum-v1":
+        actions = np.zeros(shape, np.float32)
+        bad_value = data.draw(st.sampled_from([np.nan, np.inf, -np.inf]), label="bad")
+    else:
+        actions = np.zeros(shape, np.int64)
+        bad_value = data.draw(st.sampled_from([-1, int(env.single_action_space.n), 99]), label="bad")
+    flat = data.draw(st.lists(st.integers(0, actions.size - 1), min_size=1, max_size=4, unique=True), label="bad at")
+    actions.reshape(-1)[flat] = bad_value
+    first = tuple(int(k) for k in np.unravel_index(min(flat), shape))
+    before = env.get_state()
+    with pytest.raises(ValueError, match=rf"got {re.escape(repr(float(bad_value)) if env_id == 'Pendulum-v1' else repr(bad_value))} at index {re.escape(str(first))}"):
+        env.step(actions)
+    assert all(np.array_equal(before[name], after, equal_nan=True) for name, after in env.get_state().items())
+    env.step(np.zeros(shape, actions.dtype))  # the record was cleared
+
+
+_ENVS = {}
+
+
+def _checked_env(env_id, num_envs):
+    """One env per (id, size), reset, reused across examples (compiling costs seconds)."""
+    key = (env_id, num_envs)
+    if key not in _ENVS:
+        _ENVS[key] = kge.make(env_id, num_envs, backend="cpu", seed=0)
+    _ENVS[key].reset(seed=0)
+    return _ENVS[key]
+
+
+@pytest.mark.sim
+def test_a_deferred_bad_action_of_a_multi_action_env_is_kept_on_the_device():
+    env = kge.make("TagGridWorld-v0", 2, backend="sim", seed=0, check_action_values="deferred")
+    env.reset()
+    actions = np.zeros(env.action_space.shape, np.int64)
+    actions[1, 3] = 8
+    env.step(torch.from_numpy(actions))
+    env.step(torch.zeros(env.action_space.shape, dtype=torch.int64))  # moves the action buffer on
+    with pytest.raises(ValueError, match=r"got 8 at index \(1, 3\)"):
+        env.check_actions()
+
+
+def test_episode_statistics_can_be_left_out():
+    env = kge.make("CartPole-v1", 8, backend="cpu", seed=0, episode_statistics=False, max_episode_steps=3)
+    env.reset()
+    for _ in range(4):
+        *_, info = env.step(np.ones(8, np.int64))
+        assert "episode" not in info and "_episode" not in info
+    with pytest.raises(TypeError, match=r"episode_statistics: expected True or False, got 'yes'"):
+        kge.make("CartPole-v1", 2, backend="cpu", episode_statistics="yes")

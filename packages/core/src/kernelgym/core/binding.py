@@ -58,6 +58,9 @@ __all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bin
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
+# cpu launches of fewer (env, agent) pairs than this run in the calling thread: waking
+# the worker threads costs about 1.5 us, what a CartPole step of ~100 envs costs serially.
+PARALLEL_FROM = 128
 # CPython passes calls with more positional arguments than this as one tuple
 # (CALL_FUNCTION_EX), which Numba cannot inline into a launcher.
 MAX_BODY_PARAMETERS = 30
@@ -83,15 +86,19 @@ class Precondition(NamedTuple):
     """Gate a program on a per-env check (first item of a program only).
 
     ``check`` is an `env_kernel` whose body returns an int fault code: negative when
-    env ``i`` may run, else a code (e.g. the flat index of a bad input). ``fault``
-    names a one-element int64 array that keeps the smallest code seen (`NO_FAULT`
-    when none): cpu checks every env before any runs and runs none when one fails;
-    cuda/sim skip the failing envs only (atomic min, no host synchronization). A
-    program holding only a Precondition just checks.
+    env ``i`` may run, else a code (e.g. the flat index of a bad input). Write it
+    without side effects and branch-free (``|`` rather than ``or``) and the cpu pass
+    over every env vectorizes. ``fault`` names a one-element int64 array that keeps
+    the smallest code seen (`NO_FAULT` when none): cpu checks every env before any
+    runs and runs none when one fails; cuda/sim skip the failing envs only (atomic
+    min, no host synchronization). ``record``, an optional `env_kernel`, runs for each
+    failing env (e.g. to keep its inputs for the error message). A program holding
+    only a Precondition just checks.
     """
 
     check: object
     fault: str
+    record: object = None
 
 
 # What a fault array holds when no check failed (any code is smaller).
@@ -121,10 +128,21 @@ class BoundLaunch:
         self.per_call = tuple(per_call)
         self._description = description
 
-    def __call__(self, *per_call) -> None:
-        """Launch, passing the ``per_call`` values in order."""
+    def __call__(self, *per_call) -> int:
+        """Launch, passing the ``per_call`` values in order.
+
+        Returns
+        -------
+        int
+            The smallest fault code a cpu launch's Precondition found, `NO_FAULT` when
+            none (device launches only record it in their fault array).
+        """
+        fault = NO_FAULT
         for call in self._calls:
-            call(*per_call)
+            code = call(*per_call)
+            if code is not None and code < fault:
+                fault = code
+        return fault
 
     def as_function(self):
         """The fastest callable equal to calling this launch: the compiled launcher
@@ -256,8 +274,11 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
                     raise BindingError(f"Precondition check: expected an env_kernel, got {type(item.check).__name__}")
                 if layouts.get(item.fault) != "shared":
                     raise BindingError(f"Precondition fault {item.fault!r}: expected a 'shared' one-element array")
+                if item.record is not None and not isinstance(item.record, EnvKernel):
+                    raise BindingError(f"Precondition record: expected an env_kernel, got {type(item.record).__name__}")
                 body, positions = body_call(item.check)
-                statements.append(("require", body, positions, position_of(item.fault, "Precondition")))
+                record = None if item.record is None else body_call(item.record)
+                statements.append(("require", body, positions, position_of(item.fault, "Precondition"), record))
                 continue
             if isinstance(item, Branch):
                 if not isinstance(item.mask, str):
@@ -304,7 +325,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
     if backend == "cpu":
-        return functools.partial(module.cpu_launcher, *counts, *args), names, description
+        # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
+        parallel = math.prod(counts) >= PARALLEL_FROM
+        launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
+        return functools.partial(launcher, *counts, *args), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
     if kind == "env":
@@ -332,8 +356,10 @@ def _positions(statements, index_of) -> list:
         if statement[0] == "call":
             out.append(("call", statement[1], tuple(index_of[name] for name in statement[2])))
         elif statement[0] == "require":
-            out.append(("require", statement[1], tuple(index_of[name] for name in statement[2]),
-                        index_of[statement[3]]))
+            _, check, names, fault, record = statement
+            if record is not None:
+                record = (record[0], tuple(index_of[name] for name in record[1]))
+            out.append(("require", check, tuple(index_of[name] for name in names), index_of[fault], record))
         else:
             _, mask, then, otherwise = statement
             out.append(("if", index_of[mask], _positions(then, index_of), _positions(otherwise, index_of)))

@@ -30,7 +30,7 @@ import platformdirs
 
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "3"
+TEMPLATE_VERSION = "4"
 
 _BODIES: dict = {}
 
@@ -96,6 +96,11 @@ def cpu_launcher({counts}, {args}):
 {cpu_loop}
 
 
+@njit(cache=True)
+def cpu_serial_launcher({counts}, {args}):
+{cpu_serial_loop}
+
+
 @cuda.jit(cache=True)
 def cuda_launcher({counts}, {args}):
 {cuda_loop}
@@ -103,9 +108,10 @@ def cuda_launcher({counts}, {args}):
 
 # A fault array's value when no check failed (kernelgym.core.binding.NO_FAULT).
 NO_FAULT = 2**63 - 1
-# A cpu Precondition checks fewer envs than this serially: entering a parallel region
-# costs microseconds, a serial check of a few thousand envs about as much.
-SERIAL_CHECK_BELOW = 8192
+# A cpu Precondition counts the failing envs serially below this many envs: a check
+# written branch-free vectorizes (a fraction of a nanosecond per env), so a serial pass
+# over tens of thousands of envs costs less than entering a second parallel region.
+SERIAL_CHECK_BELOW = 65536
 
 
 def _literal(value) -> str:
@@ -222,8 +228,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         arguments; ``("if", argument_position, then_statements, else_statements)`` runs
         one branch or the other depending on that argument's entry for the env
         (``argument[env]``, a per-env mask); ``("require", body_position,
-        argument_positions, fault_position)``, first only, gates the rest on a
-        check body's fault code (see `kernelgym.core.binding.Precondition`).
+        argument_positions, fault_position, record)``, first only, gates the rest on a
+        check body's fault code (see `kernelgym.core.binding.Precondition`); ``record``
+        is None or ``(body_position, argument_positions)``, run for each failing env.
     num_args : int
         The launcher's argument count after ``num_envs`` (and ``num_agents``).
     title : str
@@ -235,7 +242,10 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     Returns
     -------
     module
-        ``cpu_launcher`` and ``cuda_launcher`` (see `launcher_module`).
+        ``cpu_launcher`` (parallel over envs), ``cpu_serial_launcher`` (one thread: no
+        parallel region to enter, cheaper for a few envs) and ``cuda_launcher`` (see
+        `launcher_module`). The cpu launchers return the smallest fault code a
+        Precondition found (`NO_FAULT` when none), so the host needs no read for it.
     """
     constants = dict(constants or {})
     frozen = "\n".join(f"a{k} = {_literal(value)}" for k, value in sorted(constants.items()))
@@ -266,39 +276,57 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
 
     require = statements[0] if statements and statements[0][0] == "require" else None
     rest = statements[1:] if require else statements
+
+    def cpu_loop(loop: str) -> str:
+        if kind == "env":
+            return f"    for env in {loop}(num_envs):\n" + "\n".join(lines(rest, 8))
+        return (f"    for env in {loop}(num_envs):\n        for agent in range(num_agents):\n"
+                + "\n".join(lines(rest, 12)))
+
     if kind == "env":
-        cpu_loop = "    for env in prange(num_envs):\n" + "\n".join(lines(rest, 8))
         cuda_body = lines(rest, 8)
+        head = "    env = cuda.grid(1)\n    if env < num_envs:"
     else:
-        cpu_loop = ("    for env in prange(num_envs):\n        for agent in range(num_agents):\n"
-                    + "\n".join(lines(rest, 12)))
         cuda_body = ["        while agent < num_agents:", *lines(rest, 12), "            agent += cuda.blockDim.x"]
+        head = "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
     if require is None:
-        head = "    env = cuda.grid(1)\n    if env < num_envs:" if kind == "env" else (
-            "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:")
         cuda_loop = head + "\n" + "\n".join(cuda_body)
+        cpu_parallel, cpu_serial = (cpu_loop(loop) + f"\n    return {NO_FAULT}" for loop in ("prange", "range"))
     else:
-        _, check, positions, fault = require
+        _, check, positions, fault, record = require
         call = f"body{check}({', '.join(['env', *(f'a{k}' for k in positions)])})"
-        # cpu: every env is checked (a parallel min-reduction) before any runs
-        # (serially below SERIAL_CHECK_BELOW envs, where a second parallel region costs more than the check)
-        cpu_loop = (
-            f"    first_fault = {NO_FAULT}\n    if num_envs < {SERIAL_CHECK_BELOW}:\n"
-            f"        for env in range(num_envs):\n            code = {call}\n"
-            f"            if code >= 0:\n                first_fault = int64(code)\n                break\n"
-            f"    else:\n        for env in prange(num_envs):\n            code = {call}\n"
-            f"            if code >= 0:\n                first_fault = min(first_fault, int64(code))\n"
-            f"    if first_fault != {NO_FAULT}:\n        if first_fault < a{fault}[0]:\n"
-            f"            a{fault}[0] = first_fault\n        return\n" + (cpu_loop if rest else "")
-        )
+        keep = "" if record is None else (
+            f"body{record[0]}({', '.join(['env', *(f'a{k}' for k in record[1])])})")
+
+        def gate(count_loop: str) -> str:
+            # cpu: count the failing envs first (branch-free, so it vectorizes); only when
+            # one fails, find the smallest code and keep the failing envs' inputs; run no env
+            count = (f"    failing = 0\n    if num_envs < {SERIAL_CHECK_BELOW}:\n"
+                     f"        for env in range(num_envs):\n            failing += {call} >= 0\n"
+                     f"    else:\n        for env in prange(num_envs):\n            if {call} >= 0:\n"
+                     f"                failing += 1\n"
+                     ) if count_loop == "prange" else (
+                f"    failing = 0\n    for env in range(num_envs):\n        failing += {call} >= 0\n")
+            return (
+                count +
+                f"    if failing:\n        first_fault = {NO_FAULT}\n        for env in range(num_envs):\n"
+                f"            code = {call}\n            if code >= 0:\n"
+                + (f"                {keep}\n" if keep else "")
+                + f"                first_fault = min(first_fault, int64(code))\n"
+                f"        if first_fault < a{fault}[0]:\n            a{fault}[0] = first_fault\n"
+                f"        return first_fault\n"
+                + (cpu_loop(count_loop) + "\n" if rest else "") + f"    return {NO_FAULT}"
+            )
+
+        cpu_parallel, cpu_serial = gate("prange"), gate("range")
         # cuda: no barrier across the grid, so each env checks itself and a failing one does not run
-        head = "    env = cuda.grid(1)\n    if env < num_envs:" if kind == "env" else (
-            "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:")
         cuda_loop = (f"{head}\n        code = {call}\n        if code >= 0:\n"
                      f"            cuda.atomic.min(a{fault}, 0, int64(code))\n"
+                     + (f"            {keep}\n" if keep else "")
                      + ("        else:\n" + "\n".join("    " + line for line in cuda_body) if rest else ""))
     text = _PROGRAM_PRELUDE.format(
         title=title, bodies="\n".join(f"body{k} = registered_body({key!r})" for k, key in enumerate(body_keys))
         + ("\n" + frozen if frozen else ""),
-    ) + _PROGRAM_TEMPLATE.format(counts=counts, args=args, cpu_loop=cpu_loop, cuda_loop=cuda_loop)
+    ) + _PROGRAM_TEMPLATE.format(counts=counts, args=args, cpu_loop=cpu_parallel,
+                                                    cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop)
     return _import_launcher(stem, text)

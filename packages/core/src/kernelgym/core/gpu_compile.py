@@ -331,10 +331,12 @@ def _short_module(module: str) -> str:
 
 
 def _launched_signatures() -> set[tuple[str, tuple]]:
+    # a program's small launches run its serial twin, which takes the same arguments
     return {
         (name, tuple(signature))
         for name, module in imported_launchers().items()
-        for signature in module.cpu_launcher.signatures
+        for launcher in (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None)) if launcher is not None
+        for signature in launcher.signatures
     }
 
 

@@ -54,6 +54,9 @@ class KernelSB3VecEnv(VecEnv):
         if "autoreset_mode" in kwargs:
             raise ValueError("autoreset_mode: KernelSB3VecEnv always uses 'same_step' (SB3's convention); "
                              f"got {kwargs['autoreset_mode']!r}")
+        if kwargs.get("episode_statistics", True) is not True:
+            raise ValueError("episode_statistics: KernelSB3VecEnv reports each episode to SB3's logger and needs "
+                             f"them; expected True, got {kwargs['episode_statistics']!r}")
         spec = registry.get_spec(env_id)
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:

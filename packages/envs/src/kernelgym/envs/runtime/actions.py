@@ -6,9 +6,10 @@ argument, `kernelgym.core.binding`); anything else is copied once into the fixed
 buffer. On ``cuda`` and ``sim`` the actions go through one device copy into that buffer
 (asynchronous on a GPU; numba would otherwise synchronize on a foreign stream).
 
-The VALUES are checked inside the composed launch, in parallel: the check bodies below
-return env ``i``'s fault code (the flat index of its first bad action, or -1) and keep
-the bad value in a per-env slot; the launch records the smallest code in a one-element
+The VALUES are checked inside the composed launch: the check bodies below return env
+``i``'s fault code (the flat index of its first bad action, or -1), a pass that
+vectorizes on cpu; a failing env's actions are kept in a per-env slot
+(`keep_bad_action`); the launch records the smallest code in a one-element
 buffer (`kernelgym.core.binding.Precondition`) and runs no env whose action is bad (on
 cpu: no env at all). The host turns a recorded fault into today's error message
 (`ActionLoader.raise_fault`), right after the launch (``"sync"``) or at the next read of
@@ -44,48 +45,53 @@ def check_mode(value, backend: str):
     return value
 
 
+# The checks are pure and branch-free (``|``, no early return), so that the cpu pass
+# over every env vectorizes; `keep_bad_actions` runs only for an env that fails.
 @env_kernel
-def discrete_action_fault(i, actions, _action_low, _action_high, _action_fault_values):
-    """Env ``i``'s single discrete action outside [low, high]: its index, else -1."""
+def discrete_action_fault(i, actions, _action_low, _action_high):
+    """Env ``i``'s index when its single discrete action lies outside [low, high], else -1."""
     value = actions[i]
-    if value < _action_low[0] or value > _action_high[0]:
-        _action_fault_values[i] = value
-        return i
-    return -1
+    return i if (value < _action_low[0]) | (value > _action_high[0]) else -1
 
 
 @env_kernel
-def discrete_rows_fault(i, _action_rows, _action_low, _action_high, _action_fault_values):
+def discrete_rows_fault(i, _action_rows, _action_low, _action_high):
     """The flat index of env ``i``'s first action outside [low, high] (per column), else -1."""
     columns = _action_rows.shape[1]
-    for c in range(columns):
+    first = -1
+    for c in range(columns - 1, -1, -1):  # backwards: the first bad column is written last
         value = _action_rows[i, c]
-        if value < _action_low[c] or value > _action_high[c]:
-            _action_fault_values[i] = value
-            return i * columns + c
-    return -1
+        first = i * columns + c if (value < _action_low[c]) | (value > _action_high[c]) else first
+    return first
 
 
 @env_kernel
-def finite_action_fault(i, actions, _action_fault_values):
-    """Env ``i``'s single continuous action if NaN or infinite: its index, else -1."""
-    value = actions[i]
-    if not math.isfinite(value):
-        _action_fault_values[i] = value
-        return i
-    return -1
+def finite_action_fault(i, actions):
+    """Env ``i``'s index when its single continuous action is NaN or infinite, else -1."""
+    return -1 if math.isfinite(actions[i]) else i
 
 
 @env_kernel
-def finite_rows_fault(i, _action_rows, _action_fault_values):
+def finite_rows_fault(i, _action_rows):
     """The flat index of env ``i``'s first NaN or infinite action, else -1."""
     columns = _action_rows.shape[1]
-    for c in range(columns):
-        value = _action_rows[i, c]
-        if not math.isfinite(value):
-            _action_fault_values[i] = value
-            return i * columns + c
-    return -1
+    first = -1
+    for c in range(columns - 1, -1, -1):
+        first = first if math.isfinite(_action_rows[i, c]) else i * columns + c
+    return first
+
+
+@env_kernel
+def keep_bad_action(i, actions, _action_fault_rows):
+    """Keep a failing env's action: a deferred error shows it after the buffer moved on."""
+    _action_fault_rows[i, 0] = actions[i]
+
+
+@env_kernel
+def keep_bad_action_rows(i, _action_rows, _action_fault_rows):
+    """Keep a failing env's actions (several per env)."""
+    for c in range(_action_rows.shape[1]):
+        _action_fault_rows[i, c] = _action_rows[i, c]
 
 
 class ActionLoader:
@@ -128,11 +134,11 @@ class ActionLoader:
         self._host_buffer = to_numpy(actions) if backend != "cuda" else None
         self._direct = backend == "cpu"
         self._fault = _backend_array(np.array([NO_FAULT], np.int64), backend)
-        self._fault_values = _backend_array(np.zeros(num_envs, self.dtype), backend)
+        self._fault_rows = _backend_array(np.zeros((num_envs, self._columns), self.dtype), backend)
         # a check of several actions per env reads them as (num_envs, columns) rows
         self._rows = len(self.shape) > 1
         self.per_call = ("actions", "_action_rows") if self._rows else ("actions",)
-        self.values = {"actions": actions, "_action_fault": self._fault, "_action_fault_values": self._fault_values}
+        self.values = {"actions": actions, "_action_fault": self._fault, "_action_fault_rows": self._fault_rows}
         if self.discrete:
             low, high = _discrete_bounds(space)
             repeat = self._columns // low.shape[0]  # one copy of the bounds per agent
@@ -141,7 +147,8 @@ class ActionLoader:
             check = discrete_rows_fault if self._rows else discrete_action_fault
         else:
             check = finite_rows_fault if self._rows else finite_action_fault
-        self.precondition = None if mode is None else Precondition(check, "_action_fault")
+        self.precondition = None if mode is None else Precondition(
+            check, "_action_fault", record=keep_bad_action_rows if self._rows else keep_bad_action)
         self.layouts = {"_action_fault": "shared", "_action_low": "shared", "_action_high": "shared"}
         self._buffer_arguments = self._per_call_arguments(self._host_buffer if self._direct else actions)
         self.values.update(zip(self.per_call, self._buffer_arguments))
@@ -160,9 +167,13 @@ class ActionLoader:
             if type(actions) is np.ndarray:
                 if actions.dtype == self.dtype and actions.shape == self.shape and actions.flags.c_contiguous:
                     return self._per_call_arguments(actions)
-            elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype and not actions.requires_grad \
-                    and actions.shape == self.shape and actions.device.type == "cpu" and actions.is_contiguous():
-                return self._per_call_arguments(actions.numpy())
+            elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype:
+                try:  # a zero-copy view; refused for a tensor needing grad or off the cpu
+                    array = actions.numpy()
+                except (RuntimeError, TypeError):
+                    array = None  # the general path below says what is wrong or copies
+                if array is not None and array.shape == self.shape and array.flags.c_contiguous:
+                    return self._per_call_arguments(array)
         if self._column_shape is not None and tuple(getattr(actions, "shape", ())) == self._column_shape:
             return self.arguments(actions.reshape(self.shape))
         self._check_type(actions)
@@ -220,8 +231,8 @@ class ActionLoader:
         if actions is not None:
             value = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)[position]
         else:
-            fault_values = self._fault_values if self.backend == "cpu" else self._fault_values.copy_to_host()
-            value = fault_values[position[0]]
+            fault_rows = self._fault_rows if self.backend == "cpu" else self._fault_rows.copy_to_host()
+            value = fault_rows.reshape(-1)[code]
         value = value.item()
         if self.discrete:
             raise ValueError(f"actions: expected values in {self.space}, got {value!r} at index {position}")

@@ -10,6 +10,9 @@ observation) from the env's kernels and the bodies below, bound by name
 - SAME_STEP: ``step, count step, keep final obs; if _done_[i]: restore rows, reset,
   clear episode``.
 
+"count step" also keeps the episode statistics unless the env was made with
+``episode_statistics=False`` (they cost about a tenth of a CartPole step on cpu).
+
 Agent-layout envs run each phase as its own launch (a launch boundary is the barrier
 between phases), with the per-env bookkeeping in one launch before and after them.
 Rows of ``restore_on_reset`` state arrays come back through the data manager's
@@ -19,7 +22,7 @@ one reset mechanism for core and envs.
 
 from __future__ import annotations
 
-from kernelgym.core import Branch, env_kernel
+from kernelgym.core import Branch, device_function, env_kernel
 from kernelgym.core.builtin_kernels import clear_episode, restore_saved_rows
 
 __all__ = ["reset_programs", "step_programs"]
@@ -37,9 +40,8 @@ def clear_step_outputs(i, _reward_rows, terminated, _truncated):
 
 
 @env_kernel
-def clear_episode_statistics(i, _running_return_rows, _running_length, _episode_return_rows, _episode_length,
-                             _episode_mask):
-    """A reset env shows no finished episode and its episode sums restart.
+def clear_episode_statistics(i, _running_return_rows, _episode_return_rows, _episode_length, _episode_mask):
+    """A reset env shows no finished episode and its return sum restarts.
 
     In NEXT_STEP mode this runs in the reset step, which (as in gymnasium's
     ``RecordEpisodeStatistics``) belongs to no episode.
@@ -47,29 +49,62 @@ def clear_episode_statistics(i, _running_return_rows, _running_length, _episode_
     for k in range(_running_return_rows.shape[1]):
         _running_return_rows[i, k] = 0.0
         _episode_return_rows[i, k] = 0.0
-    _running_length[i] = 0
     _episode_length[i] = 0
     _episode_mask[i] = False
 
 
-@env_kernel
-def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps, _reward_rows,
-               _running_return_rows, _running_length, _episode_return_rows, _episode_length, _episode_mask):
-    """One more step of the episode: the time limit, the flag for a reset, and the episode
-    statistics (return and length of an episode that ends here, 0 elsewhere)."""
-    _timestep_[i] += 1
-    _truncated[i] = _timestep_[i] >= _max_episode_steps
-    done = terminated[i] or _truncated[i]
+@device_function
+def _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps):
+    """One more step of env ``i``'s episode: the time limit and the flag for a reset.
+
+    Returns whether the episode ended and its length so far (the step counter).
+    """
+    steps = _timestep_[i] + 1
+    _timestep_[i] = steps
+    truncated = steps >= _max_episode_steps
+    _truncated[i] = truncated
+    done = terminated[i] or truncated
     _done_[i] = done
-    _running_length[i] += 1
-    _episode_length[i] = _running_length[i] if done else 0
-    if done:
-        _running_length[i] = 0
+    return done, steps
+
+
+@env_kernel
+def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps):
+    """One more step of the episode: the time limit and the flag for a reset."""
+    _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
+
+
+# The episode statistics are written only when an episode ends and cleared only the step
+# after: most steps touch just the running sum (this runs for every env at every step).
+@env_kernel
+def count_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps, rewards,
+                               _running_return, _episode_return, _episode_length, _episode_mask):
+    """`count_step` and the episode statistics (one reward per env): the return and
+    length of an episode that ends here, 0 elsewhere."""
+    done, steps = _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
+    total = _running_return[i] + rewards[i]
+    _running_return[i] = 0.0 if done else total
+    if done or _episode_mask[i]:  # record the ending episode, or clear the last step's record
+        _episode_return[i] = total if done else 0.0
+        _episode_length[i] = steps if done else 0
+        _episode_mask[i] = done
+
+
+@env_kernel
+def count_agents_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps,
+                                      _reward_rows, _running_return_rows, _episode_return_rows, _episode_length,
+                                      _episode_mask):
+    """`count_step_with_statistics` for envs with one reward per agent (a return per agent)."""
+    done, steps = _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
+    recorded = done or _episode_mask[i]
     for k in range(_reward_rows.shape[1]):
         total = _running_return_rows[i, k] + _reward_rows[i, k]
-        _episode_return_rows[i, k] = total if done else 0.0
         _running_return_rows[i, k] = 0.0 if done else total
-    _episode_mask[i] = done
+        if recorded:
+            _episode_return_rows[i, k] = total if done else 0.0
+    if recorded:
+        _episode_length[i] = steps if done else 0
+        _episode_mask[i] = done
 
 
 @env_kernel
@@ -81,37 +116,46 @@ def keep_final_obs(i, _done_, _obs_rows, _final_obs_rows, _final_obs_mask):
             _final_obs_rows[i, k] = _obs_rows[i, k]
 
 
-# what a reset env shows: no reward, no flags, no finished episode, a step counter at 0
-_FRESH_EPISODE = (clear_step_outputs, clear_episode_statistics, clear_episode)
+def _fresh_episode(statistics: bool) -> list:
+    """What a reset env shows: no reward, no flags, no finished episode, a step counter at 0."""
+    return [clear_step_outputs, *([clear_episode_statistics] if statistics else []), clear_episode]
+
+
+def _count(statistics: bool, per_agent_rewards: bool):
+    if not statistics:
+        return count_step
+    return count_agents_step_with_statistics if per_agent_rewards else count_step_with_statistics
 
 
 def _restore(restores: bool) -> list:
     return [restore_saved_rows] if restores else []
 
 
-def reset_programs(reset, layout: str, restores: bool) -> list:
+def reset_programs(reset, layout: str, restores: bool, statistics: bool) -> list:
     """Launches that reset every env whose ``_done_`` is set (what ``reset()`` runs)."""
     if layout == "env":
-        return [[Branch(DONE, then=[*_restore(restores), *reset, *_FRESH_EPISODE])]]
+        return [[Branch(DONE, then=[*_restore(restores), *reset, *_fresh_episode(statistics)])]]
     return [
         *([[Branch(DONE, then=[restore_saved_rows])]] if restores else []),
         *[[Branch(DONE, then=[phase])] for phase in reset],
-        [Branch(DONE, then=[*_FRESH_EPISODE])],
+        [Branch(DONE, then=_fresh_episode(statistics))],
     ]
 
 
-def step_programs(step, reset, layout: str, same_step: bool, restores: bool) -> list:
+def step_programs(step, reset, layout: str, same_step: bool, restores: bool, statistics: bool,
+                  per_agent_rewards: bool) -> list:
     """Launches of one step with autoreset (see the module docstring)."""
+    count = _count(statistics, per_agent_rewards)
     if layout == "env":
         if same_step:
-            return [[*step, count_step, keep_final_obs,
+            return [[*step, count, keep_final_obs,
                      Branch(DONE, then=[*_restore(restores), *reset, clear_episode])]]
-        return [[Branch(DONE, then=[*_restore(restores), *reset, *_FRESH_EPISODE],
-                        otherwise=[*step, count_step])]]
+        return [[Branch(DONE, then=[*_restore(restores), *reset, *_fresh_episode(statistics)],
+                        otherwise=[*step, count])]]
     if same_step:
         return [
             *[[phase] for phase in step],
-            [count_step, keep_final_obs, *([Branch(DONE, then=[restore_saved_rows])] if restores else [])],
+            [count, keep_final_obs, *([Branch(DONE, then=[restore_saved_rows])] if restores else [])],
             *[[Branch(DONE, then=[phase])] for phase in reset],
             [Branch(DONE, then=[clear_episode])],
         ]
@@ -119,5 +163,5 @@ def step_programs(step, reset, layout: str, same_step: bool, restores: bool) -> 
     return [
         *([[Branch(DONE, then=[restore_saved_rows])]] if restores else []),
         *[[Branch(DONE, then=list(reset[k:k + 1]), otherwise=list(step[k:k + 1]))] for k in range(phases)],
-        [Branch(DONE, then=[*_FRESH_EPISODE], otherwise=[count_step])],
+        [Branch(DONE, then=_fresh_episode(statistics), otherwise=[count])],
     ]

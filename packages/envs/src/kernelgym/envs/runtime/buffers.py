@@ -12,7 +12,7 @@ __all__ = ["Buffers", "DATA_NAMES"]
 # The runtime's buffers in the data manager (env state arrays may not use these names).
 DATA_NAMES = ("observations", "rewards", "terminated", "truncated", "actions", "rng_states",
               "final_observations", "final_observation_mask", "episode_returns", "episode_lengths",
-              "episode_mask", "running_returns", "running_lengths")
+              "episode_mask", "running_returns")
 
 
 class Buffers:
@@ -58,9 +58,10 @@ class Buffers:
         feed.add_data("final_observations", np.zeros(obs_shape if same_step else (1, *obs_shape[1:]),
                                                      observation_space.dtype))
         feed.add_data("final_observation_mask", np.zeros(n if same_step else 1, np.bool_))
-        # episode statistics, kept by the bookkeeping in the step's own launch: the sums of
-        # the running episodes, and the return and length of those that ended this step
-        for name, dtype, layout in (("running_returns", np.float32, agents_layout), ("running_lengths", np.int64, "per_env"),
+        # episode statistics, kept by the bookkeeping in the step's own launch: the return
+        # sums of the running episodes, and the return and length of those that ended this
+        # step (a running episode's length is the step counter)
+        for name, dtype, layout in (("running_returns", np.float32, agents_layout),
                                     ("episode_returns", np.float32, agents_layout), ("episode_lengths", np.int64, "per_env")):
             feed.add_data(name, np.zeros((n, *agent_shape) if layout == agents_layout else n, dtype), layout=layout)
         feed.add_data("episode_mask", np.zeros(n, np.bool_), layout="per_env")
@@ -75,7 +76,7 @@ class Buffers:
         self.rng_states, self.actions = data("rng_states"), data("actions")
         self.final_obs, self.final_mask = data("final_observations"), data("final_observation_mask")
         self.statistics = {name: data(name) for name in
-                           ("running_returns", "running_lengths", "episode_returns", "episode_lengths", "episode_mask")}
+                           ("running_returns", "episode_returns", "episode_lengths", "episode_mask")}
         # Zero-copy torch views, made once: the buffers are never rebound.
         tensor = self.data_manager.data_on_device_via_torch
         self.obs_t, self.rewards_t = tensor("observations"), tensor("rewards")
@@ -98,8 +99,9 @@ class Buffers:
             "_reward_rows": self.rewards.reshape(n, -1), "_obs_rows": self.obs.reshape(n, row),
             "_final_obs_rows": self.final_obs.reshape(self.final_obs.shape[0], row),
             "_final_obs_mask": self.final_mask, "_max_episode_steps": max_episode_steps,
+            "_running_return": self.statistics["running_returns"],
             "_running_return_rows": self.statistics["running_returns"].reshape(n, -1),
-            "_running_length": self.statistics["running_lengths"],
+            "_episode_return": self.statistics["episode_returns"],
             "_episode_return_rows": self.statistics["episode_returns"].reshape(n, -1),
             "_episode_length": self.statistics["episode_lengths"], "_episode_mask": self.statistics["episode_mask"],
         }

@@ -18,7 +18,8 @@ Autoreset follows gymnasium 1.x:
 Every step's ``info`` also carries the return and length of the episodes that ended
 in it, as gymnasium's ``RecordEpisodeStatistics`` does: ``info["episode"]["r"]`` and
 ``["l"]``, 0 where ``info["_episode"]`` is False. The step's own launch keeps them
-(`autoreset.count_step`); in NEXT_STEP mode the reset step belongs to no episode.
+(`autoreset.count_step_with_statistics`); in NEXT_STEP mode the reset step belongs to
+no episode. ``episode_statistics=False`` leaves them out.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from kernelgym.core import bind, bind_launches, resolve_backend, rng, to_numpy
+from kernelgym.core.binding import NO_FAULT
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
@@ -86,12 +88,16 @@ class KernelVectorEnv(StateIO):
         ``close()`` or ``check_actions()`` (on cpu, where a read costs nothing, it is
         raised at once, as with "sync"). True (default): "deferred" on cuda, "sync"
         on cpu and sim. False: no value check (types and shapes are always checked).
+    episode_statistics : bool
+        Keep each finished episode's return and length in ``info`` (default True);
+        False saves their upkeep in every step.
     **params
         Overrides of the env's params fields (see ``spec.params``).
 
     Attributes
     ----------
-    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps
+    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps,
+    episode_statistics
     single_observation_space, single_action_space, observation_space, action_space
     multi_agent : bool
         Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
@@ -105,7 +111,7 @@ class KernelVectorEnv(StateIO):
 
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
                  autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
-                 **params):
+                 episode_statistics: bool = True, **params):
         if not isinstance(spec, EnvSpec):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -114,6 +120,9 @@ class KernelVectorEnv(StateIO):
             raise ValueError(f"num_envs: expected an int >= 1, got {num_envs}")
         if autoreset_mode not in _AUTORESET_MODES:
             raise ValueError(f"autoreset_mode: expected 'next_step' or 'same_step', got {autoreset_mode!r}")
+        if not isinstance(episode_statistics, (bool, np.bool_)):
+            raise TypeError(f"episode_statistics: expected True or False, got {episode_statistics!r}")
+        self.episode_statistics = bool(episode_statistics)
         check_names(spec)
         self.spec = spec
         self.num_envs = int(num_envs)
@@ -152,13 +161,13 @@ class KernelVectorEnv(StateIO):
         self._unstarted = set(range(self.num_envs))
         self._numpy_views = None
         self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
-        self._info.update(buffers.episode_info)
+        if self.episode_statistics:
+            self._info.update(buffers.episode_info)
         self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
                                      self.device, action_check)
-        # where the host reads the action check's record: after each launch (sync, and
-        # cpu, where the read is free) or at the next read of results (deferred on a device)
+        # where the host reads the action check's record: from each cpu launch's return,
+        # or at the next read of results (deferred on a device)
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
-        self._check_after_step = action_check is not None and self.backend == "cpu"
         self._bind(same_step)
         buffers.write(buffers.rng_states, rng.seed_streams(seed, self.num_envs))
 
@@ -174,7 +183,8 @@ class KernelVectorEnv(StateIO):
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
                   "layouts": layouts}
         restores = self._buffers.restores
-        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores)
+        statistics = self.episode_statistics
+        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores, statistics, self.multi_agent)
         check = actions.precondition
         self._launch_check = None
         if check is not None and (self.backend == "cpu" or actions.mode == "deferred"):
@@ -183,7 +193,8 @@ class KernelVectorEnv(StateIO):
         elif check is not None:  # sync on a device: check, read the record, then step
             self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
         self._launch_step = bind_launches(programs, values, per_call=actions.per_call, **counts).as_function()
-        self._launch_reset = bind_launches(reset_programs(reset, spec.kernel_layout, restores), values, **counts)
+        self._launch_reset = bind_launches(reset_programs(reset, spec.kernel_layout, restores, statistics), values,
+                                           **counts)
 
     # -------------------------------------------------------------- public API
     def reset(self, seed=None, options=None, numpy: bool = False):
@@ -251,11 +262,11 @@ class KernelVectorEnv(StateIO):
         if self._closed or self._unstarted is not None:  # one test on the hot path
             self._refuse_step()
         arguments = self._actions.arguments(actions)
-        if self._launch_check is not None:
+        if self._launch_check is not None:  # "sync" on a device: check, read the record, then step
             self._launch_check(*arguments)
             self._actions.raise_fault(actions)
-        self._launch_step(*arguments)
-        if self._check_after_step:
+        fault = self._launch_step(*arguments)  # cpu launches return their check's result
+        if fault is not None and fault != NO_FAULT:
             self._actions.raise_fault(actions)
         if numpy:
             views = self.numpy()
