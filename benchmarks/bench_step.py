@@ -2,9 +2,15 @@
 
 At each N, round after round (so load changes hit every contender alike):
 
-- ``step()``: kernelgym ``make("CartPole-v1", N, backend="cpu")``, int64 torch actions;
-- ``kernel``: the same composed launch called directly (``env._launch_step``);
-- ``plain loop``: the hand-written numba prange loop of benchmarks/plain_cartpole.py;
+- ``step()``: kernelgym ``make("CartPole-v1", N, backend="cpu")``, int64 torch actions
+  (what a torch policy hands it);
+- ``step() numpy``: the same with the numpy int64 arrays the plain loops get;
+- ``step() no statistics``: ``make(..., episode_statistics=False)``, numpy actions;
+- ``kernel``: the default env's composed launch called directly (``env._launch_step``);
+- ``plain loop + statistics`` and ``plain loop``: the hand-written numba prange loops of
+  benchmarks/plain_cartpole.py, with and without the episode statistics kernelgym's
+  ``info`` carries by default: the yardsticks of ``step() numpy`` and ``step() no
+  statistics``, the same work with the same inputs;
 - ``step() before``: ``step()`` of an older kernelgym checkout (``--base``, e.g.
   ``git worktree add ../base a1aae76``), run in a worker process fed the same rounds;
 - gymnasium's numpy ``CartPoleVectorEnv``;
@@ -41,8 +47,9 @@ SIZES = (64, 1_024, 4_096, 65_536, 1_048_576)
 BATCHES = 8  # distinct pre-made action batches, cycled
 RESULTS = Path(__file__).resolve().parent / "results" / "step.md"
 # Bytes one CartPole env-step moves: action (8) read twice (check, step), state 4 x float32 read and
-# written (32), obs (16), reward (4), terminated + truncated (2), _done_ and _timestep_ int32 read+written (16).
-BYTES_PER_ENV_STEP = 8 * 2 + 32 + 16 + 4 + 2 + 16
+# written (32), obs (16), reward (4), terminated + truncated (2), _done_ read+written (2), _timestep_ int32
+# read+written (8), the running return float32 read+written (8) and the episode mask read (1).
+BYTES_PER_ENV_STEP = 8 * 2 + 32 + 16 + 4 + 2 + 2 + 8 + 8 + 1
 
 WORKER = r"""
 import sys, time, numpy as np, torch
@@ -90,15 +97,19 @@ class Contenders:
         self.numpy_actions = [a.numpy() for a in self.torch_actions]
         env = kge.make("CartPole-v1", n, backend="cpu", seed=0)
         env.reset()
+        lean = kge.make("CartPole-v1", n, backend="cpu", seed=0, episode_statistics=False)
+        lean.reset()
         self.env = env
-        plain = PlainCartPole(n)
         gym_env = gym.make_vec("CartPole-v1", num_envs=n, vectorization_mode="vector_entry_point")
         gym_env.reset(seed=0)
         self.base_worker = base_worker
         self.runs = {
             "step()": (env.step, self.torch_actions),
+            "step() numpy": (env.step, self.numpy_actions),
+            "step() no statistics": (lean.step, self.numpy_actions),
             "kernel": (env._launch_step, self.numpy_actions),
-            "plain loop": (plain.step, self.numpy_actions),
+            "plain loop + statistics": (PlainCartPole(n, statistics=True).step, self.numpy_actions),
+            "plain loop": (PlainCartPole(n).step, self.numpy_actions),
             "gymnasium numpy vector": (gym_env.step, self.numpy_actions),
         }
         for name, (call, batches) in self.runs.items():  # warm up (compiles)
@@ -169,7 +180,8 @@ def main() -> None:
     args = parser.parse_args()
     load_start = os.getloadavg()
     worker = None
-    names = ["step()", "kernel", "plain loop", "gymnasium numpy vector"]
+    names = ["step()", "step() numpy", "step() no statistics", "kernel", "plain loop + statistics", "plain loop",
+             "gymnasium numpy vector"]
     if args.base is not None:
         packages = args.base / "packages"
         environment = {**os.environ, "PYTHONPATH": f"{packages / 'core/src'}:{packages / 'envs/src'}",
@@ -232,17 +244,26 @@ def report(args, names, rates, bandwidth, load_start, load_end, notes) -> str:
         f"{limit / 1e6:.0f} M env-steps/s",
         f"- env-steps per second, median (min-max) of {args.repeats} interleaved rounds; CartPole, random actions",
         "",
-        "| N | " + " | ".join(names) + " | step() / plain loop | step() / memory limit |",
-        "|---|" + "---|" * (len(names) + 2),
+        "| N | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
     ]
     for n, row in rates.items():
-        ratio = statistics.median(row["step()"]) / statistics.median(row["plain loop"])
-        lines.append(f"| {n:,} | " + " | ".join(fmt(row[name]) for name in names)
-                     + f" | {ratio:.2f}x | {statistics.median(row['step()']) / limit:.2f} |")
-    per_call = [f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us"
+        lines.append(f"| {n:,} | " + " | ".join(fmt(row[name]) for name in names) + " |")
+    ratios = [("step() numpy", "plain loop + statistics"), ("step() no statistics", "plain loop"),
+              ("step()", "plain loop + statistics"), ("step()", "gymnasium numpy vector")]
+    lines += ["", "Ratios of medians (same work, same inputs in the first two), and step() against memory alone:", "",
+              "| N | " + " | ".join(f"{a} / {b}" for a, b in ratios) + " | step() / memory limit |",
+              "|---|" + "---|" * (len(ratios) + 1)]
+    for n, row in rates.items():
+        median = {name: statistics.median(values) for name, values in row.items()}
+        lines.append(f"| {n:,} | " + " | ".join(f"{median[a] / median[b]:.2f}x" for a, b in ratios)
+                     + f" | {median['step()'] / limit:.2f} |")
+    per_call = [f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us "
+                f"(numpy actions {n / statistics.median(row['step() numpy']) * 1e6:.1f} us)"
                 + (f", before {n / statistics.median(row['step() before']) * 1e6:.1f} us"
                    if "step() before" in row else "")
                 + f", kernel {n / statistics.median(row['kernel']) * 1e6:.1f} us, "
+                f"plain loop + statistics {n / statistics.median(row['plain loop + statistics']) * 1e6:.1f} us, "
                 f"plain loop {n / statistics.median(row['plain loop']) * 1e6:.1f} us"
                 for n, row in rates.items() if n <= 1024]
     lines += ["", "Per call: " + "; ".join(per_call) + ".", ""]

@@ -1,10 +1,13 @@
-"""The yardstick of bench_step.py: CartPole as a plain hand-written numba prange loop.
+"""The yardsticks of bench_step.py: CartPole as a plain hand-written numba prange loop.
 
 The same work as kernelgym's composed CartPole step (gymnasium's physics from
 `kernelgym.envs.classic.cartpole.dynamics`/`outcome`, float32 state, NEXT_STEP autoreset
 with a 500-step time limit, start states drawn from each env's own `kernelgym.core.rng`
 stream) written the way one would by hand: one function, every array an argument, no
-checks, no bookkeeping beyond the episode step counter.
+checks. `plain_step` keeps no bookkeeping beyond the episode step counter (the yardstick
+of ``make(..., episode_statistics=False)``); `plain_step_with_statistics` also keeps what
+kernelgym's ``info`` carries by default: each finished episode's return and length and
+the mask of envs that finished one (gymnasium's ``RecordEpisodeStatistics``).
 """
 
 from __future__ import annotations
@@ -49,10 +52,48 @@ def plain_step(actions, state, obs, rewards, terminated, truncated, episode_step
             obs[i, k] = state[i, k]
 
 
-class PlainCartPole:
-    """The arrays of ``num_envs`` CartPoles and ``step(actions)`` through `plain_step`."""
+@numba.njit(parallel=True, cache=True)
+def plain_step_with_statistics(actions, state, obs, rewards, terminated, truncated, episode_steps, rng_states,
+                               max_steps, running_returns, episode_returns, episode_lengths, episode_mask):
+    """`plain_step` that also records each finished episode's return and length."""
+    for i in numba.prange(actions.shape[0]):
+        if terminated[i] or truncated[i]:
+            for k in range(4):
+                state[i, k] = rng.uniform_range(rng_states, i, -BOUND, BOUND)
+            rewards[i] = 0.0
+            terminated[i] = False
+            truncated[i] = False
+            episode_steps[i] = 0
+            running_returns[i] = 0.0
+            episode_returns[i] = 0.0
+            episode_lengths[i] = 0
+            episode_mask[i] = False
+        else:
+            x, x_dot, theta, theta_dot = dynamics(
+                np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
+                actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT)
+            state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
+            done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT,
+                                   SUTTON_BARTO)
+            terminated[i] = done
+            rewards[i] = reward
+            episode_steps[i] += 1
+            truncated[i] = episode_steps[i] >= max_steps
+            ended = terminated[i] or truncated[i]
+            total = running_returns[i] + reward
+            running_returns[i] = 0.0 if ended else total
+            episode_returns[i] = total if ended else 0.0
+            episode_lengths[i] = episode_steps[i] if ended else 0
+            episode_mask[i] = ended
+        for k in range(4):
+            obs[i, k] = state[i, k]
 
-    def __init__(self, num_envs: int, seed: int = 0, max_steps: int = 500):
+
+class PlainCartPole:
+    """The arrays of ``num_envs`` CartPoles and ``step(actions)`` through `plain_step`
+    (`plain_step_with_statistics` when ``statistics``)."""
+
+    def __init__(self, num_envs: int, seed: int = 0, max_steps: int = 500, statistics: bool = False):
         self.state = np.zeros((num_envs, 4), np.float32)
         self.obs = np.zeros((num_envs, 4), np.float32)
         self.rewards = np.zeros(num_envs, np.float32)
@@ -61,7 +102,13 @@ class PlainCartPole:
         self.episode_steps = np.zeros(num_envs, np.int32)
         self.rng_states = rng.seed_streams(seed, num_envs)
         self.max_steps = max_steps
+        self.statistics = (np.zeros(num_envs, np.float32), np.zeros(num_envs, np.float32),
+                           np.zeros(num_envs, np.int64), np.zeros(num_envs, np.bool_)) if statistics else None
 
     def step(self, actions):
-        plain_step(actions, self.state, self.obs, self.rewards, self.terminated, self.truncated,
-                   self.episode_steps, self.rng_states, self.max_steps)
+        if self.statistics is None:
+            plain_step(actions, self.state, self.obs, self.rewards, self.terminated, self.truncated,
+                       self.episode_steps, self.rng_states, self.max_steps)
+        else:
+            plain_step_with_statistics(actions, self.state, self.obs, self.rewards, self.terminated, self.truncated,
+                                       self.episode_steps, self.rng_states, self.max_steps, *self.statistics)

@@ -222,6 +222,35 @@ def test_a_cpu_precondition_runs_no_env_when_one_fails_and_keeps_the_smallest_co
         assert fault[0] == NO_FAULT and np.array_equal(y, 2 * x)
 
 
+@env_kernel
+def keep_x(i, x, kept):
+    kept[i] = x[i]
+
+
+@settings(max_examples=25, deadline=None)
+@given(x=hnp.arrays(np.float64, st.integers(1, 300), elements=FINITE), parallel=st.booleans())
+def test_a_cpu_launch_returns_its_fault_and_records_every_failing_env(x, parallel):
+    """Serial twin (few envs) or parallel launcher: the same fault, record and outputs."""
+    from kernelgym.core import binding
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(binding, "PARALLEL_FROM", 1 if parallel else 10**9)
+        _check_fault_return_and_record(binding, x)
+
+
+def _check_fault_return_and_record(binding, x):
+    y, kept = np.zeros_like(x), np.full_like(x, 7.0)
+    fault = np.array([binding.NO_FAULT], np.int64)
+    launch = bind([binding.Precondition(negative_index, "fault", record=keep_x), double_into],
+                  {"x": np.zeros_like(x), "y": y, "kept": kept, "fault": fault}, backend="cpu",
+                  num_envs=x.shape[0], layouts={"fault": "shared"}, per_call=("x",))
+    returned = launch(x)
+    bad = x < 0
+    assert returned == fault[0] == (np.flatnonzero(bad)[0] if bad.any() else binding.NO_FAULT)
+    assert np.array_equal(kept, np.where(bad, x, 7.0))  # only failing envs recorded
+    assert np.array_equal(y, np.zeros_like(x) if bad.any() else 2 * x)
+
+
 def test_per_call_values_come_last_and_need_a_template():
     y = np.zeros(3)
     launch = bind(double_into, {"x": np.zeros(3), "y": y}, backend="cpu", num_envs=3, per_call=("x",))

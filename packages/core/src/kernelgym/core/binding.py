@@ -33,6 +33,10 @@ on ``cuda``/``sim`` (no grid-wide barrier inside a launch) each env checks itsel
 failing env does not run, with no host synchronization. Values named in ``per_call``
 are passed at each call (``launch(actions)``), e.g. the caller's own action buffer.
 
+On ``cpu`` a launch of fewer than `PARALLEL_FROM` (env, agent) pairs runs the
+launcher's serial twin in the calling thread (same program, same results, no parallel
+region to enter), and a launch returns the smallest fault code its Precondition found.
+
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
@@ -54,7 +58,7 @@ from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 
 __all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
-           "LAYOUT_KINDS", "NO_FAULT"]
+           "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
