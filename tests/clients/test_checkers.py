@@ -85,15 +85,25 @@ def test_torchrl_gym_env_by_id_passes_check_env_specs():
 
 
 def test_torchrl_gym_wrapper_over_make_vec_passes_check_env_specs():
+    """No argument beyond the id and the count: the vector entry point's default
+    (same_step) is a mode TorchRL accepts, as gymnasium's default (next_step) is not."""
     from torchrl.envs import GymWrapper
     from torchrl.envs.utils import check_env_specs
 
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=4, vectorization_mode="vector_entry_point",
-                                autoreset_mode="same_step", backend="cpu")
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", 16, vectorization_mode="vector_entry_point")
     assert vector.autoreset_mode is AutoresetMode.SAME_STEP
     env = GymWrapper(vector)
     check_env_specs(env)
-    assert env.batch_size == (4,)
+    assert env.batch_size == (16,)
+
+
+def test_torchrl_gym_wrapper_refuses_next_step_loudly():
+    """A user who asks for next_step gets TorchRL's own error, never silent wrong transitions."""
+    from torchrl.envs import GymWrapper
+
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", 4, autoreset_mode="next_step")
+    with pytest.raises(RuntimeError, match="SAME_STEP or DISABLED"):
+        GymWrapper(vector)
 
 
 # ------------------------------------------------------------------------------ skrl
