@@ -37,7 +37,6 @@ def test_gymnasium_make_truncates_at_the_registered_time_limit():
 
 @pytest.mark.parametrize(("mode", "vector_kwargs"), [("sync", {}), ("async", {"context": "spawn"})])
 def test_make_vec_sync_and_async_step_kernelgym_envs(mode, vector_kwargs):
-    # async: Numba's OpenMP threads do not survive fork(), so the workers are spawned
     envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode=mode,
                               vector_kwargs=vector_kwargs)
     obs, _ = envs.reset(seed=0)
@@ -49,6 +48,45 @@ def test_make_vec_sync_and_async_step_kernelgym_envs(mode, vector_kwargs):
     again, _ = envs.reset(seed=0)
     np.testing.assert_array_equal(again, first)
     envs.close()
+
+
+# A fresh interpreter per case: whether a fork is safe depends on what the parent ran before.
+_ASYNC_WITH_DEFAULT_CONTEXT = """
+import gymnasium, numpy as np, kernelgym.envs as kge
+if {parent_runs_an_env}:
+    kge.make("CartPole-v1", 64, backend="cpu").reset(seed=0)  # starts numba's OpenMP threads here
+envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode="async")
+try:
+    obs, _ = envs.reset(seed=0)
+    for _ in range(30):
+        obs, rewards, *_ = envs.step(envs.action_space.sample())
+    print("stepped", obs.shape, rewards.shape)
+except RuntimeError as error:
+    print("refused:", error)
+envs.close()
+"""
+
+
+def _run_async_with_default_context(parent_runs_an_env: bool) -> str:
+    import subprocess
+    import sys
+
+    code = _ASYNC_WITH_DEFAULT_CONTEXT.format(parent_runs_an_env=parent_runs_an_env)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Terminating" not in done.stderr  # no worker killed by OpenMP
+    return done.stdout
+
+
+def test_make_vec_async_forks_its_workers_by_default():
+    assert "stepped (3, 4) (3,)" in _run_async_with_default_context(parent_runs_an_env=False)
+
+
+def test_make_vec_async_fork_after_openmp_is_refused_with_the_fix_named():
+    """GNU OpenMP kills a forked child that enters a parallel region once the parent
+    has started its threads: the worker must say so, not die."""
+    out = _run_async_with_default_context(parent_runs_an_env=True)
+    assert "refused:" in out and "vector_kwargs={'context': 'spawn'}" in out, out
 
 
 def test_multi_agent_ids_name_the_adapters_that_fit():
