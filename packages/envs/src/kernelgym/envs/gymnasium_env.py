@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 
 import gymnasium
 import numpy as np
@@ -43,9 +44,8 @@ _forked_after_gnu_openmp = False
 def _note_fork_after_gnu_openmp() -> None:
     """Runs in every forked child: remember whether the parent had started GNU OpenMP."""
     global _forked_after_gnu_openmp
-    from numba.np.ufunc import parallel
-
-    if parallel._is_initialized and parallel._threading_layer == "omp":
+    parallel = sys.modules.get("numba.np.ufunc.parallel")  # never imported here: a fork must stay cheap
+    if parallel is not None and parallel._is_initialized and parallel._threading_layer == "omp":
         from numba.np.ufunc import omppool
 
         _forked_after_gnu_openmp = omppool.openmp_vendor == "GNU"
