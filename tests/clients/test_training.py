@@ -90,9 +90,9 @@ def test_skrl_ppo_learns_cartpole():
             return self.net(inputs["observations"]), {}
 
     set_seed(SEED)
-    # skrl's vector loop expects same_step autoreset; gymnasium's wrapper records the returns
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point",
-                                autoreset_mode="same_step", backend="cpu", seed=SEED)
+    # the one-line form (the vector entry point autoresets same_step, as skrl's loop expects);
+    # gymnasium's wrapper records the returns
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", 16, backend="cpu", seed=SEED)
     recorded = gymnasium.wrappers.vector.RecordEpisodeStatistics(vector, buffer_length=100_000)
     env = wrap_env(recorded, verbose=False)
     rollouts = 32
@@ -121,8 +121,7 @@ def test_torchrl_ppo_learns_cartpole():
     from torchrl.objectives.value import GAE
 
     torch.manual_seed(SEED)
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=16, vectorization_mode="vector_entry_point",
-                                autoreset_mode="same_step", backend="cpu", seed=SEED)
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", 16, backend="cpu", seed=SEED)  # same_step: the default
     env = TransformedEnv(GymWrapper(vector), RewardSum())
     actor = ProbabilisticActor(TensorDictModule(mlp(4, 2), in_keys=["observation"], out_keys=["logits"]),
                                in_keys=["logits"], spec=env.action_spec, distribution_class=OneHotCategorical,

@@ -30,7 +30,9 @@ def test_make_vec_gives_a_vector_env_with_gymnasium_conventions():
     assert envs.num_envs == 4
     assert envs.single_observation_space == gymnasium.make("CartPole-v1").observation_space
     assert envs.single_action_space == gymnasium.spaces.Discrete(2)
-    assert envs.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
+    # same_step by default: the mode TorchRL, skrl and SB3 expect of a vector env
+    assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
+    assert envs.autoreset_mode is AutoresetMode.SAME_STEP
     obs, info = envs.reset(seed=0)
     assert isinstance(obs, np.ndarray) and obs.shape == (4, 4) and obs.dtype == np.float32
     assert envs.observation_space.contains(obs)
@@ -45,7 +47,8 @@ def test_make_vec_gives_a_vector_env_with_gymnasium_conventions():
 
 def test_next_step_autoreset_matches_gymnasiums_cartpole_vector_env():
     """Step both from the same states: flags, rewards, resets and time limits agree."""
-    ours = _make(6, max_episode_steps=7)
+    ours = _make(6, max_episode_steps=7, autoreset_mode="next_step")
+    assert ours.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
     theirs = gymnasium.make_vec("CartPole-v1", num_envs=6, vectorization_mode="vector_entry_point",
                                 max_episode_steps=7)
     obs, _ = ours.reset(seed=0)
@@ -70,7 +73,7 @@ def test_next_step_autoreset_matches_gymnasiums_cartpole_vector_env():
 
 
 def test_same_step_mode_reports_final_observations():
-    envs = _make(2, autoreset_mode="same_step", max_episode_steps=3)
+    envs = _make(2, max_episode_steps=3)  # same_step: the default
     assert envs.metadata["autoreset_mode"] is AutoresetMode.SAME_STEP
     envs.reset(seed=1)
     for _ in range(2):
@@ -105,8 +108,8 @@ def test_render_returns_one_frame_per_env_or_refuses():
 
 
 def test_the_vector_adapter_announces_what_clients_read():
-    envs = _make(3, autoreset_mode="same_step")
-    assert envs.autoreset_mode is AutoresetMode.SAME_STEP  # TorchRL reads the attribute
+    envs = _make(3, autoreset_mode="next_step")
+    assert envs.autoreset_mode is AutoresetMode.NEXT_STEP  # TorchRL reads the attribute
     assert envs.spec.max_episode_steps == 500
     assert envs.metadata["render_fps"] == 50 and envs.metadata["render_modes"] == ["rgb_array"]
     envs.close()

@@ -31,8 +31,11 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     Observations, rewards, flags and ``info`` are returned as numpy arrays that the
     caller owns (copies of the kernel buffers), as gymnasium's own vector envs do.
-    Autoreset follows the wrapped env's ``autoreset_mode`` (also an attribute, which
-    TorchRL reads) and is announced in ``metadata``. Like gymnasium's own vector envs,
+    Autoreset is ``same_step`` unless ``autoreset_mode`` says otherwise: the mode that
+    the libraries which consume a vector env expect (TorchRL refuses ``next_step``;
+    skrl's and SB3's loops treat every step as a transition). It is announced in
+    ``metadata``, which gymnasium's vector wrappers read, and as an attribute, which
+    TorchRL reads. Like gymnasium's own vector envs,
     ``info`` holds only ``final_obs``/``_final_obs`` (same_step mode); wrap it in
     ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for episode returns (TorchRL's
     info reader cannot stack the nested ``info["episode"]`` dict).
@@ -46,17 +49,20 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     seed : int or None
     render_mode : {"rgb_array"} or None
         ``"rgb_array"`` only for envs whose spec has a renderer.
+    autoreset_mode : {"same_step", "next_step"} or gymnasium.vector.AutoresetMode
+        Default ``"same_step"`` (`kernelgym.envs.make`'s default is ``"next_step"``).
     **kwargs
-        Passed to `kernelgym.envs.make` (``autoreset_mode``, ``max_episode_steps``, params).
+        Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
-                 render_mode: str | None = None, **kwargs):
+                 render_mode: str | None = None, autoreset_mode="same_step", **kwargs):
         spec = registry.get_spec(env_id)
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
-        self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, **kwargs)
+        self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
+                                 **kwargs)
         self.num_envs = self.env.num_envs
         self.single_observation_space = self.env.single_observation_space
         self.single_action_space = self.env.single_action_space
