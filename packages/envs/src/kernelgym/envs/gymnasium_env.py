@@ -14,18 +14,15 @@ Under it runs a `KernelVectorEnv` with ``num_envs=1`` on the cpu backend. For sp
 use many envs in one `KernelVectorEnv` (`kernelgym.envs.make`) or the vector entry
 point (``make_vec(..., vectorization_mode="vector_entry_point")``) instead.
 
-``make_vec(..., vectorization_mode="async")`` forks its workers on Linux. That works
-unless the parent has already run a kernelgym env on cpu: numba's GNU OpenMP threads
-then kill a forked child as soon as it enters a parallel region. Such a worker's
-``reset`` raises a `RuntimeError` that names the fix (``vector_kwargs={"context":
-"spawn"}``) instead of dying.
+``make_vec(..., vectorization_mode="async")`` forks its workers on Linux, also after
+the parent ran kernelgym envs on cpu: numba's GNU OpenMP threads kill a forked child
+that enters a parallel region, and a one-env launch never does (it runs in the calling
+thread, `kernelgym.core.binding.PARALLEL_FROM`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 
 import gymnasium
 import numpy as np
@@ -36,23 +33,6 @@ __all__ = ["KernelGymnasiumEnv"]
 
 # Episode steps are counted in int32 by the runtime; this many is "no limit of its own".
 _NO_TIME_LIMIT = int(np.iinfo(np.int32).max) - 1
-
-# Set in a child forked from a process whose numba had started GNU OpenMP threads.
-_forked_after_gnu_openmp = False
-
-
-def _note_fork_after_gnu_openmp() -> None:
-    """Runs in every forked child: remember whether the parent had started GNU OpenMP."""
-    global _forked_after_gnu_openmp
-    parallel = sys.modules.get("numba.np.ufunc.parallel")  # never imported here: a fork must stay cheap
-    if parallel is not None and parallel._is_initialized and parallel._threading_layer == "omp":
-        from numba.np.ufunc import omppool
-
-        _forked_after_gnu_openmp = omppool.openmp_vendor == "GNU"
-
-
-os.register_at_fork(after_in_child=_note_fork_after_gnu_openmp)
-
 
 class KernelGymnasiumEnv(gymnasium.Env):
     """A single copy of a single-agent kernelgym env behind ``gymnasium.Env``.
@@ -114,20 +94,7 @@ class KernelGymnasiumEnv(gymnasium.Env):
         """Start a new episode; ``seed`` re-seeds the env's stream (None: continue it).
 
         kernelgym envs take no reset options: ``options`` must be None or empty.
-
-        Raises
-        ------
-        RuntimeError
-            On cpu, in a process forked from one that had run numba's GNU OpenMP
-            threads (a parallel region here would kill the process).
         """
-        if _forked_after_gnu_openmp and self.env.backend == "cpu":
-            raise RuntimeError(
-                f"{self.env.spec.id}: this process was forked from one that had already run a kernelgym env on cpu, "
-                "and numba's GNU OpenMP threads kill a forked process that enters a parallel region. Start the "
-                "workers with spawn: gymnasium.make_vec(..., vectorization_mode='async', "
-                "vector_kwargs={'context': 'spawn'}) (or 'forkserver'), or create the async vector env before "
-                "running any kernelgym env in this process")
         super().reset(seed=seed)
         obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
         return np.array(obs[0]), {}
