@@ -47,7 +47,8 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     render_mode : {"rgb_array"} or None
         ``"rgb_array"`` only for envs whose spec has a renderer.
     **kwargs
-        Passed to `kernelgym.envs.make` (``autoreset_mode``, ``max_episode_steps``, params).
+        Passed to `kernelgym.envs.make` (``autoreset_mode``, ``max_episode_steps``,
+        ``precision``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
