@@ -150,10 +150,10 @@ def step_kernel(i, actions, obs, rewards, terminated, theta1, theta2, dtheta1, d
 def reset_kernel(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2, real):
     """Draw env ``i``'s start: every variable uniform in [-0.1, 0.1)."""
     low, high = real(RESET_LOW), real(RESET_HIGH)
-    theta1[i] = rng.uniform_range(rng_states, i, low, high)
-    theta2[i] = rng.uniform_range(rng_states, i, low, high)
-    dtheta1[i] = rng.uniform_range(rng_states, i, low, high)
-    dtheta2[i] = rng.uniform_range(rng_states, i, low, high)
+    theta1[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    theta2[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    dtheta1[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    dtheta2[i] = rng.uniform_range_as(rng_states, i, low, high, real)
     _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real)
 
 
@@ -163,8 +163,8 @@ STATE_NAMES = ("theta1", "theta2", "dtheta1", "dtheta2")
 
 def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
-    return {name: np.float32(rng.uniform_range(rng_states, 0, real(RESET_LOW), real(RESET_HIGH))).reshape(())
-            for name in STATE_NAMES}
+    low, high = real(RESET_LOW), real(RESET_HIGH)
+    return {name: np.float32(rng.uniform_range_as(rng_states, 0, low, high, real)).reshape(()) for name in STATE_NAMES}
 
 
 def reference_step(params, state, action, rng_states=None, real=np.float64):

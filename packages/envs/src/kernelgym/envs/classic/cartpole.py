@@ -132,12 +132,12 @@ def step(i, actions, obs, rewards, terminated, x, x_dot, theta, theta_dot,
 
 
 @env_kernel
-def reset(i, rng_states, obs, x, x_dot, theta, theta_dot, reset_bound):
+def reset(i, rng_states, obs, x, x_dot, theta, theta_dot, reset_bound, real):
     """Draw env ``i``'s start state: each variable uniform in [-reset_bound, reset_bound)."""
-    x[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    x_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    theta[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    theta_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    x[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    x_dot[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    theta[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    theta_dot[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
     _observe(i, obs, x, x_dot, theta, theta_dot)
 
 
@@ -152,7 +152,8 @@ def _observe(i, obs, x, x_dot, theta, theta_dot):
 # ------------------------------------------------------------------ exact reference
 def _reference_reset(params: CartPoleParams, rng_states, real=np.float64) -> dict[str, np.ndarray]:
     bound = real(params.reset_bound)
-    return {name: np.float32(rng.uniform_range(rng_states, 0, -bound, bound)).reshape(()) for name in _STATE_NAMES}
+    return {name: np.float32(rng.uniform_range_as(rng_states, 0, -bound, bound, real)).reshape(())
+            for name in _STATE_NAMES}
 
 
 def _reference_step(params: CartPoleParams, state, action, rng_states=None, real=np.float64):

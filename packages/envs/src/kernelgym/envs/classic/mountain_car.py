@@ -88,7 +88,7 @@ def step_kernel(i, actions, obs, rewards, terminated, position, velocity, force,
 @env_kernel
 def reset_kernel(i, rng_states, obs, position, velocity, real):
     """Draw env ``i``'s start: position uniform in [-0.6, -0.4), velocity 0."""
-    position[i] = rng.uniform_range(rng_states, i, real(RESET_LOW), real(RESET_HIGH))
+    position[i] = rng.uniform_range_as(rng_states, i, real(RESET_LOW), real(RESET_HIGH), real)
     velocity[i] = 0.0
     _observe(i, obs, position, velocity)
 
@@ -97,7 +97,8 @@ def reset_kernel(i, rng_states, obs, position, velocity, real):
 def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draw)."""
     return {
-        "position": np.float32(rng.uniform_range(rng_states, 0, real(RESET_LOW), real(RESET_HIGH))).reshape(()),
+        "position": np.float32(rng.uniform_range_as(rng_states, 0, real(RESET_LOW), real(RESET_HIGH), real))
+        .reshape(()),
         "velocity": np.float32(0.0).reshape(()),
     }
 

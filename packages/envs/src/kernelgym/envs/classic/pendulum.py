@@ -102,16 +102,18 @@ def step_kernel(i, actions, obs, rewards, terminated, theta, theta_dot,
 @env_kernel
 def reset_kernel(i, rng_states, obs, theta, theta_dot, real):
     """Draw env ``i``'s start state: theta in [-pi, pi), theta_dot in [-1, 1)."""
-    theta[i] = rng.uniform_range(rng_states, i, -real(RESET_HIGH_THETA), real(RESET_HIGH_THETA))
-    theta_dot[i] = rng.uniform_range(rng_states, i, -real(RESET_HIGH_THETA_DOT), real(RESET_HIGH_THETA_DOT))
+    high_theta, high_theta_dot = real(RESET_HIGH_THETA), real(RESET_HIGH_THETA_DOT)
+    theta[i] = rng.uniform_range_as(rng_states, i, -high_theta, high_theta, real)
+    theta_dot[i] = rng.uniform_range_as(rng_states, i, -high_theta_dot, high_theta_dot, real)
     _observe(i, obs, theta, theta_dot, real)
 
 
 # ---------------------------------------------------------------- exact reference
 def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
-    theta = rng.uniform_range(rng_states, 0, -real(RESET_HIGH_THETA), real(RESET_HIGH_THETA))
-    theta_dot = rng.uniform_range(rng_states, 0, -real(RESET_HIGH_THETA_DOT), real(RESET_HIGH_THETA_DOT))
+    high_theta, high_theta_dot = real(RESET_HIGH_THETA), real(RESET_HIGH_THETA_DOT)
+    theta = rng.uniform_range_as(rng_states, 0, -high_theta, high_theta, real)
+    theta_dot = rng.uniform_range_as(rng_states, 0, -high_theta_dot, high_theta_dot, real)
     return {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
 
 
