@@ -187,3 +187,35 @@ def test_float32_stays_within_the_stated_tolerance_of_gymnasium(env_id, seed):
             assert abs(rewards[index] - want_reward) <= FLOAT32_ATOL + FLOAT32_RTOL * abs(want_reward)
             assert bool(terminated[index]) == bool(want_terminated)
         alive &= ~terminated
+
+
+# ------------------------------------------------------------ the GPU build's float64 share
+FLOAT32_SHARE_BOUND = 0.1  # what is left: libdevice's cosf/sinf huge-argument reduction (two f64 multiplies)
+FLOAT64_SHARE_BOUND = 0.85
+
+
+@pytest.mark.gpu_compile
+@pytest.mark.parametrize("env_id", CLASSIC)
+def test_the_float32_gpu_build_does_almost_no_float64_arithmetic(env_id):
+    from kernelgym.core import gpu_compile
+
+    step = kge.get_spec(env_id).load_kernels("step_kernel")[0]
+    body = f"{step.__module__.removeprefix('kernelgym.')}.{step.__qualname__}"
+    shares = {}
+    for precision in ("float64", "float32"):
+        # the step launch: action check, step or reset, bookkeeping (same_step resets inside it)
+        env = kge.make(env_id, 4, backend="cpu", seed=0, autoreset_mode="same_step", precision=precision)
+        env.reset(seed=0)
+        env.step(np.asarray(env.action_space.sample()))
+        for module in gpu_compile.imported_launchers().values():
+            name = gpu_compile.launcher_name(module)
+            if body not in name or not name.endswith(f"[{precision}]"):
+                continue
+            for argtypes in module.cpu_launcher.signatures:
+                build = gpu_compile.compile_kernel(module.cuda_launcher.py_func, argtypes, gpu_compile.TARGETS[0],
+                                                   name=name)
+                assert build.ok, build.error
+                shares[precision, name, str(argtypes)] = build.float64_share
+    assert {precision for precision, *_ in shares} == {"float64", "float32"}, shares
+    assert all(share < FLOAT32_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float32"), shares
+    assert all(share > FLOAT64_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float64"), shares
