@@ -289,3 +289,62 @@ def test_a_device_precondition_skips_the_failing_envs_only_and_records_the_small
     launch(cuda.to_device(x))
     assert fault.copy_to_host()[0] == 1
     assert np.array_equal(y.copy_to_host(), [2.0, 0.0, 6.0, 0.0, 10.0])
+
+
+@env_kernel
+def scale_in_precision(i, x, out, scale, real):
+    """Arithmetic in ``real``: a bare 0.1 would be float64 and promote it."""
+    out[i] = real(x[i]) * scale + real(0.1)
+
+
+PRECISION_INPUTS = hnp.arrays(np.float64, st.integers(1, 12), elements=FINITE)
+
+
+def _scaled(backend, x, scale, real):
+    values = {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend), "scale": real(scale),
+              "real": real}
+    bind(scale_in_precision, values, backend=backend, num_envs=x.shape[0])()
+    return to_numpy(values["out"])
+
+
+@settings(max_examples=25, deadline=None)
+@given(PRECISION_INPUTS, FINITE)
+def test_numpy_scalars_and_scalar_types_are_constants_of_their_own_type(x, scale):
+    # float32 constants keep the arithmetic float32, float64 ones float64: bit for bit as numpy computes it
+    for real in (np.float32, np.float64):
+        want = (x.astype(real) * real(scale) + real(0.1)).astype(np.float64)
+        assert _scaled("cpu", x, scale, real).tobytes() == want.tobytes()
+
+
+@pytest.mark.sim
+@settings(max_examples=5, deadline=None)
+@given(PRECISION_INPUTS, FINITE)
+def test_sim_scalar_type_constants_equal_the_cpu_ones(x, scale):
+    for real in (np.float32, np.float64):
+        assert _scaled("sim", x, scale, real).tobytes() == _scaled("cpu", x, scale, real).tobytes()
+
+
+@given(st.one_of(
+    st.floats(allow_nan=False, width=32).map(np.float32), st.floats(allow_nan=False).map(np.float64),
+    st.integers(-2**31, 2**31 - 1).map(np.int32), st.integers(0, 2**64 - 1).map(np.uint64),
+    st.booleans().map(np.bool_), st.floats(allow_nan=False), st.integers(-2**70, 2**70), st.booleans(),
+    st.sampled_from([np.float32, np.float64, np.int64, np.uint8]),
+))
+def test_a_constant_reads_back_exactly_with_its_type(value):
+    from kernelgym.core import codegen
+
+    assert codegen.is_constant(value)
+    back = eval(codegen._literal(value), {"numpy": np})  # noqa: S307 - the generated launcher's own text
+    assert type(back) is type(value)
+    if isinstance(value, type):
+        assert back is value
+    elif isinstance(value, np.generic):
+        assert back.tobytes() == value.tobytes()
+    else:
+        assert repr(back) == repr(value)  # -0.0 included
+
+
+def test_arrays_and_other_types_are_not_constants():
+    from kernelgym.core import codegen
+
+    assert not any(codegen.is_constant(value) for value in (np.zeros(2), np.ndarray, float, "x", None, 1j))

@@ -190,7 +190,7 @@ def test_simulator_kernel_is_bit_identical_to_cpu():
 
 @given(angle=st.floats(-4.0, 4.0))
 def test_small_angle_cos_sin_is_double_precision(angle):
-    cos, sin = cartpole._cos_sin(angle)
+    cos, sin = cartpole._cos_sin(angle, np.float64)
     assert abs(cos - math.cos(angle)) <= 2.3e-16
     assert abs(sin - math.sin(angle)) <= 2.3e-16
-    assert (cos, sin) == cartpole._cos_sin.py_func(angle)  # compiled and Python give the same bits
+    assert (cos, sin) == cartpole._cos_sin.py_func(angle, np.float64)  # compiled and Python give the same bits

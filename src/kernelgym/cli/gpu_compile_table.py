@@ -1,7 +1,7 @@
 """``kernelgym gpu-compile``: every kernel kernelgym builds, compiled for sm_90a and sm_80.
 
 Runs every workload on the ``cpu`` backend (core's kernels, every registered env in
-both autoreset modes, plugins included, kernels writing a memory's storage, the
+both autoreset modes and every precision it declares, plugins included, kernels writing a memory's storage, the
 DeviceCollector), then compiles each launcher with the argument types those launches
 passed, with NVIDIA's NVVM and ptxas (no GPU needed; see
 :mod:`kernelgym.core.gpu_compile`). Prints a table (kernel, target, registers, stack,

@@ -318,10 +318,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
             names.append(name)  # passed at each call whether or not a body here reads it
     names = [name for name in names if name not in per_call] + list(per_call)
     statements = _positions(statements, {name: index for index, name in enumerate(names)})
-    # Python scalars (params) become constants of the launcher: fewer arguments to type
-    # at each call, and the compiler folds them, as in a hand-written loop
+    # scalars (params) and scalar types (an env's `real`) become constants of the launcher:
+    # fewer arguments to type at each call, and the compiler folds them, as in a hand-written loop
     constants = {index: checked[name] for index, name in enumerate(names)
-                 if name not in per_call and type(checked[name]) in (bool, int, float)}
+                 if name not in per_call and codegen.is_constant(checked[name])}
     module = codegen.program_launcher_module(
         kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants
     )
@@ -376,6 +376,8 @@ def _nothing(*per_call) -> None:
 
 def _checked_value(name, value, layout, backend, num_envs, num_agents):
     """``value`` converted for ``backend``, with its extents checked against the launch."""
+    if isinstance(value, type) and codegen.is_constant(value):
+        return value  # a numpy scalar type (e.g. an env's `real`): compiled in as a constant
     value = kernel_argument(backend, f"value {name!r}", value)
     items = value if isinstance(value, tuple) else (value,)
     for item in items:

@@ -26,6 +26,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import numpy as np
 import platformdirs
 
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
@@ -115,10 +116,25 @@ SERIAL_CHECK_BELOW = 65536
 
 
 def _literal(value) -> str:
-    """Source text of a constant that reads back exactly (floats through their hex form)."""
+    """Source text of a constant that reads back exactly, type included (floats through their
+    hex form; numpy scalars and scalar types as ``numpy.<type>``, so that a float32 stays one)."""
     if type(value) is float:
         return f"float.fromhex({value.hex()!r})"
+    if isinstance(value, type) and issubclass(value, np.number):
+        return f"numpy.{value.__name__}"
+    if isinstance(value, np.floating):
+        return f"numpy.{type(value).__name__}(float.fromhex({float(value).hex()!r}))"
+    if isinstance(value, (np.integer, np.bool_)):
+        return f"numpy.{type(value).__name__}({value.item()!r})"
     return repr(value)
+
+
+def is_constant(value) -> bool:
+    """Whether a bound value is compiled into a launcher as a constant: a Python or numpy
+    bool, int or float, or a numpy scalar type (e.g. an env's ``real``, see `_literal`)."""
+    if isinstance(value, type):
+        return issubclass(value, np.number)
+    return type(value) in (bool, int, float) or isinstance(value, (np.floating, np.integer, np.bool_))
 
 
 def cache_dir() -> Path:
@@ -235,9 +251,10 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         The launcher's argument count after ``num_envs`` (and ``num_agents``).
     title : str
         Written into the module docstring.
-    constants : mapping of int to bool, int or float, optional
+    constants : mapping of int to bool, int, float, numpy scalar or numpy scalar type, optional
         Arguments fixed at generation: module globals, which Numba compiles in as
-        constants, instead of launcher parameters.
+        constants of their own type (a ``numpy.float32`` stays float32), instead of
+        launcher parameters (see `is_constant`).
 
     Returns
     -------
@@ -248,7 +265,8 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         Precondition found (`NO_FAULT` when none), so the host needs no read for it.
     """
     constants = dict(constants or {})
-    frozen = "\n".join(f"a{k} = {_literal(value)}" for k, value in sorted(constants.items()))
+    frozen = "\n".join(["import numpy"] * bool(constants)
+                       + [f"a{k} = {_literal(value)}" for k, value in sorted(constants.items())])
     program = repr((kind, tuple(body_keys), statements, num_args, frozen))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"

@@ -40,6 +40,8 @@ import time
 import traceback
 import types
 
+import numpy as np
+
 from kernelgym.core import rng
 from kernelgym.core.device_functions import atomic_add
 from kernelgym.core.kernels import agent_kernel
@@ -78,6 +80,8 @@ _FLOAT_ARITHMETIC = frozenset({
 _FLOAT_TYPES = {"f16": "f16", "f16x2": "f16", "bf16": "f16", "bf16x2": "f16", "f32": "f32", "f64": "f64"}
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s")
+# a launcher argument compiled in as a module global (kernelgym.core.codegen)
+_CONSTANT = re.compile(r"a\d+")
 
 
 class GpuCompileUnavailableError(RuntimeError):
@@ -316,14 +320,18 @@ def imported_launchers() -> dict[str, types.ModuleType]:
 
 
 def launcher_name(module: types.ModuleType) -> str:
-    """A launcher's kernel name: the qualified names of the bodies it calls, ``+``-joined."""
+    """A launcher's kernel name: the qualified names of the bodies it calls, ``+``-joined, and
+    the float types it binds as constants (an env's ``real``: its precision) in brackets."""
     bodies = [
         value.py_func for key, value in sorted(vars(module).items())
         if key.startswith("body") and hasattr(value, "py_func")
     ]
     if not bodies:
         return module.__name__[len(LAUNCHER_PACKAGE):]
-    return " + ".join(f"{_short_module(body.__module__)}.{body.__qualname__}" for body in bodies)
+    name = " + ".join(f"{_short_module(body.__module__)}.{body.__qualname__}" for body in bodies)
+    precisions = sorted({value.__name__ for key, value in vars(module).items()
+                         if _CONSTANT.fullmatch(key) and isinstance(value, type) and issubclass(value, np.floating)})
+    return name + "".join(f" [{precision}]" for precision in precisions)
 
 
 def _short_module(module: str) -> str:
@@ -436,7 +444,6 @@ def run_core_workloads(recorder: LauncherRecorder, keep_going: bool = False) -> 
     """Run core's kernels on the ``cpu`` backend under ``recorder``: the demo's RNG walk
     through a FunctionManager binding, ``reset_done_envs`` and ``log_step`` on several
     dtypes and dims, and an agent kernel using ``atomic_add`` and the RNG."""
-    import numpy as np
 
     from kernelgym.core import CUDADataManager, DataFeed, FunctionManager, demo, rng
 

@@ -15,6 +15,9 @@ compiles in object mode under the simulator and breaks cpu ``njit`` users there.
 Each stream is owned by one thread at a time (usually stream ``s`` = env or agent index).
 ``uniform``, ``uniform_range``, ``randint`` and ``next_uint64`` are bit-identical on every
 backend; ``normal`` uses ``log``/``cos``, whose last bit may differ on a GPU (libdevice).
+``uniform_as`` and ``uniform_range_as`` draw in a given float type (``real``,
+``numpy.float32`` or ``numpy.float64``) with that type's arithmetic only: a kernel
+compiled for float32 does no float64 work to draw (the float64 draws equal ``uniform``'s).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import numpy as np
 
 from kernelgym.core.device_functions import device_function
 
-__all__ = ["seed_streams", "next_uint64", "uniform", "uniform_range", "normal", "randint"]
+__all__ = ["seed_streams", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal",
+           "randint"]
 
 # Constants as uint64: numba turns uint64-with-int64 arithmetic into float64.
 _U24 = np.uint64(24)
@@ -104,6 +108,24 @@ def uniform(states, s):
 def uniform_range(states, s, low, high):
     """A float64 uniform in ``[low, high)``."""
     return low + (high - low) * uniform(states, s)
+
+
+@device_function
+def uniform_as(states, s, real):
+    """A uniform in ``[0, 1)`` of type ``real``, exact in it: float32 from 24 random bits, float64
+    from 53 (the value `uniform` draws)."""
+    # a constant test of the type's significand, folded by the compiler: 2**24 + 1 rounds
+    # to 2**24 in float32 only
+    if real(16777217.0) == real(16777216.0):
+        return real(next_uint64(states, s) >> _U40) * real(1.0 / 16777216.0)
+    return real(next_uint64(states, s) >> _U11) * real(_TWO_POW_MINUS_53)
+
+
+@device_function
+def uniform_range_as(states, s, low, high, real):
+    """A uniform in ``[low, high)`` of type ``real`` (``low`` and ``high`` of that type), in its
+    arithmetic; in float64 the value `uniform_range` draws."""
+    return low + (high - low) * uniform_as(states, s, real)
 
 
 @device_function

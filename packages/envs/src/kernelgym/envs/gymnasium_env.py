@@ -52,6 +52,8 @@ class KernelGymnasiumEnv(gymnasium.Env):
         ``"rgb_array"`` only for envs whose spec has a renderer.
     max_episode_steps : int or None
         A time limit kept by the env itself (None: none; gymnasium's wrapper keeps it).
+    precision : {"float64", "float32"} or None
+        As in `kernelgym.envs.make` (None: the env's default).
     **kwargs
         Overrides of the env's params fields.
 
@@ -63,7 +65,7 @@ class KernelGymnasiumEnv(gymnasium.Env):
     """
 
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
-                 max_episode_steps: int | None = None, **kwargs):
+                 max_episode_steps: int | None = None, precision: str | None = None, **kwargs):
         spec = registry.get_spec(env_id)
         param_names = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
         unexpected = sorted(set(kwargs) - set(param_names))
@@ -76,7 +78,7 @@ class KernelGymnasiumEnv(gymnasium.Env):
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, 1, backend=backend, seed=seed, autoreset_mode="next_step",
                                  max_episode_steps=_NO_TIME_LIMIT if max_episode_steps is None else max_episode_steps,
-                                 **kwargs)
+                                 precision=precision, **kwargs)
         if self.env.multi_agent:
             self.env.close()
             raise TypeError(

@@ -258,8 +258,10 @@ def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | N
     seed : int or None
         Seeds one RNG stream per env (None: fresh OS entropy).
     **kwargs
-        ``autoreset_mode`` ("next_step" or "same_step"), ``max_episode_steps``, and
-        overrides of the env's params fields (validated).
+        ``autoreset_mode`` ("next_step" or "same_step"), ``max_episode_steps``,
+        ``precision`` ("float64" or "float32" for envs that declare the choice, see
+        `KernelVectorEnv`), ``check_action_values``, and overrides of the env's params
+        fields (validated).
     """
     from kernelgym.envs.vector_env import KernelVectorEnv
 

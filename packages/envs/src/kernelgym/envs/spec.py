@@ -43,9 +43,12 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CPUReference", "EnvSpec", "StateArray", "load_reference", "validate_params"]
+__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "resolve_precision",
+           "validate_params"]
 
 KERNEL_LAYOUTS = ("env", "agent")
+# The arithmetic an env's kernels may be compiled for, by name (see `EnvSpec.precisions`).
+PRECISIONS = {"float64": np.float64, "float32": np.float32}
 # The spec fields that may name an object lazily as "module:attr".
 LAZY_FIELDS = ("step_kernel", "reset_kernel", "reference", "render", "state_strategy", "invariants")
 
@@ -177,6 +180,16 @@ class EnvSpec:
     invariants : str or callable, optional
         ``check(params, state) -> None``, raising AssertionError when a single-env
         state breaks a rule the env promises (e.g. agents stay on the grid).
+    precisions : tuple of {"float64", "float32"}
+        The arithmetic precisions the env's kernels can be compiled for, the default
+        first; ``make(..., precision=...)`` picks one. An env that declares them writes
+        its physics once for both: its kernels bind ``real`` (the scalar type,
+        ``numpy.float64`` or ``numpy.float32``) and cast with it (``real(x[i])``,
+        ``real(0.5)``: a bare Python float literal is float64 and would promote float32
+        arithmetic), its float params are bound as ``real`` scalars, and its reference's
+        ``reset``, ``step`` and ``observe`` take a keyword ``real``. Empty (the default):
+        no choice, the kernels compute in the types they are written in, and ``make``
+        refuses any ``precision``.
     description : str
         One line for ``list_envs`` style listings.
     distribution, plugin : str or None
@@ -199,6 +212,7 @@ class EnvSpec:
     render_fps: int = 30
     state_strategy: Any = None
     invariants: Any = None
+    precisions: tuple[str, ...] = ()
     description: str = ""
     distribution: str | None = None
     plugin: str | None = None
@@ -228,6 +242,7 @@ class EnvSpec:
         if self.params is not None:
             _check_params_record(where, self.params)
         _check_episode_step(where, self.episode_step, state)
+        object.__setattr__(self, "precisions", _check_precisions(where, self.precisions))
         # Resolve the params-dependent parts once, so a broken spec fails at registration.
         self.resolve(self.params)
 
@@ -336,6 +351,35 @@ def validate_params(spec: EnvSpec, overrides: dict):
     return dataclasses.replace(spec.params, **cast)
 
 
+def resolve_precision(spec: EnvSpec, precision: str | None) -> str | None:
+    """The precision ``make(spec.id, ..., precision=precision)`` compiles for.
+
+    Returns
+    -------
+    str or None
+        ``precision``, or the spec's default (``spec.precisions[0]``) for None; None
+        for an env that declares no precisions (when ``precision`` is None).
+
+    Raises
+    ------
+    ValueError
+        ``precision`` is none of `PRECISIONS`, or one the env does not declare.
+    """
+    if precision is not None and (not isinstance(precision, str) or precision not in PRECISIONS):
+        raise ValueError(f"precision: expected None or one of {tuple(PRECISIONS)}, got {precision!r}")
+    if not spec.precisions:
+        if precision is None:
+            return None
+        raise ValueError(f"precision: env {spec.id!r} declares no precision choice (its EnvSpec.precisions is "
+                         f"empty; its kernels compute in the types they are written in): expected None, "
+                         f"got {precision!r}")
+    if precision is None:
+        return spec.precisions[0]
+    if precision not in spec.precisions:
+        raise ValueError(f"precision: env {spec.id!r} supports {spec.precisions}, got {precision!r}")
+    return precision
+
+
 def load_reference(reference: str):
     """Import ``"module:attr"`` (``attr`` may be dotted)."""
     module_name, _, attr = reference.partition(":")
@@ -381,6 +425,18 @@ def _check_episode_step(where, name, state):
     if array.dtype.kind not in "iu":
         raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, "
                         f"got {array.dtype}")
+
+
+def _check_precisions(where, precisions) -> tuple[str, ...]:
+    """A tuple of distinct names from `PRECISIONS`."""
+    if isinstance(precisions, str):
+        raise TypeError(f"{where} precisions: expected a tuple of names from {tuple(PRECISIONS)}, "
+                        f"got the string {precisions!r}")
+    precisions = tuple(precisions)
+    unknown = [name for name in precisions if name not in PRECISIONS]
+    if unknown or len(set(precisions)) != len(precisions):
+        raise ValueError(f"{where} precisions: expected distinct names from {tuple(PRECISIONS)}, got {precisions!r}")
+    return precisions
 
 
 def _check_shape(where, shape) -> tuple[int, ...]:

@@ -8,7 +8,9 @@ Observation ``(cos theta1, sin theta1, cos theta2, sin theta2, dtheta1, dtheta2)
 reward -1 per step and 0 on the terminal step; terminated when the free end swings
 above the bar (``-cos(theta1) - cos(theta1 + theta2) > 1``); truncated after 500
 steps. Reset draws all four state values from U(-0.1, 0.1). The state is stored in
-float32 and the arithmetic runs in float64 like gymnasium's.
+float32 and the arithmetic runs in float64 like gymnasium's (the default precision) or
+in float32 with ``make(..., precision="float32")``: the physics takes ``real``, the
+scalar type, and casts every input and constant with it.
 """
 
 import dataclasses
@@ -49,23 +51,23 @@ class AcrobotParams:
 
 # ------------------------------------------------------------------ physics (one env)
 @numba.njit(inline="always")
-def _derivatives(theta1, theta2, dtheta1, dtheta2, torque):
-    """Time derivative of the state (gymnasium's ``_dsdt``, book dynamics)."""
-    m1 = LINK_MASS_1
-    m2 = LINK_MASS_2
-    l1 = LINK_LENGTH_1
-    lc1 = LINK_COM_POS_1
-    lc2 = LINK_COM_POS_2
-    i1 = LINK_MOI
-    i2 = LINK_MOI
-    g = GRAVITY
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + 2.0 * l1 * lc2 * math.cos(theta2)) + i1 + i2
+def _derivatives(theta1, theta2, dtheta1, dtheta2, torque, real):
+    """Time derivative of the state (gymnasium's ``_dsdt``, book dynamics), in ``real``."""
+    m1 = real(LINK_MASS_1)
+    m2 = real(LINK_MASS_2)
+    l1 = real(LINK_LENGTH_1)
+    lc1 = real(LINK_COM_POS_1)
+    lc2 = real(LINK_COM_POS_2)
+    i1 = real(LINK_MOI)
+    i2 = real(LINK_MOI)
+    g = real(GRAVITY)
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + real(2.0) * l1 * lc2 * math.cos(theta2)) + i1 + i2
     d2 = m2 * (lc2**2 + l1 * lc2 * math.cos(theta2)) + i2
-    phi2 = m2 * lc2 * g * math.cos(theta1 + theta2 - math.pi / 2.0)
+    phi2 = m2 * lc2 * g * math.cos(theta1 + theta2 - real(math.pi / 2.0))
     phi1 = (
         -m2 * l1 * lc2 * dtheta2**2 * math.sin(theta2)
-        - 2.0 * m2 * l1 * lc2 * dtheta2 * dtheta1 * math.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * math.cos(theta1 - math.pi / 2.0)
+        - real(2.0) * m2 * l1 * lc2 * dtheta2 * dtheta1 * math.sin(theta2)
+        + (m1 * lc1 + m2 * l1) * g * math.cos(theta1 - real(math.pi / 2.0))
         + phi2
     )
     ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * math.sin(theta2) - phi2) / (
@@ -87,91 +89,95 @@ def _wrap(angle, low, high):
 
 
 @numba.njit(inline="always")
-def acrobot_transition(theta1, theta2, dtheta1, dtheta2, torque, dt):
+def acrobot_transition(theta1, theta2, dtheta1, dtheta2, torque, dt, real):
     """One RK4 step of the acrobot plus gymnasium's wrapping and velocity bounds.
+
+    Every float argument and the arithmetic are of type ``real``.
 
     Returns
     -------
     (theta1, theta2, dtheta1, dtheta2, terminated)
     """
-    half = dt / 2.0
-    a1, a2, a3, a4 = _derivatives(theta1, theta2, dtheta1, dtheta2, torque)
+    half = dt / real(2.0)
+    a1, a2, a3, a4 = _derivatives(theta1, theta2, dtheta1, dtheta2, torque, real)
     b1, b2, b3, b4 = _derivatives(
-        theta1 + half * a1, theta2 + half * a2, dtheta1 + half * a3, dtheta2 + half * a4, torque
+        theta1 + half * a1, theta2 + half * a2, dtheta1 + half * a3, dtheta2 + half * a4, torque, real
     )
     c1, c2, c3, c4 = _derivatives(
-        theta1 + half * b1, theta2 + half * b2, dtheta1 + half * b3, dtheta2 + half * b4, torque
+        theta1 + half * b1, theta2 + half * b2, dtheta1 + half * b3, dtheta2 + half * b4, torque, real
     )
-    e1, e2, e3, e4 = _derivatives(theta1 + dt * c1, theta2 + dt * c2, dtheta1 + dt * c3, dtheta2 + dt * c4, torque)
-    theta1 = theta1 + dt / 6.0 * (a1 + 2.0 * b1 + 2.0 * c1 + e1)
-    theta2 = theta2 + dt / 6.0 * (a2 + 2.0 * b2 + 2.0 * c2 + e2)
-    dtheta1 = dtheta1 + dt / 6.0 * (a3 + 2.0 * b3 + 2.0 * c3 + e3)
-    dtheta2 = dtheta2 + dt / 6.0 * (a4 + 2.0 * b4 + 2.0 * c4 + e4)
-    theta1 = _wrap(theta1, -math.pi, math.pi)
-    theta2 = _wrap(theta2, -math.pi, math.pi)
-    dtheta1 = min(max(dtheta1, -MAX_VEL_1), MAX_VEL_1)
-    dtheta2 = min(max(dtheta2, -MAX_VEL_2), MAX_VEL_2)
-    terminated = -math.cos(theta1) - math.cos(theta2 + theta1) > 1.0
+    e1, e2, e3, e4 = _derivatives(theta1 + dt * c1, theta2 + dt * c2, dtheta1 + dt * c3, dtheta2 + dt * c4, torque,
+                                  real)
+    two, sixth = real(2.0), dt / real(6.0)
+    theta1 = theta1 + sixth * (a1 + two * b1 + two * c1 + e1)
+    theta2 = theta2 + sixth * (a2 + two * b2 + two * c2 + e2)
+    dtheta1 = dtheta1 + sixth * (a3 + two * b3 + two * c3 + e3)
+    dtheta2 = dtheta2 + sixth * (a4 + two * b4 + two * c4 + e4)
+    theta1 = _wrap(theta1, -real(math.pi), real(math.pi))
+    theta2 = _wrap(theta2, -real(math.pi), real(math.pi))
+    dtheta1 = min(max(dtheta1, -real(MAX_VEL_1)), real(MAX_VEL_1))
+    dtheta2 = min(max(dtheta2, -real(MAX_VEL_2)), real(MAX_VEL_2))
+    terminated = -math.cos(theta1) - math.cos(theta2 + theta1) > real(1.0)
     return theta1, theta2, dtheta1, dtheta2, terminated
 
 
 @numba.njit(inline="always")
 def observation(theta1, theta2, dtheta1, dtheta2):
-    """``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of a stored state, in float64."""
+    """``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of a stored state, in the type of its arguments."""
     return math.cos(theta1), math.sin(theta1), math.cos(theta2), math.sin(theta2), dtheta1, dtheta2
 
 
 @device_function
-def _observe(i, obs, theta1, theta2, dtheta1, dtheta2):
+def _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real):
     # computed from the stored (float32) state, after a step and after a reset alike
-    values = observation(np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i]))
+    values = observation(real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]))
     for k in range(6):
         obs[i, k] = values[k]
 
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, obs, rewards, terminated, theta1, theta2, dtheta1, dtheta2, dt):
-    """Step env ``i``: actions 0, 1, 2 apply torque -1, 0, +1."""
+def step_kernel(i, actions, obs, rewards, terminated, theta1, theta2, dtheta1, dtheta2, dt, real):
+    """Step env ``i``: actions 0, 1, 2 apply torque -1, 0, +1 (``dt`` is bound as a ``real`` scalar)."""
     theta1[i], theta2[i], dtheta1[i], dtheta2[i], done = acrobot_transition(
-        np.float64(theta1[i]), np.float64(theta2[i]), np.float64(dtheta1[i]), np.float64(dtheta2[i]),
-        np.float64(actions[i] - 1), dt)
+        real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]), real(actions[i] - 1), dt, real)
     rewards[i] = 0.0 if done else -1.0
     terminated[i] = done
-    _observe(i, obs, theta1, theta2, dtheta1, dtheta2)
+    _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real)
 
 
 @env_kernel
-def reset_kernel(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2):
+def reset_kernel(i, rng_states, obs, theta1, theta2, dtheta1, dtheta2, real):
     """Draw env ``i``'s start: every variable uniform in [-0.1, 0.1)."""
-    theta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    theta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    dtheta1[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    dtheta2[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
-    _observe(i, obs, theta1, theta2, dtheta1, dtheta2)
+    low, high = real(RESET_LOW), real(RESET_HIGH)
+    theta1[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    theta2[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    dtheta1[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    dtheta2[i] = rng.uniform_range_as(rng_states, i, low, high, real)
+    _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real)
 
 
 # ---------------------------------------------------------------- exact reference
 STATE_NAMES = ("theta1", "theta2", "dtheta1", "dtheta2")
 
 
-def reference_reset(params, rng_states):
+def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
-    return {name: np.float32(rng.uniform_range(rng_states, 0, RESET_LOW, RESET_HIGH)).reshape(())
-            for name in STATE_NAMES}
+    low, high = real(RESET_LOW), real(RESET_HIGH)
+    return {name: np.float32(rng.uniform_range_as(rng_states, 0, low, high, real)).reshape(()) for name in STATE_NAMES}
 
 
-def reference_step(params, state, action, rng_states=None):
-    """Single-env step: the kernel's `acrobot_transition` (RK4) on float32 storage."""
-    *values, terminated = acrobot_transition(*(np.float64(state[name]) for name in STATE_NAMES),
-                                              np.float64(int(action) - 1), params.dt)
+def reference_step(params, state, action, rng_states=None, real=np.float64):
+    """Single-env step: the kernel's `acrobot_transition` (RK4) in ``real``, on float32 storage."""
+    *values, terminated = acrobot_transition(*(real(state[name]) for name in STATE_NAMES),
+                                              real(int(action) - 1), real(params.dt), real)
     new_state = {name: np.float32(value).reshape(()) for name, value in zip(STATE_NAMES, values)}
     return new_state, 0.0 if terminated else -1.0, bool(terminated)
 
 
-def reference_observe(params, state):
-    """Observation ``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of one env state."""
-    return np.array(observation(*(np.float64(state[name]) for name in STATE_NAMES)), dtype=np.float32)
+def reference_observe(params, state, real=np.float64):
+    """Observation ``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of one env state, computed in ``real``."""
+    return np.array(observation(*(real(state[name]) for name in STATE_NAMES)), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -218,6 +224,7 @@ SPEC = EnvSpec(
     render_fps=15,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    precisions=("float64", "float32"),
     description="Acrobot swing-up (gymnasium classic control, RK4), three discrete torques",
 )
 

@@ -8,7 +8,10 @@ drawing from the env's own ``kernelgym.core.rng`` stream) both call them, so the
 bit for bit; the gymnasium tests compare them with gymnasium's ``CartPoleEnv``.
 
 State is stored as float32 (gymnasium keeps float64 and returns float32
-observations), so a step matches gymnasium within float32 tolerance.
+observations), so a step matches gymnasium within float32 tolerance. The arithmetic
+runs in the env's precision (``make(..., precision="float64")``, the default, like
+gymnasium's, or ``"float32"``): the physics takes ``real``, the scalar type, and casts
+every input and constant with it.
 """
 
 from __future__ import annotations
@@ -52,39 +55,43 @@ class CartPoleParams:
 
 # ------------------------------------------------------------------ kernel (one source)
 @numba.njit(inline="always", cache=True)
-def _cos_sin(angle):
-    """cos and sin of a float64 angle, to double precision.
+def _cos_sin(angle, real):
+    """cos and sin of an angle of type ``real``, to that precision.
 
     While an episode runs the pole angle stays within about 0.21 rad. There a Taylor
     polynomial (Horner form, error below 1e-18 for |angle| <= 0.5) is several times
     cheaper than libm's cos and sin, which took most of a step's time; other angles go
     to libm. Plain multiply-adds also give the simulator the very same bits.
     """
-    if -0.5 <= angle <= 0.5:
+    if real(-0.5) <= angle <= real(0.5):
         a2 = angle * angle
-        cos = 1.0 + a2 * (-1.0 / 2.0 + a2 * (1.0 / 24.0 + a2 * (-1.0 / 720.0 + a2 * (
-            1.0 / 40320.0 + a2 * (-1.0 / 3628800.0 + a2 * (1.0 / 479001600.0 + a2 * (-1.0 / 87178291200.0)))))))
-        sin = angle * (1.0 + a2 * (-1.0 / 6.0 + a2 * (1.0 / 120.0 + a2 * (-1.0 / 5040.0 + a2 * (
-            1.0 / 362880.0 + a2 * (-1.0 / 39916800.0 + a2 * (1.0 / 6227020800.0 + a2 * (-1.0 / 1307674368000.0))))))))
+        cos = real(1.0) + a2 * (real(-1.0 / 2.0) + a2 * (real(1.0 / 24.0) + a2 * (real(-1.0 / 720.0) + a2 * (
+            real(1.0 / 40320.0) + a2 * (real(-1.0 / 3628800.0) + a2 * (real(1.0 / 479001600.0) + a2 * (
+                real(-1.0 / 87178291200.0))))))))
+        sin = angle * (real(1.0) + a2 * (real(-1.0 / 6.0) + a2 * (real(1.0 / 120.0) + a2 * (real(-1.0 / 5040.0) + a2 * (
+            real(1.0 / 362880.0) + a2 * (real(-1.0 / 39916800.0) + a2 * (real(1.0 / 6227020800.0) + a2 * (
+                real(-1.0 / 1307674368000.0)))))))))
         return cos, sin
     return math.cos(angle), math.sin(angle)
 
 
 @numba.njit(inline="always", cache=True)
 def dynamics(x, x_dot, theta, theta_dot, push_right, gravity, masscart, masspole, length, force_mag, tau,
-             semi_implicit_euler):
-    """gymnasium's CartPole physics for one env, in float64: the new (x, x_dot, theta, theta_dot).
+             semi_implicit_euler, real):
+    """gymnasium's CartPole physics for one env: the new (x, x_dot, theta, theta_dot).
 
-    The one copy of the physics: the kernel and the reference both call it.
+    The one copy of the physics: the kernel and the reference both call it, with every
+    float argument of type ``real`` (``numpy.float64`` or ``numpy.float32``), which the
+    arithmetic then runs in.
     """
     # One reciprocal instead of four divisions (a division also costs a zero check).
-    inverse_total_mass = 1.0 / (masspole + masscart)
+    inverse_total_mass = real(1.0) / (masspole + masscart)
     polemass_length = masspole * length
     force = force_mag if push_right else -force_mag
-    costheta, sintheta = _cos_sin(theta)
+    costheta, sintheta = _cos_sin(theta, real)
     temp = (force + polemass_length * theta_dot * theta_dot * sintheta) * inverse_total_mass
     thetaacc = (gravity * sintheta - costheta * temp) / (
-        length * (4.0 / 3.0 - masspole * costheta * costheta * inverse_total_mass)
+        length * (real(4.0 / 3.0) - masspole * costheta * costheta * inverse_total_mass)
     )
     xacc = temp - polemass_length * thetaacc * costheta * inverse_total_mass
     if semi_implicit_euler:
@@ -100,7 +107,8 @@ def dynamics(x, x_dot, theta, theta_dot, push_right, gravity, masscart, masspole
 
 @numba.njit(inline="always", cache=True)
 def outcome(x, theta, x_threshold, theta_threshold_radians, sutton_barto_reward):
-    """(terminated, reward) of a stored (float32) state, as the observation shows it."""
+    """(terminated, reward) of a stored (float32) state, as the observation shows it (compared in
+    the type of ``x`` and the thresholds)."""
     done = x < -x_threshold or x > x_threshold or theta < -theta_threshold_radians or theta > theta_threshold_radians
     if sutton_barto_reward:
         return done, -1.0 if done else 0.0
@@ -110,25 +118,26 @@ def outcome(x, theta, x_threshold, theta_threshold_radians, sutton_barto_reward)
 @env_kernel
 def step(i, actions, obs, rewards, terminated, x, x_dot, theta, theta_dot,
          gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler,
-         x_threshold, theta_threshold_radians, sutton_barto_reward):
+         x_threshold, theta_threshold_radians, sutton_barto_reward, real):
     """Advance env ``i`` one step."""
-    # np.float64 makes the arithmetic float64 on every backend: numba's float() keeps a
-    # float32 a float32, and the simulator's numpy float32 scalars would stay float32.
+    # real() makes the arithmetic the env's precision on every backend (the float params
+    # are bound as real scalars): numba's float() keeps a float32 a float32, and the
+    # simulator's numpy float32 scalars would stay float32.
     x[i], x_dot[i], theta[i], theta_dot[i] = dynamics(
-        np.float64(x[i]), np.float64(x_dot[i]), np.float64(theta[i]), np.float64(theta_dot[i]), actions[i] == 1,
-        gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler)
-    terminated[i], rewards[i] = outcome(np.float64(x[i]), np.float64(theta[i]), x_threshold,
+        real(x[i]), real(x_dot[i]), real(theta[i]), real(theta_dot[i]), actions[i] == 1,
+        gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler, real)
+    terminated[i], rewards[i] = outcome(real(x[i]), real(theta[i]), x_threshold,
                                         theta_threshold_radians, sutton_barto_reward)
     _observe(i, obs, x, x_dot, theta, theta_dot)
 
 
 @env_kernel
-def reset(i, rng_states, obs, x, x_dot, theta, theta_dot, reset_bound):
+def reset(i, rng_states, obs, x, x_dot, theta, theta_dot, reset_bound, real):
     """Draw env ``i``'s start state: each variable uniform in [-reset_bound, reset_bound)."""
-    x[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    x_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    theta[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
-    theta_dot[i] = rng.uniform_range(rng_states, i, -reset_bound, reset_bound)
+    x[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    x_dot[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    theta[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
+    theta_dot[i] = rng.uniform_range_as(rng_states, i, -reset_bound, reset_bound, real)
     _observe(i, obs, x, x_dot, theta, theta_dot)
 
 
@@ -141,23 +150,26 @@ def _observe(i, obs, x, x_dot, theta, theta_dot):
 
 
 # ------------------------------------------------------------------ exact reference
-def _reference_reset(params: CartPoleParams, rng_states) -> dict[str, np.ndarray]:
-    bound = params.reset_bound
-    return {name: np.float32(rng.uniform_range(rng_states, 0, -bound, bound)).reshape(()) for name in _STATE_NAMES}
+def _reference_reset(params: CartPoleParams, rng_states, real=np.float64) -> dict[str, np.ndarray]:
+    bound = real(params.reset_bound)
+    return {name: np.float32(rng.uniform_range_as(rng_states, 0, -bound, bound, real)).reshape(())
+            for name in _STATE_NAMES}
 
 
-def _reference_step(params: CartPoleParams, state, action, rng_states=None):
-    """One env's step: the kernel's physics (`dynamics`, `outcome`), on float32 storage."""
+def _reference_step(params: CartPoleParams, state, action, rng_states=None, real=np.float64):
+    """One env's step: the kernel's physics (`dynamics`, `outcome`) in ``real``, on float32 storage."""
     p = params
-    new = dynamics(*(np.float64(state[name]) for name in _STATE_NAMES), int(action) == 1,
-                   p.gravity, p.masscart, p.masspole, p.length, p.force_mag, p.tau, p.semi_implicit_euler)
+    new = dynamics(*(real(state[name]) for name in _STATE_NAMES), int(action) == 1,
+                   real(p.gravity), real(p.masscart), real(p.masspole), real(p.length), real(p.force_mag),
+                   real(p.tau), p.semi_implicit_euler, real)
     new_state = {name: np.float32(value).reshape(()) for name, value in zip(_STATE_NAMES, new)}
-    terminated, reward = outcome(np.float64(new_state["x"]), np.float64(new_state["theta"]), p.x_threshold,
-                                 p.theta_threshold_radians, p.sutton_barto_reward)
+    terminated, reward = outcome(real(new_state["x"]), real(new_state["theta"]), real(p.x_threshold),
+                                 real(p.theta_threshold_radians), p.sutton_barto_reward)
     return new_state, reward, bool(terminated)
 
 
-def _reference_observe(params: CartPoleParams, state) -> np.ndarray:
+def _reference_observe(params: CartPoleParams, state, real=np.float64) -> np.ndarray:
+    # the observation is the stored state itself, in either precision
     return np.array([state[name] for name in _STATE_NAMES], dtype=np.float32)
 
 
@@ -207,6 +219,7 @@ SPEC = EnvSpec(
     render="kernelgym.envs.render:render_cartpole",
     render_fps=50,
     state_strategy=state_strategy,
+    precisions=("float64", "float32"),
     description="Balance a pole on a cart (gymnasium CartPole-v1 dynamics).",
 )
 

@@ -5,7 +5,9 @@ state and observation ``(position, velocity)``, three discrete actions (push lef
 no push, push right), reward -1 per step, terminated when the car reaches the flag
 (``position >= goal_position`` and ``velocity >= goal_velocity``), truncated after 200
 steps. Reset draws the position from U(-0.6, -0.4) with zero velocity. The state is
-stored in float32; the arithmetic runs in float64 like gymnasium's.
+stored in float32; the arithmetic runs in float64 like gymnasium's (the default
+precision) or in float32 with ``make(..., precision="float32")``: the physics takes
+``real``, the scalar type, and casts every input and constant with it.
 """
 
 import dataclasses
@@ -48,20 +50,20 @@ class MountainCarParams:
 
 # ------------------------------------------------------------------ physics (one env)
 @numba.njit(inline="always")
-def mountain_car_transition(position, velocity, action, force, gravity, goal_position, goal_velocity):
-    """One MountainCar step for one env, in float64.
+def mountain_car_transition(position, velocity, action, force, gravity, goal_position, goal_velocity, real):
+    """One MountainCar step for one env, every float argument and the arithmetic of type ``real``.
 
     Returns
     -------
     (new_position, new_velocity, terminated)
     """
-    velocity += (action - 1) * force + math.cos(3.0 * position) * (-gravity)
-    velocity = min(max(velocity, -MAX_SPEED), MAX_SPEED)
+    velocity += real(action - 1) * force + math.cos(real(3.0) * position) * (-gravity)
+    velocity = min(max(velocity, -real(MAX_SPEED)), real(MAX_SPEED))
     position += velocity
-    position = min(max(position, MIN_POSITION), MAX_POSITION)
+    position = min(max(position, real(MIN_POSITION)), real(MAX_POSITION))
     # the left wall is inelastic: the car stops there
-    if position == MIN_POSITION and velocity < 0.0:
-        velocity = 0.0
+    if position == real(MIN_POSITION) and velocity < real(0.0):
+        velocity = real(0.0)
     terminated = position >= goal_position and velocity >= goal_velocity
     return position, velocity, terminated
 
@@ -75,43 +77,44 @@ def _observe(i, obs, position, velocity):
 # ------------------------------------------------------------------------- kernels
 @env_kernel
 def step_kernel(i, actions, obs, rewards, terminated, position, velocity, force, gravity, goal_position,
-                goal_velocity):
-    """Step env ``i``."""
+                goal_velocity, real):
+    """Step env ``i`` (the float params are bound as ``real`` scalars)."""
     position[i], velocity[i], terminated[i] = mountain_car_transition(
-        np.float64(position[i]), np.float64(velocity[i]), actions[i], force, gravity, goal_position, goal_velocity)
+        real(position[i]), real(velocity[i]), actions[i], force, gravity, goal_position, goal_velocity, real)
     rewards[i] = -1.0
     _observe(i, obs, position, velocity)
 
 
 @env_kernel
-def reset_kernel(i, rng_states, obs, position, velocity):
+def reset_kernel(i, rng_states, obs, position, velocity, real):
     """Draw env ``i``'s start: position uniform in [-0.6, -0.4), velocity 0."""
-    position[i] = rng.uniform_range(rng_states, i, RESET_LOW, RESET_HIGH)
+    position[i] = rng.uniform_range_as(rng_states, i, real(RESET_LOW), real(RESET_HIGH), real)
     velocity[i] = 0.0
     _observe(i, obs, position, velocity)
 
 
 # ---------------------------------------------------------------- exact reference
-def reference_reset(params, rng_states):
+def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draw)."""
     return {
-        "position": np.float32(rng.uniform_range(rng_states, 0, RESET_LOW, RESET_HIGH)).reshape(()),
+        "position": np.float32(rng.uniform_range_as(rng_states, 0, real(RESET_LOW), real(RESET_HIGH), real))
+        .reshape(()),
         "velocity": np.float32(0.0).reshape(()),
     }
 
 
-def reference_step(params, state, action, rng_states=None):
-    """Single-env step: the kernel's `mountain_car_transition` on float32 storage."""
+def reference_step(params, state, action, rng_states=None, real=np.float64):
+    """Single-env step: the kernel's `mountain_car_transition` in ``real``, on float32 storage."""
     p = params
     position, velocity, terminated = mountain_car_transition(
-        np.float64(state["position"]), np.float64(state["velocity"]), np.int64(action), p.force, p.gravity,
-        p.goal_position, p.goal_velocity)
+        real(state["position"]), real(state["velocity"]), np.int64(action), real(p.force), real(p.gravity),
+        real(p.goal_position), real(p.goal_velocity), real)
     new_state = {"position": np.float32(position).reshape(()), "velocity": np.float32(velocity).reshape(())}
     return new_state, -1.0, bool(terminated)
 
 
-def reference_observe(params, state):
-    """Observation ``(position, velocity)`` of one env state."""
+def reference_observe(params, state, real=np.float64):
+    """Observation ``(position, velocity)`` of one env state (the stored state, in either precision)."""
     return np.array([state["position"], state["velocity"]], dtype=np.float32)
 
 
@@ -159,6 +162,7 @@ SPEC = EnvSpec(
     render_fps=30,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    precisions=("float64", "float32"),
     description="Mountain car (gymnasium classic control), three discrete pushes",
 )
 

@@ -9,7 +9,9 @@ from U(-pi, pi) and theta_dot from U(-1, 1).
 Actions are a continuous torque of shape ``(1,)``. A torque outside
 ``[-max_torque, max_torque]`` (default ``[-2, 2]``) is clipped to that range before it
 is used, as gymnasium does. The state is stored in float32; the arithmetic runs in
-float64 like gymnasium's, so one step matches gymnasium within float32 rounding.
+float64 like gymnasium's (the default precision), so one step matches gymnasium within
+float32 rounding, or in float32 with ``make(..., precision="float32")``: the physics
+takes ``real``, the scalar type, and casts every input and constant with it.
 """
 
 import dataclasses
@@ -48,23 +50,23 @@ class PendulumParams:
 
 # ------------------------------------------------------------------ physics (one env)
 @numba.njit(inline="always")
-def angle_normalize(angle):
-    """Map an angle to [-pi, pi) as gymnasium's ``angle_normalize`` does."""
-    return ((angle + math.pi) % (2.0 * math.pi)) - math.pi
+def angle_normalize(angle, real):
+    """Map an angle of type ``real`` to [-pi, pi) as gymnasium's ``angle_normalize`` does."""
+    return ((angle + real(math.pi)) % real(2.0 * math.pi)) - real(math.pi)
 
 
 @numba.njit(inline="always")
-def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gravity, mass, length):
-    """One Pendulum step for one env, in float64.
+def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gravity, mass, length, real):
+    """One Pendulum step for one env, every float argument and the arithmetic of type ``real``.
 
     Returns
     -------
     (new_theta, new_theta_dot, reward)
     """
     torque = min(max(torque, -max_torque), max_torque)
-    cost = angle_normalize(theta) ** 2 + 0.1 * theta_dot**2 + 0.001 * torque**2
+    cost = angle_normalize(theta, real) ** 2 + real(0.1) * theta_dot**2 + real(0.001) * torque**2
     new_theta_dot = theta_dot + (
-        3.0 * gravity / (2.0 * length) * math.sin(theta) + 3.0 / (mass * length**2) * torque
+        real(3.0) * gravity / (real(2.0) * length) * math.sin(theta) + real(3.0) / (mass * length**2) * torque
     ) * dt
     new_theta_dot = min(max(new_theta_dot, -max_speed), max_speed)
     new_theta = theta + new_theta_dot * dt
@@ -73,60 +75,62 @@ def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gra
 
 @numba.njit(inline="always")
 def observation(theta, theta_dot):
-    """``(cos theta, sin theta, theta_dot)`` of a stored state, in float64."""
+    """``(cos theta, sin theta, theta_dot)`` of a stored state, in the type of its arguments."""
     return math.cos(theta), math.sin(theta), theta_dot
 
 
 @device_function
-def _observe(i, obs, theta, theta_dot):
+def _observe(i, obs, theta, theta_dot, real):
     # computed from the stored (float32) state, after a step and after a reset alike
-    obs[i, 0], obs[i, 1], obs[i, 2] = observation(np.float64(theta[i]), np.float64(theta_dot[i]))
+    obs[i, 0], obs[i, 1], obs[i, 2] = observation(real(theta[i]), real(theta_dot[i]))
 
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
 def step_kernel(i, actions, obs, rewards, terminated, theta, theta_dot,
-                max_speed, max_torque, dt, gravity, mass, length):
-    """Step env ``i``."""
+                max_speed, max_torque, dt, gravity, mass, length, real):
+    """Step env ``i`` (the float params are bound as ``real`` scalars)."""
     theta[i], theta_dot[i], rewards[i] = pendulum_transition(
-        np.float64(theta[i]), np.float64(theta_dot[i]), np.float64(actions[i, 0]),
-        max_speed, max_torque, dt, gravity, mass, length,
+        real(theta[i]), real(theta_dot[i]), real(actions[i, 0]),
+        max_speed, max_torque, dt, gravity, mass, length, real,
     )
-    _observe(i, obs, theta, theta_dot)
+    _observe(i, obs, theta, theta_dot, real)
     # the pendulum never terminates: only the time limit (the runtime's) ends an episode
     terminated[i] = False
 
 
 @env_kernel
-def reset_kernel(i, rng_states, obs, theta, theta_dot):
+def reset_kernel(i, rng_states, obs, theta, theta_dot, real):
     """Draw env ``i``'s start state: theta in [-pi, pi), theta_dot in [-1, 1)."""
-    theta[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA, RESET_HIGH_THETA)
-    theta_dot[i] = rng.uniform_range(rng_states, i, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
-    _observe(i, obs, theta, theta_dot)
+    high_theta, high_theta_dot = real(RESET_HIGH_THETA), real(RESET_HIGH_THETA_DOT)
+    theta[i] = rng.uniform_range_as(rng_states, i, -high_theta, high_theta, real)
+    theta_dot[i] = rng.uniform_range_as(rng_states, i, -high_theta_dot, high_theta_dot, real)
+    _observe(i, obs, theta, theta_dot, real)
 
 
 # ---------------------------------------------------------------- exact reference
-def reference_reset(params, rng_states):
+def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draws, in its order)."""
-    theta = rng.uniform_range(rng_states, 0, -RESET_HIGH_THETA, RESET_HIGH_THETA)
-    theta_dot = rng.uniform_range(rng_states, 0, -RESET_HIGH_THETA_DOT, RESET_HIGH_THETA_DOT)
+    high_theta, high_theta_dot = real(RESET_HIGH_THETA), real(RESET_HIGH_THETA_DOT)
+    theta = rng.uniform_range_as(rng_states, 0, -high_theta, high_theta, real)
+    theta_dot = rng.uniform_range_as(rng_states, 0, -high_theta_dot, high_theta_dot, real)
     return {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
 
 
-def reference_step(params, state, action, rng_states=None):
-    """Single-env step: the kernel's `pendulum_transition` on float32 storage."""
+def reference_step(params, state, action, rng_states=None, real=np.float64):
+    """Single-env step: the kernel's `pendulum_transition` in ``real``, on float32 storage."""
     p = params
-    torque = np.float64(np.asarray(action, dtype=np.float32).reshape(-1)[0])
-    theta, theta_dot, reward = pendulum_transition(np.float64(state["theta"]), np.float64(state["theta_dot"]),
-                                                   torque, p.max_speed, p.max_torque, p.dt, p.gravity, p.mass,
-                                                   p.length)
+    torque = real(np.asarray(action, dtype=np.float32).reshape(-1)[0])
+    theta, theta_dot, reward = pendulum_transition(real(state["theta"]), real(state["theta_dot"]), torque,
+                                                   *(real(value) for value in (p.max_speed, p.max_torque, p.dt,
+                                                                               p.gravity, p.mass, p.length)), real)
     new_state = {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
     return new_state, reward, False
 
 
-def reference_observe(params, state):
-    """Observation ``(cos theta, sin theta, theta_dot)`` of one env state."""
-    return np.array(observation(np.float64(state["theta"]), np.float64(state["theta_dot"])), dtype=np.float32)
+def reference_observe(params, state, real=np.float64):
+    """Observation ``(cos theta, sin theta, theta_dot)`` of one env state, computed in ``real``."""
+    return np.array(observation(real(state["theta"]), real(state["theta_dot"])), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)
@@ -173,6 +177,7 @@ SPEC = EnvSpec(
     render_fps=30,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    precisions=("float64", "float32"),
     description="Pendulum swing-up (gymnasium classic control), continuous torque clipped to [-2, 2]",
 )
 

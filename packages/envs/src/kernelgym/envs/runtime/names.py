@@ -6,7 +6,10 @@ An env kernel's body names what it uses after its layout parameters (``i``, or
 - ``actions``, ``obs``, ``rewards``, ``terminated``, ``rng_states``: the runtime's
   buffers (`RUNTIME_NAMES`);
 - each `StateArray` by its name;
-- each params field by its field name (a scalar).
+- each params field by its field name (a scalar);
+- ``real``: the scalar type of the env's arithmetic (``numpy.float64`` or
+  ``numpy.float32``) for an env that declares `EnvSpec.precisions`; its float params
+  are bound as ``real`` scalars then.
 
 They are matched once, when the env is made (`kernelgym.core.binding.bind`); a name
 that matches nothing is an error naming the kernel, the parameter and these names.
@@ -17,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from kernelgym.core import bind_launches
+from kernelgym.envs.spec import PRECISIONS, resolve_precision
 
 __all__ = ["RUNTIME_NAMES", "bind_env_programs", "check_names", "kernel_values", "per_agent_layouts"]
 
@@ -27,6 +31,7 @@ RUNTIME_NAMES = {
     "rewards": "(num_envs[, num_agents]) float32 rewards the step kernel writes",
     "terminated": "(num_envs,) bool, set by the step kernel when the episode ends",
     "rng_states": "(num_envs, 2) uint64: env i draws from stream i with kernelgym.core.rng",
+    "real": "numpy.float64 or numpy.float32, the env's precision (envs declaring EnvSpec.precisions)",
 }
 
 
@@ -43,10 +48,16 @@ def check_names(spec) -> None:
             taken[name] = kind
 
 
-def kernel_values(spec, params, buffers: dict, state: dict) -> dict:
-    """Every name an env kernel may bind: ``buffers`` (runtime names), ``state`` and the params fields."""
+def kernel_values(spec, params, buffers: dict, state: dict, precision: str | None = None) -> dict:
+    """Every name an env kernel may bind: ``buffers`` (runtime names), ``state``, the params fields
+    and, for a ``precision`` (see `kernelgym.envs.spec.resolve_precision`), ``real``."""
     fields = {} if params is None else {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
-    return {**buffers, **state, **fields}
+    if precision is None:
+        return {**buffers, **state, **fields}
+    real = PRECISIONS[precision]
+    # float params in the env's precision: a float64 param would promote float32 arithmetic
+    fields = {name: real(value) if isinstance(value, float) else value for name, value in fields.items()}
+    return {**buffers, **state, **fields, "real": real}
 
 
 def per_agent_layouts(spec, multi_agent: bool) -> dict:
@@ -57,8 +68,9 @@ def per_agent_layouts(spec, multi_agent: bool) -> dict:
     return layouts
 
 
-def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None):
-    """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name) and params.
+def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, precision: str | None = None):
+    """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name), params
+    and ``real`` (``precision``: None for the spec's default).
 
     For tools and tests that run an env's kernels outside `KernelVectorEnv` (the
     kit's canary buffers, one-step tests): ``programs`` are launches as
@@ -69,6 +81,7 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None):
     params = spec.params if params is None else params
     resolved = spec.resolve(params)
     multi_agent = resolved.num_agents > 1 or spec.kernel_layout == "agent"
-    return bind_launches(programs, kernel_values(spec, params, arrays, {}), backend=backend,
+    values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision))
+    return bind_launches(programs, values, backend=backend,
                          num_envs=arrays["obs"].shape[0], num_agents=resolved.num_agents,
                          layouts=per_agent_layouts(spec, multi_agent))

@@ -39,7 +39,7 @@ from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
 from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateIO
-from kernelgym.envs.spec import EnvSpec, validate_params
+from kernelgym.envs.spec import EnvSpec, resolve_precision, validate_params
 
 __all__ = ["KernelVectorEnv", "StepViews"]
 
@@ -91,6 +91,11 @@ class KernelVectorEnv(StateIO):
     episode_statistics : bool
         Keep each finished episode's return and length in ``info`` (default True);
         False saves their upkeep in every step.
+    precision : {"float64", "float32"} or None
+        The arithmetic the env's kernels are compiled for, for envs that declare a
+        choice (`EnvSpec.precisions`; the classic-control envs: float64, bitwise as
+        gymnasium's physics, or float32, for GPUs with slow float64). None: the env's
+        default. Observations and rewards are float32 either way.
     **params
         Overrides of the env's params fields (see ``spec.params``).
 
@@ -98,6 +103,8 @@ class KernelVectorEnv(StateIO):
     ----------
     num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps,
     episode_statistics
+    precision : str or None
+        The precision compiled for (None: the env declares no choice).
     single_observation_space, single_action_space, observation_space, action_space
     multi_agent : bool
         Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
@@ -111,7 +118,7 @@ class KernelVectorEnv(StateIO):
 
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
                  autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
-                 episode_statistics: bool = True, **params):
+                 episode_statistics: bool = True, precision: str | None = None, **params):
         if not isinstance(spec, EnvSpec):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -131,6 +138,7 @@ class KernelVectorEnv(StateIO):
         self.device = torch.device("cuda") if self.backend == "cuda" else torch.device("cpu")
         self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
         self.params = validate_params(spec, params)
+        self.precision = resolve_precision(spec, precision)
         resolved = spec.resolve(self.params)
         if max_episode_steps is None:
             max_episode_steps = resolved.max_episode_steps
@@ -177,7 +185,7 @@ class KernelVectorEnv(StateIO):
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
         actions = self._actions
-        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state),
+        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision),
                   **actions.values}
         layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts(), **actions.layouts}
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,

@@ -84,7 +84,7 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     buffers += [_Padded(name, state[name].astype(dtype)) for name, dtype in harness.state_dtypes.items()]
     views = {buffer.name: buffer.view(backend) for buffer in buffers}
     launch = bind_env_programs(spec, [[kernel] for kernel in spec.load_kernels(kernel_field)], views, backend,
-                               harness.params)
+                               harness.params, harness.precision)
     try:
         launch()
     except IndexError as error:  # the simulator's own bounds check

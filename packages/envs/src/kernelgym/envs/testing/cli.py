@@ -27,6 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--checks", default=None,
                         help=f"comma-separated subset of: {','.join(check_names())}")
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")
+    parser.add_argument("--precision", default=None,
+                        help="float64 or float32, for envs that declare the choice (default: the env's own)")
     return parser
 
 
@@ -56,7 +58,7 @@ def main_check(argv=None) -> int:
     for env_id in args.env_ids:
         try:
             report = check_env(_env(env_id), backend=args.backend, max_examples=args.max_examples,
-                               checks=checks, seed=args.seed)
+                               checks=checks, seed=args.seed, precision=args.precision)
         except (ImportError, AttributeError, KeyError, TypeError, ValueError, BackendUnavailableError) as error:
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             print(f"kernelgym check {env_id}: {message}", file=sys.stderr)

@@ -73,10 +73,10 @@ class EnvCompileResult:
 
 
 def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int = 4, steps: int = 3,
-                      seed: int = 0, keep_going: bool = False) -> None:
+                      seed: int = 0, keep_going: bool = False, precisions=None) -> None:
     """Run ``env`` on the ``cpu`` backend under a `LauncherRecorder`, in both autoreset modes.
 
-    Each mode: make, reset, ``steps`` steps with random valid actions.
+    Each mode (and precision): make, reset, ``steps`` steps with random valid actions.
 
     Parameters
     ----------
@@ -84,15 +84,19 @@ def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int =
     env : str or EnvSpec
     params : dict, optional
         Overrides of the env's params.
+    precisions : iterable of str, optional
+        The precisions to build, for an env that declares them; default all it declares.
     """
     from kernelgym.envs.registry import get_spec
     from kernelgym.envs.vector_env import KernelVectorEnv
 
     spec = get_spec(env) if isinstance(env, str) else env
-    for mode in AUTORESET_MODES:
-        with recorder.workload(f"{spec.id} {mode}", keep_going):
+    variants = [(mode, precision) for precision in (spec.precisions if precisions is None else precisions) or [None]
+                for mode in AUTORESET_MODES]
+    for mode, precision in variants:
+        with recorder.workload(f"{spec.id} {mode}" + (f" {precision}" if precision else ""), keep_going):
             vector_env = KernelVectorEnv(spec, num_envs, backend="cpu", seed=seed, autoreset_mode=mode,
-                                         **(params or {}))
+                                         precision=precision, **(params or {}))
             vector_env.action_space.seed(seed)
             vector_env.reset(seed=seed)
             for _ in range(steps):
@@ -100,7 +104,7 @@ def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int =
             vector_env.close()
 
 
-def compile_env_for_gpu(env, params: dict | None = None) -> EnvCompileResult:
+def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> EnvCompileResult:
     """Compile every kernel of ``env`` for the GPU, in a child process (see the module docstring).
 
     Parameters
@@ -110,6 +114,8 @@ def compile_env_for_gpu(env, params: dict | None = None) -> EnvCompileResult:
         registered through an installed distribution's entry point).
     params : dict, optional
         Overrides of the env's params.
+    precisions : iterable of str, optional
+        For an env that declares precisions: those to build (default all it declares).
 
     Raises
     ------
@@ -123,7 +129,8 @@ def compile_env_for_gpu(env, params: dict | None = None) -> EnvCompileResult:
     with tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-") as folder:
         request, result = os.path.join(folder, "request.pickle"), os.path.join(folder, "result.json")
         with open(request, "wb") as file:
-            pickle.dump({"env": _transportable(env), "params": params or {}}, file)
+            pickle.dump({"env": _transportable(env), "params": params or {},
+                         "precisions": None if precisions is None else list(precisions)}, file)
         environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
         # the child sees what this process imports (a test module's specs, for one)
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
@@ -215,7 +222,7 @@ def _child(argv=None) -> int:
 
         env = load_reference(env)
     recorder = gpu_compile.LauncherRecorder()
-    run_env_workloads(recorder, env, request["params"], keep_going=True)
+    run_env_workloads(recorder, env, request["params"], keep_going=True, precisions=request["precisions"])
     builds = recorder.compile()
     with open(options.result, "w") as file:
         json.dump({"builds": [dataclasses.asdict(build) for build in builds],

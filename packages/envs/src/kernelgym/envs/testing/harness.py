@@ -8,7 +8,9 @@ and reference draw from the same ``kernelgym.core.rng`` stream, so the compariso
 exact: bitwise on cpu and sim, within `CUDA_TOLERANCE` on cuda (libdevice's
 transcendental functions may differ from the host's in the last bits). The RNG row
 after the step must match too: a kernel that draws more or less than its reference
-is caught.
+is caught. An env that declares precisions (`EnvSpec.precisions`) is checked in one of
+them: its kernels are compiled for it and its reference runs with ``real`` set to it,
+so the comparison stays exact in float32 too.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import functools
 import numpy as np
 
 from kernelgym.core import resolve_backend
-from kernelgym.envs.spec import EnvSpec
+from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
 
 __all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
 
@@ -108,10 +110,13 @@ class EnvHarness:
         Tolerances for floating-point comparisons with the reference on cuda
         (default `CUDA_TOLERANCE`); cpu and sim compare exactly unless given.
         Integers and bools are always compared exactly.
+    precision : {"float64", "float32"} or None
+        For an env that declares precisions: the one its kernels and its reference
+        run in (None: the env's default).
     """
 
     def __init__(self, env, backend: str | None = "auto", params=None, rtol: float | None = None,
-                 atol: float | None = None):
+                 atol: float | None = None, precision: str | None = None):
         if isinstance(env, str):
             from kernelgym.envs.registry import get_spec
 
@@ -119,6 +124,7 @@ class EnvHarness:
         if not isinstance(env, EnvSpec):
             raise TypeError(f"env: expected an env id (str) or an EnvSpec, got {type(env).__name__} {env!r}")
         self.spec = env
+        self.precision = resolve_precision(env, precision)
         self.backend = resolve_backend(backend)
         default = CUDA_TOLERANCE if self.backend == "cuda" else (0.0, 0.0)
         rtol, atol = (default[k] if value is None else value for k, value in enumerate((rtol, atol)))
@@ -138,7 +144,7 @@ class EnvHarness:
         self.max_episode_steps = resolved.max_episode_steps
         self.state_shapes = resolved.state_shapes
         self.state_dtypes = {array.name: array.dtype for array in env.state}
-        self.reference = env.load("reference")
+        self.reference = _in_precision(env.load("reference"), self.precision)
         self.invariants = env.load("invariants")
         self.rtol, self.atol = float(rtol), float(atol)
         self.agent_shape = (self.num_agents,) if self.num_agents > 1 else ()
@@ -171,7 +177,8 @@ class EnvHarness:
             # a complete params record is handed to the runtime field by field
             kwargs = self.overrides if self.overrides is not None else _fields(self.params)
             env = KernelVectorEnv(self.spec, num_envs, backend=self.backend, seed=seed,
-                                  autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps, **kwargs)
+                                  autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps,
+                                  precision=self.precision, **kwargs)
             if not fresh:
                 self._envs[key] = env
         env.reset(seed=seed)
@@ -380,6 +387,14 @@ class EnvHarness:
         if action is not None:
             lines.append(f"  with action {_show(action)}")
         return "\n".join(lines)
+
+
+def _in_precision(reference, precision: str | None):
+    """``reference`` with its functions' keyword ``real`` set to ``precision``'s scalar type."""
+    if precision is None:
+        return reference
+    real = PRECISIONS[precision]
+    return CPUReference(*(functools.partial(function, real=real) for function in reference))
 
 
 def _fields(params) -> dict:

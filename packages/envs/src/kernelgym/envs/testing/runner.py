@@ -24,7 +24,8 @@ def check_names() -> list[str]:
 
 
 def check_env(env, backend: str | None = "auto", max_examples: int | None = None, checks=None,
-              seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6) -> Report:
+              seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6,
+              precision: str | None = None) -> Report:
     """Property-test an env: every check of the kit, each a hypothesis search.
 
     Parameters
@@ -43,6 +44,9 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         Overrides of the env's params (as ``make(**params)``).
     rtol, atol : float
         Tolerances of floating-point comparisons with the CPU reference.
+    precision : {"float64", "float32"} or None
+        For an env that declares precisions (`EnvSpec.precisions`): the one to check
+        (kernels and reference in it; None: the env's default).
 
     Returns
     -------
@@ -66,7 +70,7 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
     if params is not None and not isinstance(params, dict):
         raise TypeError(f"params: expected None or a dict of param overrides, got {type(params).__name__}")
-    harness = EnvHarness(env, backend, params=params, rtol=rtol, atol=atol)
+    harness = EnvHarness(env, backend, params=params, rtol=rtol, atol=atol, precision=precision)
     examples = DEFAULT_MAX_EXAMPLES[harness.backend] if max_examples is None else max_examples
     seed = random.randrange(2**32) if seed is None else seed
     config = CheckConfig(max_examples=examples, seed=seed)

@@ -8,6 +8,7 @@
         env_id = "MyEnv-v0"          # or an EnvSpec
         max_examples = 20            # optional, per check
         params = {"goal": 5}         # optional param overrides
+        precision = "float32"        # optional, for envs declaring EnvSpec.precisions
 
 Each check of the kit is a test method, run once per backend in ``backends``: ``cpu``
 always, ``sim`` (marked ``sim``) when ``NUMBA_ENABLE_CUDASIM=1`` was set before numba
@@ -38,6 +39,7 @@ class EnvTestSuite:
     backends: tuple[str, ...] = ("cpu", "sim", "cuda")
     max_examples: int | None = None
     params: dict | None = None
+    precision: str | None = None
     rtol: float = 1e-5
     atol: float = 1e-6
 
@@ -65,7 +67,8 @@ class EnvTestSuite:
         reason = _unavailable(kernelgym_backend)
         if reason:
             pytest.skip(reason)
-        return EnvHarness(cls.env_id, kernelgym_backend, params=cls.params, rtol=cls.rtol, atol=cls.atol)
+        return EnvHarness(cls.env_id, kernelgym_backend, params=cls.params, rtol=cls.rtol, atol=cls.atol,
+                          precision=cls.precision)
 
     @pytest.fixture(scope="class")
     @classmethod
