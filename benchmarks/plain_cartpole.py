@@ -71,7 +71,7 @@ def plain_step_with_statistics(actions, state, obs, rewards, terminated, truncat
         else:
             x, x_dot, theta, theta_dot = dynamics(
                 np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
-                actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT)
+                actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT, np.float64)
             state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
             done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT,
                                    SUTTON_BARTO)

@@ -48,10 +48,11 @@ def check_mode(value, backend: str):
 # The checks are pure and branch-free (``|``, no early return), so that the cpu pass
 # over every env vectorizes; `keep_bad_actions` runs only for an env that fails.
 @env_kernel
-def discrete_action_fault(i, actions, _action_low, _action_high):
-    """Env ``i``'s index when its single discrete action lies outside [low, high], else -1."""
+def discrete_action_fault(i, actions, _action_min, _action_max):
+    """Env ``i``'s index when its single discrete action lies outside [min, max], else -1
+    (the bounds are ints compiled into the launch)."""
     value = actions[i]
-    return i if (value < _action_low[0]) | (value > _action_high[0]) else -1
+    return i if (value < _action_min) | (value > _action_max) else -1
 
 
 @env_kernel
@@ -144,6 +145,7 @@ class ActionLoader:
             repeat = self._columns // low.shape[0]  # one copy of the bounds per agent
             self.values["_action_low"] = _backend_array(np.tile(low, repeat), backend)
             self.values["_action_high"] = _backend_array(np.tile(high, repeat), backend)
+            self.values["_action_min"], self.values["_action_max"] = int(low[0]), int(high[0])
             check = discrete_rows_fault if self._rows else discrete_action_fault
         else:
             check = finite_rows_fault if self._rows else finite_action_fault

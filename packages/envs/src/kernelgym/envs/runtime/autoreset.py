@@ -78,14 +78,15 @@ def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps
 # after: most steps touch just the running sum (this runs for every env at every step).
 @env_kernel
 def count_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps, rewards,
-                               _running_return, _episode_return, _episode_length, _episode_mask):
+                               _running_return_rows, _episode_return_rows, _episode_length, _episode_mask):
     """`count_step` and the episode statistics (one reward per env): the return and
     length of an episode that ends here, 0 elsewhere."""
     done, steps = _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
-    total = _running_return[i] + rewards[i]
-    _running_return[i] = 0.0 if done else total
+    # the (num_envs, 1) rows the reset bodies clear: one array each, fewer launch arguments
+    total = _running_return_rows[i, 0] + rewards[i]
+    _running_return_rows[i, 0] = 0.0 if done else total
     if done or _episode_mask[i]:  # record the ending episode, or clear the last step's record
-        _episode_return[i] = total if done else 0.0
+        _episode_return_rows[i, 0] = total if done else 0.0
         _episode_length[i] = steps if done else 0
         _episode_mask[i] = done
 

@@ -99,9 +99,7 @@ class Buffers:
             "_reward_rows": self.rewards.reshape(n, -1), "_obs_rows": self.obs.reshape(n, row),
             "_final_obs_rows": self.final_obs.reshape(self.final_obs.shape[0], row),
             "_final_obs_mask": self.final_mask, "_max_episode_steps": max_episode_steps,
-            "_running_return": self.statistics["running_returns"],
             "_running_return_rows": self.statistics["running_returns"].reshape(n, -1),
-            "_episode_return": self.statistics["episode_returns"],
             "_episode_return_rows": self.statistics["episode_returns"].reshape(n, -1),
             "_episode_length": self.statistics["episode_lengths"], "_episode_mask": self.statistics["episode_mask"],
         }

@@ -171,6 +171,8 @@ class KernelVectorEnv(StateIO):
         self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
         if self.episode_statistics:
             self._info.update(buffers.episode_info)
+        # what step() returns: views made once (the buffers are never rebound)
+        self._outputs = (buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info)
         self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
                                      self.device, action_check)
         # where the host reads the action check's record: from each cpu launch's return,
@@ -279,8 +281,7 @@ class KernelVectorEnv(StateIO):
         if numpy:
             views = self.numpy()
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
-        buffers = self._buffers
-        return buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info
+        return self._outputs
 
     def check_actions(self) -> None:
         """Raise the bad action a deferred check recorded since the last read, if any.
