@@ -122,7 +122,11 @@ class Contenders:
         if name == "step() before":
             self.base_worker.stdin.write(f"{self.n} {steps}\n")
             self.base_worker.stdin.flush()
-            return self.n * steps / float(self.base_worker.stdout.readline())
+            seconds = float(self.base_worker.stdout.readline())
+            # the worker's OpenMP threads spin a while after its last launch: let them sleep
+            # before the next contender runs, or they take its second core
+            time.sleep(0.1)
+            return self.n * steps / seconds
         call, batches = self.runs[name]
         return self.n * steps / timed(call, batches, steps)
 
