@@ -26,28 +26,40 @@ SEMI_IMPLICIT, X_LIMIT, THETA_LIMIT, SUTTON_BARTO = (_P.semi_implicit_euler, _P.
 BOUND = _P.reset_bound
 
 
+# Written once for both loops; inline="always" makes each loop one function, as by hand.
+@numba.njit(inline="always", cache=True)
+def _reset_env(i, state, rewards, terminated, truncated, episode_steps, rng_states):
+    for k in range(4):
+        state[i, k] = rng.uniform_range(rng_states, i, -BOUND, BOUND)
+    rewards[i] = 0.0
+    terminated[i] = False
+    truncated[i] = False
+    episode_steps[i] = 0
+
+
+@numba.njit(inline="always", cache=True)
+def _step_env(i, actions, state, rewards, terminated, truncated, episode_steps, max_steps):
+    """Step env ``i``; returns its reward."""
+    x, x_dot, theta, theta_dot = dynamics(
+        np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
+        actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT, np.float64)
+    state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
+    done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT, SUTTON_BARTO)
+    terminated[i] = done
+    rewards[i] = reward
+    episode_steps[i] += 1
+    truncated[i] = episode_steps[i] >= max_steps
+    return reward
+
+
 @numba.njit(parallel=True, cache=True)
 def plain_step(actions, state, obs, rewards, terminated, truncated, episode_steps, rng_states, max_steps):
     """One step of every env; an env whose episode ended last step is reset instead."""
     for i in numba.prange(actions.shape[0]):
         if terminated[i] or truncated[i]:
-            for k in range(4):
-                state[i, k] = rng.uniform_range(rng_states, i, -BOUND, BOUND)
-            rewards[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
-            episode_steps[i] = 0
+            _reset_env(i, state, rewards, terminated, truncated, episode_steps, rng_states)
         else:
-            x, x_dot, theta, theta_dot = dynamics(
-                np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
-                actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT, np.float64)
-            state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
-            done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT,
-                                   SUTTON_BARTO)
-            terminated[i] = done
-            rewards[i] = reward
-            episode_steps[i] += 1
-            truncated[i] = episode_steps[i] >= max_steps
+            _step_env(i, actions, state, rewards, terminated, truncated, episode_steps, max_steps)
         for k in range(4):
             obs[i, k] = state[i, k]
 
@@ -58,27 +70,13 @@ def plain_step_with_statistics(actions, state, obs, rewards, terminated, truncat
     """`plain_step` that also records each finished episode's return and length."""
     for i in numba.prange(actions.shape[0]):
         if terminated[i] or truncated[i]:
-            for k in range(4):
-                state[i, k] = rng.uniform_range(rng_states, i, -BOUND, BOUND)
-            rewards[i] = 0.0
-            terminated[i] = False
-            truncated[i] = False
-            episode_steps[i] = 0
+            _reset_env(i, state, rewards, terminated, truncated, episode_steps, rng_states)
             running_returns[i] = 0.0
             episode_returns[i] = 0.0
             episode_lengths[i] = 0
             episode_mask[i] = False
         else:
-            x, x_dot, theta, theta_dot = dynamics(
-                np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
-                actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT, np.float64)
-            state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
-            done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT,
-                                   SUTTON_BARTO)
-            terminated[i] = done
-            rewards[i] = reward
-            episode_steps[i] += 1
-            truncated[i] = episode_steps[i] >= max_steps
+            reward = _step_env(i, actions, state, rewards, terminated, truncated, episode_steps, max_steps)
             ended = terminated[i] or truncated[i]
             total = running_returns[i] + reward
             running_returns[i] = 0.0 if ended else total
