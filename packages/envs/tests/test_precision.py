@@ -211,7 +211,7 @@ def test_the_float32_gpu_build_does_almost_no_float64_arithmetic(env_id):
             name = gpu_compile.launcher_name(module)
             if body not in name or not name.endswith(f"[{precision}]"):
                 continue
-            for argtypes in module.cpu_launcher.signatures:
+            for argtypes in gpu_compile.launched_signatures(module):
                 build = gpu_compile.compile_kernel(module.cuda_launcher.py_func, argtypes, gpu_compile.TARGETS[0],
                                                    name=name)
                 assert build.ok, build.error

@@ -18,7 +18,7 @@ accepts code that NVVM rejects; this module is the check that it does not.
 
 Write-once kernels are generated launcher modules (see :mod:`kernelgym.core.codegen`),
 each with a ``cpu_launcher`` (``njit``) and a ``cuda_launcher`` (``cuda.jit``). Numba
-records the exact argument types of every cpu launch in ``cpu_launcher.signatures``;
+records the exact argument types of every cpu launch (`launched_signatures`);
 compiling ``cuda_launcher`` for those types is compiling what a GPU launch would build.
 
 ``python -m kernelgym.core.gpu_compile`` compiles core's own kernels (data-manager
@@ -54,6 +54,7 @@ __all__ = [
     "KernelBuild",
     "LauncherRecorder",
     "compile_kernel",
+    "launched_signatures",
     "float64_share",
     "format_table",
     "imported_launchers",
@@ -338,14 +339,16 @@ def _short_module(module: str) -> str:
     return module.removeprefix("kernelgym.")
 
 
+def launched_signatures(module) -> list[tuple]:
+    """The argument types a launcher module's cpu launches were called with (a program's
+    small launches run its serial twin, which takes the same arguments)."""
+    launchers = (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None))
+    return [tuple(signature) for launcher in launchers if launcher is not None for signature in launcher.signatures]
+
+
 def _launched_signatures() -> set[tuple[str, tuple]]:
-    # a program's small launches run its serial twin, which takes the same arguments
-    return {
-        (name, tuple(signature))
-        for name, module in imported_launchers().items()
-        for launcher in (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None)) if launcher is not None
-        for signature in launcher.signatures
-    }
+    return {(name, signature) for name, module in imported_launchers().items()
+            for signature in launched_signatures(module)}
 
 
 class LauncherRecorder:
