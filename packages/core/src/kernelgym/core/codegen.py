@@ -316,24 +316,27 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         keep = "" if record is None else (
             f"body{record[0]}({', '.join(['env', *(f'a{k}' for k in record[1])])})")
 
-        def gate(count_loop: str) -> str:
+        def count(loop: str, depth: int) -> str:
+            pad = " " * depth
+            # under prange a conditional increment: numba's reduction analysis finds a cycle
+            # in `failing += call >= 0` once the call is an inlined body with a loop
+            add = f"failing += {call} >= 0" if loop == "range" else f"if {call} >= 0:\n{pad}        failing += 1"
+            return f"{pad}for env in {loop}(num_envs):\n{pad}    {add}\n"
+
+        def gate(loop: str) -> str:
             # cpu: count the failing envs first (branch-free, so it vectorizes); only when
             # one fails, find the smallest code and keep the failing envs' inputs; run no env
-            count = (f"    failing = 0\n    if num_envs < {SERIAL_CHECK_BELOW}:\n"
-                     f"        for env in range(num_envs):\n            failing += {call} >= 0\n"
-                     f"    else:\n        for env in prange(num_envs):\n            if {call} >= 0:\n"
-                     f"                failing += 1\n"
-                     ) if count_loop == "prange" else (
-                f"    failing = 0\n    for env in range(num_envs):\n        failing += {call} >= 0\n")
+            counted = count("range", 4) if loop == "range" else (
+                f"    if num_envs < {SERIAL_CHECK_BELOW}:\n{count('range', 8)}    else:\n{count('prange', 8)}")
             return (
-                count +
+                "    failing = 0\n" + counted +
                 f"    if failing:\n        first_fault = {NO_FAULT}\n        for env in range(num_envs):\n"
                 f"            code = {call}\n            if code >= 0:\n"
                 + (f"                {keep}\n" if keep else "")
                 + f"                first_fault = min(first_fault, int64(code))\n"
                 f"        if first_fault < a{fault}[0]:\n            a{fault}[0] = first_fault\n"
                 f"        return first_fault\n"
-                + (cpu_loop(count_loop) + "\n" if rest else "") + f"    return {NO_FAULT}"
+                + (cpu_loop(loop) + "\n" if rest else "") + f"    return {NO_FAULT}"
             )
 
         cpu_parallel, cpu_serial = gate("prange"), gate("range")

@@ -34,6 +34,7 @@ __all__ = ["KernelGymnasiumEnv"]
 # Episode steps are counted in int32 by the runtime; this many is "no limit of its own".
 _NO_TIME_LIMIT = int(np.iinfo(np.int32).max) - 1
 
+
 class KernelGymnasiumEnv(gymnasium.Env):
     """A single copy of a single-agent kernelgym env behind ``gymnasium.Env``.
 

@@ -142,10 +142,12 @@ class ActionLoader:
         self.values = {"actions": actions, "_action_fault": self._fault, "_action_fault_rows": self._fault_rows}
         if self.discrete:
             low, high = _discrete_bounds(space)
-            repeat = self._columns // low.shape[0]  # one copy of the bounds per agent
-            self.values["_action_low"] = _backend_array(np.tile(low, repeat), backend)
-            self.values["_action_high"] = _backend_array(np.tile(high, repeat), backend)
-            self.values["_action_min"], self.values["_action_max"] = int(low[0]), int(high[0])
+            if self._rows:  # bounds per column, one copy per agent
+                repeat = self._columns // low.shape[0]
+                self.values["_action_low"] = _backend_array(np.tile(low, repeat), backend)
+                self.values["_action_high"] = _backend_array(np.tile(high, repeat), backend)
+            else:  # ints, compiled into the launch
+                self.values["_action_min"], self.values["_action_max"] = int(low[0]), int(high[0])
             check = discrete_rows_fault if self._rows else discrete_action_fault
         else:
             check = finite_rows_fault if self._rows else finite_action_fault
