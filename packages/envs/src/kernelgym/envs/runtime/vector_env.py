@@ -203,8 +203,8 @@ class KernelVectorEnv(StateIO):
         elif check is not None:  # sync on a device: check, read the record, then step
             self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
         self._launch_step = bind_launches(programs, values, per_call=actions.per_call, **counts).as_function()
-        self._launch_reset = bind_launches(reset_programs(reset, spec.kernel_layout, restores, statistics), values,
-                                           **counts)
+        resets = reset_programs(reset, spec.kernel_layout, restores, statistics, self.multi_agent)
+        self._launch_reset = bind_launches(resets, values, **counts)
 
     # -------------------------------------------------------------- public API
     def reset(self, seed=None, options=None, numpy: bool = False):
