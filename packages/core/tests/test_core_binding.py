@@ -251,6 +251,28 @@ def _check_fault_return_and_record(binding, x):
     assert np.array_equal(y, np.zeros_like(x) if bad.any() else 2 * x)
 
 
+def test_cuda_launch_types_are_the_cpu_launch_types_unpacked():
+    """A cpu launcher takes its bound arrays packed in one struct; the types `gpu_compile`
+    builds the cuda launcher for are the values' own, in the cuda launcher's order."""
+    import sys
+
+    import numba
+
+    from kernelgym.core import binding, gpu_compile
+
+    x, kept = np.arange(4.0), np.zeros(4)
+    values = {"x": np.zeros(4), "y": np.zeros(4), "kept": kept, "fault": np.array([binding.NO_FAULT], np.int64)}
+    launch = bind([binding.Precondition(negative_index, "fault", record=keep_x), double_into], values,
+                  backend="cpu", num_envs=4, layouts={"fault": "shared"}, per_call=("x",))
+    launch(x)
+    kept[...] = -1.0  # a bound array is the caller's, not a copy packed at bind time
+    launch(-x - 1.0)
+    assert np.array_equal(kept, -x - 1.0) and np.array_equal(values["y"], 2 * x)
+    module = sys.modules[launch.as_function().func.py_func.__module__]
+    expected = tuple(numba.typeof(value) for value in (4, *(values[name] for name in launch.names[:-1]), x))
+    assert expected in gpu_compile.launched_signatures(module)  # other tests may launch it with other types
+
+
 def test_per_call_values_come_last_and_need_a_template():
     y = np.zeros(3)
     launch = bind(double_into, {"x": np.zeros(3), "y": y}, backend="cpu", num_envs=3, per_call=("x",))

@@ -36,6 +36,9 @@ are passed at each call (``launch(actions)``), e.g. the caller's own action buff
 On ``cpu`` a launch of fewer than `PARALLEL_FROM` (env, agent) pairs runs the
 launcher's serial twin in the calling thread (same program, same results, no parallel
 region to enter), and a launch returns the smallest fault code its Precondition found.
+The bound arrays reach a cpu launcher packed once in one struct (see
+`kernelgym.core.codegen.program_launcher_module`): a call unboxes that struct and the
+per-call values, not every array (Numba's dispatcher costs about 50 ns an array).
 
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
@@ -323,8 +326,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     constants = {index: checked[name] for index, name in enumerate(names)
                  if name not in per_call and codegen.is_constant(checked[name])}
     module = codegen.program_launcher_module(
-        kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants
-    )
+        kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants,
+        num_per_call=len(per_call))
     args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
@@ -332,7 +335,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
-        return functools.partial(launcher, *counts, *args), names, description
+        bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
+        return functools.partial(launcher, *counts, *bound), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
     if kind == "env":

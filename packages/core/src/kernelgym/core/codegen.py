@@ -23,6 +23,7 @@ import os
 import pickle
 import sys
 import tempfile
+import types
 import uuid
 from pathlib import Path
 
@@ -30,8 +31,9 @@ import numpy as np
 import platformdirs
 
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
+LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "4"
+TEMPLATE_VERSION = "5"
 
 _BODIES: dict = {}
 
@@ -91,15 +93,50 @@ from kernelgym.core.codegen import registered_body
 {bodies}
 '''
 
-_PROGRAM_TEMPLATE = '''
-@njit(parallel=True, cache=True)
-def cpu_launcher({counts}, {args}):
-{cpu_loop}
+# The cpu launchers take the bound arrays packed in one numba structref (``bound``, made
+# once by ``cpu_bind``) and unpack them before the loop: Numba's dispatcher types and
+# unboxes every argument at every call (about 50 ns an array), one struct costs one.
+_BOUND_ARGUMENTS = '''
+from numba.core import types
+from numba.experimental import structref
+
+
+@structref.register
+class BoundArgumentsType(types.StructRef):
+    pass
+
+
+class BoundArguments(structref.StructRefProxy):
+    # the type as a plain attribute: Numba's dispatcher reads it at every call (twice), where
+    # StructRefProxy's property would run Python code
+    _numba_type_ = None
+
+    @classmethod
+    def _numba_box_(cls, ty, mi):
+        instance = super()._numba_box_(ty, mi)
+        instance._numba_type_ = ty
+        return instance
+
+
+structref.define_proxy(BoundArguments, BoundArgumentsType, {fields!r})
 
 
 @njit(cache=True)
-def cpu_serial_launcher({counts}, {args}):
-{cpu_serial_loop}
+def cpu_bind({bound}):
+    """The cpu launchers' bound arguments, packed once."""
+    return BoundArguments({bound})
+
+'''
+
+_PROGRAM_TEMPLATE = '''
+@njit(parallel=True, cache=True)
+def cpu_launcher({counts}, {cpu_args}):
+{unpack}{cpu_loop}
+
+
+@njit(cache=True)
+def cpu_serial_launcher({counts}, {cpu_args}):
+{unpack}{cpu_serial_loop}
 
 
 @cuda.jit(cache=True)
@@ -200,15 +237,28 @@ def _write_once(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
+def _launcher_package():
+    """The package launcher modules are imported under, made once: pickle (Numba boxing a
+    launcher module's struct) imports a module by name, parent package first."""
+    package = sys.modules.get(LAUNCHER_PACKAGE)
+    if package is None:
+        package = types.ModuleType(LAUNCHER_PACKAGE, "kernelgym's generated launcher modules")
+        package.__path__ = []  # a package, so that its modules' names resolve; none is found by path
+        sys.modules[LAUNCHER_PACKAGE] = package
+    return package
+
+
 def _import_launcher(stem: str, text: str):
     """Write the launcher source ``text`` as ``<cache>/<stem>.py`` (once) and import it."""
-    module_name = f"kernelgym_launchers.{stem}"
+    module_name = f"{LAUNCHER_PACKAGE}.{stem}"
+    _launcher_package()
     path = cache_dir() / f"{stem}.py"
     _write_once(path, text)
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
+    setattr(_launcher_package(), stem, module)
     return module
 
 
@@ -222,7 +272,7 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
         ``cuda.jit`` dispatcher; the simulator's kernel in simulator processes).
     """
     stem = f"{kind}_{fn.__name__}_{num_args}_{key}"
-    module_name = f"kernelgym_launchers.{stem}"
+    module_name = f"{LAUNCHER_PACKAGE}.{stem}"
     if module_name in sys.modules:
         return sys.modules[module_name]
     args = ", ".join(f"a{index}" for index in range(num_args))
@@ -230,7 +280,8 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
     return _import_launcher(stem, text)
 
 
-def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None):
+def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None,
+                            num_per_call: int = 0):
     """Import (writing it first if needed) a launcher running a program of bodies per env.
 
     Parameters
@@ -255,6 +306,8 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         Arguments fixed at generation: module globals, which Numba compiles in as
         constants of their own type (a ``numpy.float32`` stays float32), instead of
         launcher parameters (see `is_constant`).
+    num_per_call : int
+        How many of the last arguments change from call to call (the others are bound once).
 
     Returns
     -------
@@ -263,19 +316,26 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         parallel region to enter, cheaper for a few envs) and ``cuda_launcher`` (see
         `launcher_module`). The cpu launchers return the smallest fault code a
         Precondition found (`NO_FAULT` when none), so the host needs no read for it.
+        They take the bound arguments packed by ``cpu_bind(*bound)`` (when there are
+        any), then the per-call ones; ``cuda_launcher`` takes them all in order.
     """
     constants = dict(constants or {})
     frozen = "\n".join(["import numpy"] * bool(constants)
                        + [f"a{k} = {_literal(value)}" for k, value in sorted(constants.items())])
-    program = repr((kind, tuple(body_keys), statements, num_args, frozen))
+    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
-    module_name = f"kernelgym_launchers.{stem}"
+    module_name = f"{LAUNCHER_PACKAGE}.{stem}"
     if module_name in sys.modules:
         return sys.modules[module_name]
     layout = "env" if kind == "env" else "env, agent, num_agents"
     counts = "num_envs" if kind == "env" else "num_envs, num_agents"
-    args = ", ".join(f"a{index}" for index in range(num_args) if index not in constants)
+    parameters = [f"a{index}" for index in range(num_args) if index not in constants]
+    args = ", ".join(parameters)
+    bound = parameters[:len(parameters) - num_per_call]
+    per_call = parameters[len(bound):]
+    cpu_args = ", ".join(["bound", *per_call] if bound else per_call)
+    unpack = "".join(f"    {name} = bound.{name}\n" for name in bound)
 
     def lines(block, depth):
         out = []
@@ -348,6 +408,7 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     text = _PROGRAM_PRELUDE.format(
         title=title, bodies="\n".join(f"body{k} = registered_body({key!r})" for k, key in enumerate(body_keys))
         + ("\n" + frozen if frozen else ""),
-    ) + _PROGRAM_TEMPLATE.format(counts=counts, args=args, cpu_loop=cpu_parallel,
-                                                    cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop)
+    ) + (_BOUND_ARGUMENTS.format(fields=bound, bound=", ".join(bound)) if bound else "") + _PROGRAM_TEMPLATE.format(
+        counts=counts, args=args, cpu_args=cpu_args, unpack=unpack, cpu_loop=cpu_parallel,
+        cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop)
     return _import_launcher(stem, text)

@@ -41,8 +41,9 @@ import traceback
 import types
 
 import numpy as np
+from numba.core.types import StructRef
 
-from kernelgym.core import rng
+from kernelgym.core import codegen, rng
 from kernelgym.core.device_functions import atomic_add
 from kernelgym.core.kernels import agent_kernel
 
@@ -70,7 +71,7 @@ __all__ = [
 # sm_80: the A100, WarpDrive's benchmark GPU.
 TARGETS: tuple[tuple, ...] = ((9, 0, "a"), (8, 0))
 INSTALL_HINT = 'pip install "kernelgym-core[gpu-compile]"'
-LAUNCHER_PACKAGE = "kernelgym_launchers."
+LAUNCHER_PACKAGE = codegen.LAUNCHER_PACKAGE + "."
 
 # PTX opcodes counted as floating-point arithmetic for `float64_share` (moves, loads,
 # stores and conversions are not arithmetic).
@@ -340,10 +341,17 @@ def _short_module(module: str) -> str:
 
 
 def launched_signatures(module) -> list[tuple]:
-    """The argument types a launcher module's cpu launches were called with (a program's
-    small launches run its serial twin, which takes the same arguments)."""
+    """The argument types a launcher module's cpu launches were called with, as its cuda
+    launcher takes them (a program's small launches run its serial twin; a program's cpu
+    launchers take their bound arrays packed in one struct, the cuda one each in turn)."""
     launchers = (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None))
-    return [tuple(signature) for launcher in launchers if launcher is not None for signature in launcher.signatures]
+    return [_unpacked(signature) for launcher in launchers if launcher is not None
+            for signature in launcher.signatures]
+
+
+def _unpacked(signature) -> tuple:
+    return tuple(member for argtype in signature
+                 for member in (argtype.field_dict.values() if isinstance(argtype, StructRef) else (argtype,)))
 
 
 def _launched_signatures() -> set[tuple[str, tuple]]:

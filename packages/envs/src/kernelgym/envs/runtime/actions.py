@@ -134,6 +134,7 @@ class ActionLoader:
         # a cpu caller's array can go straight to the kernel; a device buffer takes a copy
         self._host_buffer = to_numpy(actions) if backend != "cuda" else None
         self._direct = backend == "cpu"
+        self._strides = _c_strides(self.shape, self.dtype.itemsize)
         self._fault = _backend_array(np.array([NO_FAULT], np.int64), backend)
         self._fault_rows = _backend_array(np.zeros((num_envs, self._columns), self.dtype), backend)
         # a check of several actions per env reads them as (num_envs, columns) rows
@@ -166,18 +167,19 @@ class ActionLoader:
         TypeError, ValueError
             Bad type, shape, dtype or device (values are checked in the launch).
         """
-        # the common cases first, each one test: an array exactly like the buffer
+        # the common cases first, each one test: an array exactly like the buffer (the
+        # buffer's strides: its shape and C layout in one tuple comparison)
         if self._direct:
             if type(actions) is np.ndarray:
-                if actions.dtype == self.dtype and actions.shape == self.shape and actions.flags.c_contiguous:
-                    return self._per_call_arguments(actions)
+                if actions.strides == self._strides and actions.shape == self.shape and actions.dtype == self.dtype:
+                    return (actions,) if not self._rows else self._per_call_arguments(actions)
             elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype:
                 try:  # a zero-copy view; refused for a tensor needing grad or off the cpu
                     array = actions.numpy()
                 except (RuntimeError, TypeError):
                     array = None  # the general path below says what is wrong or copies
-                if array is not None and array.shape == self.shape and array.flags.c_contiguous:
-                    return self._per_call_arguments(array)
+                if array is not None and array.strides == self._strides and array.shape == self.shape:
+                    return (array,) if not self._rows else self._per_call_arguments(array)
         if self._column_shape is not None and tuple(getattr(actions, "shape", ())) == self._column_shape:
             return self.arguments(actions.reshape(self.shape))
         self._check_type(actions)
@@ -255,6 +257,14 @@ def _discrete_bounds(space):
         return low, low + space.n - 1
     low = np.asarray(space.start, dtype=np.int64).reshape(-1)
     return low, low + np.asarray(space.nvec, dtype=np.int64).reshape(-1) - 1
+
+
+def _c_strides(shape, itemsize: int) -> tuple:
+    """The strides of a C-contiguous array of this shape."""
+    strides = [itemsize]
+    for extent in reversed(shape[1:]):
+        strides.insert(0, strides[0] * extent)
+    return tuple(strides)
 
 
 def _backend_array(host: np.ndarray, backend: str):
