@@ -201,7 +201,9 @@ def main() -> None:
     for round_ in range(args.repeats):
         bandwidths.append(memory_bandwidth())
         for n in args.sizes:
-            for name in names:
+            # every other round in reverse order: a drift of the machine's speed within a round
+            # then favours no contender
+            for name in names if round_ % 2 == 0 else names[::-1]:
                 rates[n][name].append(contenders[n].measure(name))
         print(f"round {round_ + 1}/{args.repeats} done", flush=True)
     if worker is not None:
@@ -233,6 +235,11 @@ def fmt(values) -> str:
     return f"{statistics.median(values) / 1e6:.1f} M ({min(values) / 1e6:.1f}-{max(values) / 1e6:.1f})"
 
 
+def paired_ratio(rates_a, rates_b) -> float:
+    """The median of the per-round ratios a / b."""
+    return statistics.median(a / b for a, b in zip(rates_a, rates_b))
+
+
 def report(args, names, rates, bandwidth, load_start, load_end, notes) -> str:
     limit = bandwidth / BYTES_PER_ENV_STEP
     lines = [
@@ -257,13 +264,17 @@ def report(args, names, rates, bandwidth, load_start, load_end, notes) -> str:
     ratios = [("step() numpy", "plain loop + statistics"), ("step() no statistics", "plain loop"),
               ("step()", "plain loop + statistics"), ("step() numpy", "gymnasium numpy vector"),
               ("step()", "gymnasium numpy vector")]
-    lines += ["", "Ratios of medians (same work and same inputs in the first two; same inputs, numpy actions, "
-              "in the fourth), and step() against memory alone:", "",
+    lines += ["", "Ratios: the median over rounds of each round's ratio (a round times every contender back to "
+              "back, so a change of the machine's speed between rounds cancels), and in brackets the ratio of "
+              "the best rounds (what each reaches when the machine is least disturbed); same work and same "
+              "inputs in the first two, same numpy inputs in the fourth; and step() against memory alone "
+              "(medians):", "",
               "| N | " + " | ".join(f"{a} / {b}" for a, b in ratios) + " | step() / memory limit |",
               "|---|" + "---|" * (len(ratios) + 1)]
     for n, row in rates.items():
         median = {name: statistics.median(values) for name, values in row.items()}
-        lines.append(f"| {n:,} | " + " | ".join(f"{median[a] / median[b]:.2f}x" for a, b in ratios)
+        lines.append(f"| {n:,} | " + " | ".join(f"{paired_ratio(row[a], row[b]):.2f}x ({max(row[a]) / max(row[b]):.2f}x)"
+                                                 for a, b in ratios)
                      + f" | {median['step()'] / limit:.2f} |")
     per_call = [f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us "
                 f"(numpy actions {n / statistics.median(row['step() numpy']) * 1e6:.1f} us)"
