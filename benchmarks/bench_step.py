@@ -273,8 +273,8 @@ def report(args, names, rates, bandwidth, load_start, load_end, notes) -> str:
               "|---|" + "---|" * (len(ratios) + 1)]
     for n, row in rates.items():
         median = {name: statistics.median(values) for name, values in row.items()}
-        lines.append(f"| {n:,} | " + " | ".join(f"{paired_ratio(row[a], row[b]):.2f}x ({max(row[a]) / max(row[b]):.2f}x)"
-                                                 for a, b in ratios)
+        cells = [f"{paired_ratio(row[a], row[b]):.2f}x ({max(row[a]) / max(row[b]):.2f}x)" for a, b in ratios]
+        lines.append(f"| {n:,} | " + " | ".join(cells)
                      + f" | {median['step()'] / limit:.2f} |")
     per_call = [f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us "
                 f"(numpy actions {n / statistics.median(row['step() numpy']) * 1e6:.1f} us)"

@@ -251,14 +251,14 @@ def _launcher_package():
 def _import_launcher(stem: str, text: str):
     """Write the launcher source ``text`` as ``<cache>/<stem>.py`` (once) and import it."""
     module_name = f"{LAUNCHER_PACKAGE}.{stem}"
-    _launcher_package()
+    package = _launcher_package()
     path = cache_dir() / f"{stem}.py"
     _write_once(path, text)
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     spec.loader.exec_module(module)
-    setattr(_launcher_package(), stem, module)
+    setattr(package, stem, module)
     return module
 
 
