@@ -63,3 +63,17 @@ def test_sim_views_alias_the_simulator_buffer(values):
     _check_aliasing(array)
     tensor = torch.utils.dlpack.from_dlpack(to_dlpack(array))
     assert tensor.data_ptr() == to_numpy(array).ctypes.data
+
+
+@settings(max_examples=25, deadline=None)
+@given(ARRAYS, st.integers(2, 40))
+def test_cpu_arrays_start_on_distinct_cache_lines_of_a_page(values, count):
+    """Same-size cpu arrays allocated in a row hold the values, start on a cache line, and
+    no two of 64 in a row share their offset in a 4 KiB page (no L1-set or 4K-alias pileup)."""
+    arrays = [to_backend(values, "cpu") for _ in range(count)]
+    for array in arrays:
+        np.testing.assert_array_equal(array, values)
+        assert array.dtype == values.dtype and array.flags.c_contiguous and array.flags.writeable
+    offsets = [array.ctypes.data % 4096 for array in arrays]
+    assert all(offset % 64 == 0 for offset in offsets)
+    assert len(set(offsets)) == min(count, 64)
