@@ -16,7 +16,7 @@ from kernelgym.core.backends import simulator_enabled
 
 __all__ = [
     "SUPPORTED_DTYPES", "allocation", "check_supported_dtype", "to_torch", "to_numpy", "to_dlpack", "to_backend",
-    "byte_view", "is_device_array", "is_torch_tensor", "staggered_empty",
+    "byte_view", "is_device_array", "is_torch_tensor",
 ]
 
 # dtypes that every backend's kernels and torch views can take (numba and torch both lack
@@ -163,7 +163,7 @@ _PAGE = 4096
 _next_line = itertools.count()
 
 
-def staggered_empty(shape, dtype) -> np.ndarray:
+def _staggered_empty(shape, dtype) -> np.ndarray:
     """An uninitialized C-contiguous array starting on a cache line, each new one on the
     next line of a 4 KiB page (see above)."""
     dtype = np.dtype(dtype)
@@ -184,14 +184,14 @@ def to_backend(host, backend: str):
     backend : {"cuda", "cpu", "sim"}
         An already resolved backend name.
     """
-    values = np.array(host, order="C", copy=True)
+    values = np.asarray(host)
     if backend == "cpu":
-        staggered = staggered_empty(values.shape, values.dtype)
-        staggered[...] = values
-        return staggered
+        copy = _staggered_empty(values.shape, values.dtype)
+        copy[...] = values
+        return copy
     from numba import cuda
 
-    return cuda.to_device(values)
+    return cuda.to_device(np.ascontiguousarray(values))
 
 
 def byte_view(array, leading_shape: tuple, unit=np.uint8):

@@ -134,7 +134,8 @@ class ActionLoader:
         # a cpu caller's array can go straight to the kernel; a device buffer takes a copy
         self._host_buffer = to_numpy(actions) if backend != "cuda" else None
         self._direct = backend == "cpu"
-        self._strides = _c_strides(self.shape, self.dtype.itemsize)
+        # the action buffer's strides: a caller's array with these and its shape is C-contiguous
+        self._strides = self._host_buffer.strides if self._direct else None
         self._fault = _backend_array(np.array([NO_FAULT], np.int64), backend)
         self._fault_rows = _backend_array(np.zeros((num_envs, self._columns), self.dtype), backend)
         # a check of several actions per env reads them as (num_envs, columns) rows
@@ -257,14 +258,6 @@ def _discrete_bounds(space):
         return low, low + space.n - 1
     low = np.asarray(space.start, dtype=np.int64).reshape(-1)
     return low, low + np.asarray(space.nvec, dtype=np.int64).reshape(-1) - 1
-
-
-def _c_strides(shape, itemsize: int) -> tuple:
-    """The strides of a C-contiguous array of this shape."""
-    strides = [itemsize]
-    for extent in reversed(shape[1:]):
-        strides.insert(0, strides[0] * extent)
-    return tuple(strides)
 
 
 def _backend_array(host: np.ndarray, backend: str):
