@@ -91,6 +91,10 @@ def register_cuda_overloads() -> None:
     from numba import cuda
     from numba.cuda.extending import overload as cuda_overload
 
+    from kernelgym.core import contraction
+
+    contraction.install()  # launchers compile with -fma=0: the same bits as the cpu twin
+
     @cuda_overload(atomic_add, target="cuda", inline="always")
     def _atomic_add_cuda(array, index, value):
         def device_add(array, index, value):
