@@ -1,0 +1,484 @@
+"""The measurements of the GPU check, one per subcommand; each prints JSON lines.
+
+``python benchmarks/gpu_check/parts.py PART [--backend cuda|cpu] [--tiny]`` runs one part
+and prints one JSON object per result line (``{"part": ..., ...}``) as soon as it is
+measured, so that a part that dies later keeps what it printed. `check.py` runs every part
+in its own process, with a time limit each, and collects the lines.
+
+Timing on cuda uses CUDA events or one device synchronization per timed run, never one per
+step; each rate is the median of several runs after a warm-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # benchmarks/: bench_step's byte count
+
+CLASSIC = ("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0")
+PRECISIONS = ("float64", "float32")
+WARPDRIVE_TAG_RATE = 2.9e6  # env-steps/s, TagContinuous 2,000 envs x 1,000 agents, one A100
+
+
+def emit(part: str, **fields) -> None:
+    """Print one result line (JSON), at once."""
+    print(json.dumps({"part": part, **fields}, default=str), flush=True)
+
+
+def synchronize(backend: str) -> None:
+    if backend == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def timed_median(run, backend: str, repeats: int) -> float:
+    """Median seconds of ``run()`` over ``repeats`` runs after one warm-up (one sync per run)."""
+    run()
+    synchronize(backend)
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        synchronize(backend)
+        seconds.append(time.perf_counter() - start)
+    return statistics.median(seconds)
+
+
+def sample_actions(env, count: int, seed: int):
+    """``count`` batches of valid actions on the env's device, made before any timing."""
+    import torch
+
+    env.action_space.seed(seed)
+    return [torch.as_tensor(env.action_space.sample(), device=env.device) for _ in range(count)]
+
+
+# ------------------------------------------------------------------------------ parts
+def part_info(backend: str, tiny: bool) -> None:
+    """Versions, the device, and the contraction self-check (a launcher's PTX has no fma)."""
+    import numba
+    import torch
+
+    import kernelgym.core
+
+    versions = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+                "torch": torch.__version__, "kernelgym": kernelgym.core.__version__}
+    try:
+        from importlib.metadata import version
+
+        versions["numba-cuda"] = version("numba-cuda")
+    except Exception as error:  # noqa: BLE001 - report, do not stop
+        versions["numba-cuda"] = f"unknown ({error})"
+    device = torch.cuda.get_device_name(0) if backend == "cuda" else platform.processor() or platform.machine()
+    emit("info", backend=backend, device=device, cpus=os.cpu_count(), **versions)
+    if backend != "cuda":
+        return
+    from kernelgym.core import env_kernel
+    from kernelgym.core.arrays import to_backend
+
+    @env_kernel
+    def affine(i, x, out, scale, shift):
+        out[i] = x[i] * scale + shift
+
+    x = np.random.default_rng(0).normal(size=4096)
+    out = to_backend(np.zeros_like(x), "cuda")
+    affine.launch("cuda", x.size, to_backend(x, "cuda"), out, 1.1, -0.3)
+    want = np.zeros_like(x)
+    affine.launch("cpu", x.size, x, want, 1.1, -0.3)
+    launcher = affine.cuda_launcher(4)
+    ptx = "\n".join(launcher.inspect_asm().values())
+    emit("info", check="contraction off in a launcher's PTX", fma_in_ptx=ptx.count("fma.rn"),
+         mul_rn=ptx.count("mul.rn.f64"), bitwise_equal_to_cpu=bool(np.array_equal(out.copy_to_host(), want)),
+         ok=ptx.count("fma.rn") == 0 and bool(np.array_equal(out.copy_to_host(), want)))
+
+
+def part_bandwidth(backend: str, tiny: bool) -> None:
+    """The card's own bandwidth: a device-to-device copy, bytes read plus written."""
+    import torch
+
+    if backend != "cuda":
+        source = np.ones(2**20 if tiny else 2**27, np.uint8)
+        target = np.empty_like(source)
+        seconds = timed_median(lambda: np.copyto(target, source), backend, 5)
+        emit("bandwidth", bytes=2 * source.nbytes, GBps=2 * source.nbytes / seconds / 1e9, how="numpy copy")
+        return
+    source = torch.ones(2**31 if not tiny else 2**24, dtype=torch.uint8, device="cuda")
+    target = torch.empty_like(source)
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(3):
+        target.copy_(source)
+    times = []
+    for _ in range(20):
+        start.record()
+        target.copy_(source)
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop) / 1e3)
+    seconds = statistics.median(times)
+    emit("bandwidth", bytes=2 * source.numel(), GBps=2 * source.numel() / seconds / 1e9,
+         how="torch device-to-device copy, CUDA events, median of 20")
+
+
+def part_parity(backend: str, tiny: bool) -> None:
+    """cpu against ``backend`` trajectories, from the same seed with the same actions: the
+    first step at which any output differs (None: bitwise equal throughout)."""
+    import kernelgym.envs as kge
+
+    num_envs, steps = (16, 20) if tiny else (1024, 1000)
+    for env_id in CLASSIC[:1] if tiny else CLASSIC:
+        for precision in PRECISIONS:
+            started = time.perf_counter()
+            envs = [kge.make(env_id, num_envs, backend=b, seed=7, precision=precision) for b in ("cpu", backend)]
+            envs[0].action_space.seed(5)
+            first_difference, worst = None, 0.0
+            outputs = [env.reset(seed=7)[0] for env in envs]
+            if not np.array_equal(outputs[0].cpu().numpy(), outputs[1].cpu().numpy()):
+                first_difference = 0
+            for step in range(1, steps + 1):
+                actions = envs[0].action_space.sample()
+                results = [env.step(_on(env, actions)) for env in envs]
+                for a, b in zip(results[0][:4], results[1][:4]):
+                    a, b = a.cpu().numpy(), b.cpu().numpy()
+                    if not np.array_equal(a, b, equal_nan=True):
+                        if first_difference is None:
+                            first_difference = step
+                        worst = max(worst, float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+            emit("parity", env=env_id, precision=precision, envs=num_envs, steps=steps,
+                 first_differing_step=first_difference, max_abs_difference=worst,
+                 ok=first_difference is None, seconds=round(time.perf_counter() - started, 1))
+            for env in envs:
+                env.close()
+
+
+def _on(env, actions):
+    import torch
+
+    return torch.as_tensor(actions, device=env.device)
+
+
+def part_sync(backend: str, tiny: bool) -> None:
+    """Host synchronizations per step() and per DeviceCollector fragment, counted by torch's
+    sync debug mode around the hot loop (default check mode)."""
+    import torch
+
+    import kernelgym.envs as kge
+
+    if backend != "cuda":
+        emit("sync", skipped="torch's sync debug mode counts CUDA synchronizations only")
+        return
+    for env_id, params in (("CartPole-v1", {}), ("Acrobot-v1", {}), ("TagContinuous-v0", {}),
+                           ("TagGridWorld-v0", {})):
+        env = kge.make(env_id, 256, backend=backend, seed=0, **params)
+        env.reset(seed=0)
+        actions = sample_actions(env, 4, 0)
+        for k in range(4):
+            env.step(actions[k])  # warm-up: compile, first-call setup
+        torch.cuda.synchronize()
+        steps = 50
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for k in range(steps):
+                    env.step(actions[k % 4])
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+        error = None
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            for k in range(steps):
+                env.step(actions[k % 4])
+        except RuntimeError as raised:
+            error = str(raised).splitlines()[0]
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        emit("sync", workload=f"{env_id}.step()", check_action_values=env.check_action_values, steps=steps,
+             syncs=len(syncs), syncs_per_step=len(syncs) / steps, error_mode=error or "no error",
+             first=syncs[:1], ok=not syncs and error is None)
+        env.close()
+    _collector_sync()
+
+
+def _collector_sync() -> None:
+    import torch
+
+    from kernelgym.collectors import DeviceCollector
+
+    env, collector = _cartpole_collector(4096, 16)
+    with torch.no_grad():
+        collector.collect()
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for _ in range(5):
+                    collector.collect()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+    emit("sync", workload="DeviceCollector.collect() (16 steps)", fragments=5, syncs=len(syncs),
+         syncs_per_fragment=len(syncs) / 5, first=syncs[:1], ok=len(syncs) <= 5)
+    del DeviceCollector
+    env.close()
+
+
+def _cartpole_collector(num_envs: int, n_steps: int, backend: str = "cuda"):
+    import torch
+
+    import kernelgym.envs as kge
+    from kernelgym.collectors import DeviceCollector
+    from kernelgym.collectors.rollout.actor import Actor
+
+    class MLPActor(Actor):
+        def __init__(self):
+            super().__init__()
+            self.net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
+
+        def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+            logits = self.net(obs)
+            # argmax: no sampling op that could synchronize
+            return logits.argmax(-1), (), {}
+
+    env = kge.make("CartPole-v1", num_envs=num_envs, backend=backend, seed=0, autoreset_mode="same_step")
+    return env, DeviceCollector(env, MLPActor().to(env.device), n_steps, seed=0)
+
+
+def part_cartpole(backend: str, tiny: bool) -> None:
+    """CartPole env-steps/s at N = 2^12 .. 2^24, and bytes moved against the bandwidth."""
+    import kernelgym.envs as kge
+    from bench_step import BYTES_PER_ENV_STEP
+
+    exponents = (6, 8) if tiny else range(12, 25)
+    for exponent in exponents:
+        num_envs = 2**exponent
+        env = kge.make("CartPole-v1", num_envs, backend=backend, seed=0, check_action_values=False)
+        env.reset(seed=0)
+        actions = sample_actions(env, 4, 0)
+        steps = 5 if tiny else max(20, min(2000, 2**26 // num_envs))
+
+        def run():
+            for k in range(steps):
+                env.step(actions[k % 4])
+
+        seconds = timed_median(run, backend, 3 if tiny else 5)
+        rate = num_envs * steps / seconds
+        emit("cartpole", envs=num_envs, steps=steps, env_steps_per_s=rate, bytes_per_env_step=BYTES_PER_ENV_STEP,
+             GBps_moved=rate * BYTES_PER_ENV_STEP / 1e9)
+        env.close()
+
+
+def part_launch(backend: str, tiny: bool) -> None:
+    """Host time of one step() at small N, then the same step plus a policy forward captured
+    in a CUDA graph and replayed."""
+    import kernelgym.envs as kge
+
+    for num_envs in (64, 1024):
+        env = kge.make("CartPole-v1", num_envs, backend=backend, seed=0)
+        obs, _ = env.reset(seed=0)
+        actions = sample_actions(env, 4, 0)
+        steps = 20 if tiny else 2000
+        for k in range(10):
+            env.step(actions[k % 4])
+        synchronize(backend)
+        start = time.perf_counter()
+        for k in range(steps):
+            env.step(actions[k % 4])
+        host = (time.perf_counter() - start) / steps
+        synchronize(backend)
+        total = (time.perf_counter() - start) / steps
+        emit("launch", envs=num_envs, host_us_per_step=host * 1e6, us_per_step_with_final_sync=total * 1e6,
+             check_action_values=env.check_action_values)
+        if backend == "cuda":
+            _graph_replay(env, num_envs, steps)
+        env.close()
+
+
+def _graph_replay(env, num_envs: int, steps: int) -> None:
+    import torch
+
+    policy = torch.nn.Sequential(torch.nn.Linear(4, 64), torch.nn.Tanh(), torch.nn.Linear(64, 2)).cuda()
+    try:
+        try:
+            from kernelgym.envs.cuda_graph import capture_step  # the recipe, where present
+        except ImportError:
+            capture_step = None
+        with torch.no_grad():
+            if capture_step is not None:
+                replay = capture_step(env, lambda obs: policy(obs).argmax(-1))
+            else:
+                replay = _capture_by_hand(env, policy)
+            for _ in range(10):
+                replay()
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(steps):
+                replay()
+            torch.cuda.synchronize()
+        seconds = (time.perf_counter() - start) / steps
+        emit("graph", envs=num_envs, us_per_replay=seconds * 1e6, recipe="kernelgym.envs.cuda_graph"
+             if capture_step is not None else "torch.cuda.graph by hand", ok=True)
+    except Exception as error:  # noqa: BLE001 - a failed capture is a finding
+        emit("graph", envs=num_envs, ok=False, error=f"{type(error).__name__}: {error}"[:400])
+
+
+def _capture_by_hand(env, policy):
+    import torch
+
+    obs = env.step(torch.zeros(env.num_envs, dtype=torch.int64, device="cuda"))[0]
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            env.step(policy(obs).argmax(-1))
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        env.step(policy(obs).argmax(-1))
+    return graph.replay
+
+
+def part_tag(backend: str, tiny: bool) -> None:
+    """TagContinuous at WarpDrive's scale (2,000 envs x 1,000 agents) where it builds, and
+    with K = 2 nearest agents observed."""
+    import kernelgym.envs as kge
+
+    num_envs, runners = (4, 9) if tiny else (2000, 999)
+    configurations = [("full observation", {}),
+                      ("K = 2 nearest observed", {"use_full_observation": False, "num_other_agents_observed": 2})]
+    for label, extra in configurations:
+        started = time.perf_counter()
+        host_bytes = _batched_space_bytes(num_envs, runners, extra)
+        if host_bytes > 64 * 2**30:
+            # gymnasium's batched spaces hold N x A x obs bounds arrays on the host (issue 26)
+            emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=False,
+                 error=f"not built: its batched spaces alone need {host_bytes / 2**30:.0f} GiB of host memory")
+            continue
+        try:
+            env = kge.make("TagContinuous-v0", num_envs, backend=backend, seed=0, check_action_values=False,
+                           num_taggers=1, num_runners=runners, **extra)
+        except (MemoryError, ValueError, RuntimeError) as error:
+            emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=False,
+                 error=f"{type(error).__name__}: {error}"[:300], seconds=round(time.perf_counter() - started, 1))
+            continue
+        env.reset(seed=0)
+        actions = sample_actions(env, 2, 0)
+        steps = 3 if tiny else 10
+
+        def run():
+            for k in range(steps):
+                env.step(actions[k % 2])
+
+        seconds = timed_median(run, backend, 3)
+        rate = num_envs * steps / seconds
+        emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=True, env_steps_per_s=rate,
+             vs_warpdrive_a100=rate / WARPDRIVE_TAG_RATE)
+        env.close()
+
+
+def _batched_space_bytes(num_envs: int, runners: int, extra: dict) -> int:
+    """Host bytes of the Box bounds (low, high and two bounded masks) of the batched observation space."""
+    import kernelgym.envs as kge
+
+    one = kge.make("TagContinuous-v0", 1, backend="cpu", seed=0, num_taggers=1, num_runners=runners, **extra)
+    per_env = int(np.prod(one.single_observation_space.shape)) * (runners + 1)
+    one.close()
+    return num_envs * per_env * (4 + 4 + 1 + 1)
+
+
+def part_collector(backend: str, tiny: bool) -> None:
+    """DeviceCollector end to end: CartPole, an MLP actor, fragments of 16 steps."""
+    import torch
+
+    num_envs, n_steps = (64, 4) if tiny else (2**16, 16)
+    env, collector = _cartpole_collector(num_envs, n_steps, backend)
+    with torch.no_grad():
+        seconds = timed_median(collector.collect, backend, 3 if tiny else 7)
+    emit("collector", envs=num_envs, n_steps=n_steps, env_steps_per_s=num_envs * n_steps / seconds)
+    env.close()
+
+
+def part_kit(backend: str, tiny: bool) -> None:
+    """The property-test kit's checks on ``backend`` for every registered env (the example
+    plugin's too), classic envs in both precisions; one process per env and precision."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    import kernelgym.envs as kge
+
+    tasks = [(env_id, precision) for env_id in kge.list_envs()
+             for precision in (getattr(kge.get_spec(env_id), "precisions", None) or (None,))]
+    if tiny:  # the code path: the example plugin and one classic env
+        tasks = [task for task in tasks if task in (("GoRight-v0", None), ("CartPole-v1", "float32"))]
+    jobs = max(1, min(len(tasks), int(os.environ.get("GPU_CHECK_JOBS", "1"))))
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(_kit_one, env_id, precision, backend, tiny): (env_id, precision)
+                   for env_id, precision in tasks}
+        for future in as_completed(futures):
+            env_id, precision = futures[future]
+            try:
+                emit("kit", **future.result())
+            except Exception as error:  # noqa: BLE001 - one env's crash must not hide the others
+                emit("kit", env=env_id, precision=precision, ok=False, error=f"{type(error).__name__}: {error}"[:600])
+
+
+def _kit_one(env_id: str, precision, backend: str, tiny: bool) -> dict:
+    from kernelgym.envs.testing import check_env
+    from kernelgym.envs.testing.report import format_report
+
+    started = time.perf_counter()
+    report = check_env(env_id, backend=backend, max_examples=2 if tiny else 5, precision=precision)
+    failed = [result.name for result in report.failures]
+    return dict(env=env_id, precision=precision, ok=report.passed, failed=failed, checks=len(report.results),
+                seconds=round(time.perf_counter() - started, 1), report=format_report(report)[-1500:] if failed else "")
+
+
+def part_short_run(backend: str, tiny: bool) -> None:
+    """A short run of every env (what compute-sanitizer watches): make, reset, 5 steps."""
+    import kernelgym.envs as kge
+
+    for env_id in ("CartPole-v1", "TagGridWorld-v0") if tiny else kge.list_envs():
+        env = kge.make(env_id, 32, backend=backend, seed=0)
+        env.reset(seed=0)
+        for actions in sample_actions(env, 5, 0):
+            env.step(actions)
+        synchronize(backend)
+        emit("short_run", env=env_id, ok=True)
+        env.close()
+    if backend == "cuda":
+        env, collector = _cartpole_collector(64, 4)
+        import torch
+
+        with torch.no_grad():
+            collector.collect()
+        torch.cuda.synchronize()
+        emit("short_run", env="DeviceCollector CartPole-v1", ok=True)
+
+
+PARTS = {name[len("part_"):]: function for name, function in globals().items() if name.startswith("part_")}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=sorted(PARTS))
+    parser.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
+    parser.add_argument("--tiny", action="store_true", help="tiny sizes: check the code path")
+    options = parser.parse_args(argv)
+    PARTS[options.part](options.backend, options.tiny)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

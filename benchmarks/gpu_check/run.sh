@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# On a machine with no network: install kernelgym from a wheelhouse (wheelhouse.sh) into a
+# folder of its own, then run the whole GPU check (check.py) with results in OUT.
+#   bash benchmarks/gpu_check/run.sh [WHEELHOUSE [OUT]] [check.py options, e.g. --backend cpu --tiny]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+wheelhouse="$root/.whl"
+out="$root/gpu-check-results"
+if [[ $# -gt 0 && $1 != -* ]]; then wheelhouse="$1"; shift; fi
+if [[ $# -gt 0 && $1 != -* ]]; then out="$1"; shift; fi
+python="${PYTHON:-python3}"
+site="$(mktemp -d)/site"
+"$python" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheelhouse"/*.whl
+export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
+export PATH="$site/bin:$PATH"
+exec "$python" "$root/benchmarks/gpu_check/check.py" --out "$out" "$@"
