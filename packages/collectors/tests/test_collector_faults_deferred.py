@@ -121,3 +121,22 @@ def test_an_env_without_an_action_check_is_collected_as_before():
     env = TorchCounterVectorEnv(3, max_len=4, limit=5)
     fragment = DeviceCollector(env, ConstantActor(1), 3, seed=0).collect()
     assert torch.equal(fragment.state.rew[1:], torch.full((3, 3), 1.5))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("side_stream", [False, True])
+def test_a_deferred_bad_action_raises_at_the_end_of_its_fragment_on_a_gpu(side_stream):
+    # cuda's default check is "deferred"; on a side stream the fault read waits for its kernels
+    n_steps, step, env_index = 6, 5, 4
+    value, message = CASES["CartPole-v1"]
+    env = kge.make("CartPole-v1", N_ENVS, backend="cuda", seed=4, autoreset_mode="same_step")
+    actor = BadActionActor(env_index, value, step).to(env.device)
+    collector = DeviceCollector(env, actor, n_steps, seed=4)
+    stream = torch.cuda.Stream() if side_stream else torch.cuda.current_stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with counting_fault_reads() as reads, torch.cuda.stream(stream):
+        with pytest.raises(ValueError, match=message.format(env=env_index)):
+            collector.collect()
+        assert len(reads) == 1 and actor.acted == n_steps
+        collector.collect()
+        assert len(reads) == 2

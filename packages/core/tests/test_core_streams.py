@@ -143,6 +143,32 @@ def test_simulator_launches_read_the_stream_at_every_call(monkeypatch):
     np.testing.assert_array_equal(manager.pull_data_from_device("out")[:, 0], 2.0 * x[:, 0])
 
 
+class SyncLog:
+    """Stands in for a numba stream: logs its synchronizations (the simulator ignores streams)."""
+
+    def __init__(self):
+        self.synchronized = 0
+
+    def synchronize(self):
+        self.synchronized += 1
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize("handle", [0, 9])
+def test_host_copies_go_through_the_current_stream(monkeypatch, handle):
+    stream = SyncLog()
+    asked = []
+    monkeypatch.setattr(streams, "current_stream", lambda: asked.append(handle) or handle)
+    monkeypatch.setattr(streams, "numba_stream", lambda h: stream if h == handle and h else 0)
+    array = cuda.to_device(np.arange(4.0))
+    streams.copy_to_device(array, np.full(4, 5.0))
+    np.testing.assert_array_equal(streams.copy_to_host(array), np.full(4, 5.0))
+    assert asked == [handle, handle]
+    # a read on a torch stream waits for it (one synchronization); on the default stream
+    # numba's own copy is synchronous
+    assert stream.synchronized == (1 if handle else 0)
+
+
 # ------------------------------------------------------------------------------ on a GPU
 @pytest.mark.gpu
 def test_a_launch_on_a_side_stream_is_ordered_with_torch_work_there():
@@ -185,3 +211,20 @@ def test_a_bound_launch_is_captured_in_a_cuda_graph_and_replayed():
     torch.cuda.synchronize()
     assert torch.equal(x, start + 3.0)  # the capture ran nothing; each replay ran it all
     assert torch.equal(out, 2.0 * (start + 2.0))
+
+
+@pytest.mark.gpu
+def test_a_host_read_waits_for_the_kernels_on_the_current_stream():
+    torch = pytest.importorskip("torch")
+    n = 1 << 16
+    x = torch.zeros((n, 1), dtype=torch.float64, device="cuda")
+    out = torch.zeros_like(x)
+    launch = bind(affine, {"x": x, "out": out, "scale": 2.0, "shift": 1.0}, backend="cuda", num_envs=n)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)
+        x.fill_(3.0)
+        launch()
+        host = streams.copy_to_host(cuda.as_cuda_array(out, sync=False))
+    np.testing.assert_array_equal(host, 7.0)

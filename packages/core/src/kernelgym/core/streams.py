@@ -17,6 +17,10 @@ runs on that stream:
 - `StreamLaunch` is a bound launch: it keeps one configured kernel per stream handle,
   so a call costs the handle read, a dict lookup and the launch.
 
+- `copy_to_host` and `copy_to_device` move a numba device array's values on that stream
+  too: a host read waits for the kernels queued there (numba's stream 0 would not wait
+  for a non-blocking torch stream).
+
 Both functions are module attributes looked up at every call: a test swaps
 `current_stream` to check, without a GPU, that launches ask for the stream at each
 call. kernelgym launches on numba's current device: keep torch's current device the
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import sys
 
-__all__ = ["StreamLaunch", "current_stream", "numba_stream"]
+__all__ = ["StreamLaunch", "copy_to_device", "copy_to_host", "current_stream", "numba_stream"]
 
 
 def _default_stream() -> int:
@@ -93,6 +97,28 @@ def numba_stream(handle: int):
         # the wrapper does not own the stream: a handle torch reuses stays the same stream
         stream = _numba_streams[handle] = cuda.external_stream(handle)
     return stream
+
+
+def copy_to_host(array):
+    """A host copy of the numba device array ``array``, read after the work queued on
+    torch's current stream (one host synchronization)."""
+    handle = current_stream()
+    if not handle:
+        return array.copy_to_host()  # synchronous on the default stream
+    stream = numba_stream(handle)
+    host = array.copy_to_host(stream=stream)
+    stream.synchronize()
+    return host
+
+
+def copy_to_device(array, values) -> None:
+    """Write host ``values`` into the numba device array ``array`` on torch's current
+    stream (ordered with the kernels queued there)."""
+    handle = current_stream()
+    if not handle:
+        array.copy_to_device(values)
+    else:
+        array.copy_to_device(values, stream=numba_stream(handle))
 
 
 class StreamLaunch:
