@@ -164,3 +164,27 @@ def test_a_captured_step_replays_as_direct_calls_on_a_gpu(replays):
         for got, expected in zip((step.obs, step.rewards, step.terminated, step.truncated), want[warmup + k]):
             assert torch.equal(got, expected)
     env.check_actions()
+
+
+@pytest.mark.gpu
+def test_an_env_on_a_side_stream_steps_and_reads_as_on_the_default_stream():
+    # writes (reset), kernels and host reads (numpy(), get_state()) all go through torch's
+    # current stream: busy-waiting on it before each step must not change what the host reads
+    def run(on_side):
+        env = kge.make("CartPole-v1", 1024, backend="cuda", seed=3)
+        stream = torch.cuda.Stream() if on_side else torch.cuda.current_stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        policy, reads = Balance(), []
+        with torch.cuda.stream(stream):
+            obs, _ = env.reset()
+            for _ in range(5):
+                torch.cuda._sleep(5_000_000)
+                env.step(policy(obs))
+                reads.append(env.numpy().obs.copy())
+            state = env.get_state()
+        return reads, state
+
+    (side_reads, side_state), (reads, state) = run(True), run(False)
+    for got, want in zip(side_reads, reads):
+        assert (got == want).all()
+    assert all((side_state[name] == state[name]).all() for name in state)
