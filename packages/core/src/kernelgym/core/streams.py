@@ -16,14 +16,13 @@ runs on that stream:
   wrapper, so one torch stream is one numba stream object.
 - `StreamLaunch` is a bound launch: it keeps one configured kernel per stream handle,
   so a call costs the handle read, a dict lookup and the launch.
-
 - `copy_to_host` and `copy_to_device` move a numba device array's values on that stream
   too: a host read waits for the kernels queued there (numba's stream 0 would not wait
   for a non-blocking torch stream).
 
-Both functions are module attributes looked up at every call: a test swaps
-`current_stream` to check, without a GPU, that launches ask for the stream at each
-call. kernelgym launches on numba's current device: keep torch's current device the
+`current_stream` and `numba_stream` are module attributes looked up at every call: a
+test swaps `current_stream` to check, without a GPU, that launches ask for the stream at
+each call. kernelgym launches on numba's current device: keep torch's current device the
 same one.
 """
 
