@@ -145,6 +145,38 @@ def test_an_exception_in_the_policy_reaches_the_learner_with_its_traceback():
         assert collector.collect().state.obs.shape[1] == 2 * N_ENVS  # the actors live on
 
 
+class OutOfSpaceActor(LinearActor):
+    """LinearActor that gives env 1 the action 7 (outside Discrete(2)) while ``bad`` is set."""
+
+    def __init__(self):
+        super().__init__()
+        self.bad = torch.nn.Parameter(torch.tensor(0.0), requires_grad=False)
+
+    def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+        action, hx, info = super().step(stepno, obs, act, rew, fin, hx=hx, virtual=virtual)
+        if float(self.bad) and not virtual:
+            action = action.clone()
+            action[0, 1] = 7
+        return action, hx, info
+
+
+def test_a_deferred_bad_action_reaches_the_learner_by_the_end_of_its_fragment():
+    # the actors' DeviceCollector reads the env's deferred check once per fragment
+    learner = OutOfSpaceActor()
+    kwargs = {"max_episode_steps": LIMIT, "check_action_values": "deferred"}
+    with ray_collector(learner, env_kwargs=kwargs) as collector:
+        collector.collect()
+        learner.bad.fill_(1.0)
+        collector.update_policy_weights_()
+        with pytest.raises(WorkerError, match=r"raised ValueError: actions: expected values in Discrete\(2\), "
+                                              r"got 7 at index \(1,\)") as caught:
+            collector.collect()
+        assert isinstance(caught.value.__cause__, ValueError)
+        learner.bad.fill_(0.0)
+        collector.update_policy_weights_()
+        assert collector.collect().state.obs.shape[1] == 2 * N_ENVS  # the actors live on
+
+
 @pytest.mark.timeout(90)
 def test_a_killed_collector_stops_all_and_leaves_no_actor():
     collector = ray_collector()

@@ -6,6 +6,12 @@ fragment and the running context are allocated once and every step ``copy_`` s
 into slices of them (the actor's forward pass allocates its own outputs, as any
 torch module does). On ``cuda`` no step synchronizes with the host: finished
 episodes are handled with masks, never with ``if fin.any()``.
+
+A bad action (out of the action space, or not finite) raises by the end of the fragment
+in which the policy gave it: the env's ``"sync"`` check raises in that step, and its
+``"deferred"`` check (the cuda default: the env with the bad action does not step, with
+no host synchronization) is read once per fragment, after the last step
+(``env.check_actions()``: one host read of the env's fault record, none per step).
 """
 
 from __future__ import annotations
@@ -87,6 +93,8 @@ class DeviceCollector:
                 f"reset observation and final_obs the true one); got {mode!r}"
             )
         self.env, self.actor, self.n_steps = env, actor, n_steps
+        # the env's deferred action check, read once per fragment (envs without one: None)
+        self._check_actions = getattr(env, "check_actions", None)
         self.device = torch.device(env.device)
         n_envs = int(env.num_envs)
 
@@ -133,7 +141,14 @@ class DeviceCollector:
             yield self.collect()
 
     def collect(self) -> Fragment:
-        """Refill ``self.fragment`` with the next ``n_steps`` transitions; return it."""
+        """Refill ``self.fragment`` with the next ``n_steps`` transitions; return it.
+
+        Raises
+        ------
+        ValueError
+            The policy gave a bad action in this fragment (naming the env index, the
+            value and the action space), at the latest at the fragment's end.
+        """
         env, actor, ctx, out = self.env, self.actor, self.ctx, self.fragment
         hx = self.hx
         copy_(out.hx, hx)
@@ -161,6 +176,15 @@ class DeviceCollector:
             if leaves(hx_):
                 hx_ = suply(_zero_where(fin), hx_) if self._zero_hx_by_mask else actor.reset(hx_, fin)
             copy_(hx, hx_)
+        if self._check_actions is not None:
+            try:
+                self._check_actions()  # the fragment's one host read: a deferred bad action raises here
+            except ValueError as error:
+                error.add_note(
+                    "DeviceCollector: the policy gave this action in the fragment just collected "
+                    "(raised at the fragment's end); the env did not step on it"
+                )
+                raise
         return out
 
     def add_to(self, memory: Any, names: Mapping[str, str] = MEMORY_NAMES) -> None:

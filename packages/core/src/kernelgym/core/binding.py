@@ -45,6 +45,8 @@ naming the kernel, the parameter and the available names; every per-env array mu
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
 launch can write past a buffer on any backend; arrays must suit the backend. A bound
 launch then calls the compiled launcher directly: no per-call checks, no allocation.
+A cuda launch runs on torch's current CUDA stream, read at each call
+(`kernelgym.core.streams`), so ``torch.cuda.stream`` and CUDA-graph capture order it.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from kernelgym.core import codegen, kernels
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
+from kernelgym.core.streams import StreamLaunch
 
 __all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
            "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM"]
@@ -344,17 +347,14 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         configuration = (math.ceil(num_envs / threads), threads)
     else:
         configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
-    if simulator_enabled():
-        # the simulator's kernel[grid, block] configures the kernel object itself (shared by
-        # every binding of this program): configure it anew at each launch
-        launcher = module.cuda_launcher
-
-        def launch_in_simulator(*per_call):
-            launcher[configuration](*counts, *args, *per_call)
-
-        return launch_in_simulator, names, description
-    register_cuda_overloads()
-    return functools.partial(module.cuda_launcher[configuration], *counts, *args), names, description
+    # the simulator's kernel[grid, block] configures the kernel object itself (shared by
+    # every binding of this program): configure it anew at each launch
+    simulator = simulator_enabled()
+    if not simulator:
+        register_cuda_overloads()
+    # on torch's current stream, read at each call (`kernelgym.core.streams`)
+    launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
+    return launch, names, description
 
 
 def _positions(statements, index_of) -> list:

@@ -26,6 +26,7 @@ from kernelgym.core.binding import bind, parameter_names
 from kernelgym.core.data_manager import CUDADataManager
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import AgentKernel, EnvKernel
+from kernelgym.core.streams import StreamLaunch
 
 __all__ = ["FunctionManager", "LAYOUTS"]
 
@@ -202,11 +203,9 @@ class FunctionManager:
             configuration = (math.ceil(num_envs / threads), threads)
         else:
             configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
-        if simulator_enabled():
-            # the simulator's kernel[grid, block] configures the shared kernel object itself
-            return lambda: kernel[configuration](*resolved)
-        configured = kernel[configuration]
-        return lambda: configured(*resolved)
+        # on torch's current stream, read at each call; the simulator's kernel[grid, block]
+        # configures the shared kernel object itself, so it is configured at each launch
+        return StreamLaunch(kernel, *configuration, resolved, reconfigure=simulator_enabled())
 
     def launch(self, name: str, *args) -> None:
         """Launch kernel ``name`` over all envs; string arguments name data-manager data,

@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from kernelgym.core import codegen
+from kernelgym.core import codegen, streams
 from kernelgym.core.arrays import is_device_array, is_torch_tensor
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import device_function, register_cuda_overloads
@@ -136,12 +136,13 @@ class EnvKernel(_WriteOnceKernel):
         self.cpu_launcher(len(args))(num_envs, *args)
 
     def cuda(self, num_envs: int, *args) -> None:
-        """Launch the CUDA kernel, one thread per env (asynchronous on a GPU)."""
+        """Launch the CUDA kernel, one thread per env, on torch's current stream (asynchronous on a GPU)."""
         if num_envs == 0:
             return
         threads = min(ENV_THREADS_PER_BLOCK, num_envs)
         blocks = math.ceil(num_envs / threads)
-        self.cuda_launcher(len(args))[blocks, threads](num_envs, *args)
+        stream = streams.numba_stream(streams.current_stream())  # torch's current stream, now
+        self.cuda_launcher(len(args))[blocks, threads, stream](num_envs, *args)
 
     def launch(self, backend: str | None, num_envs: int, *args) -> None:
         """Run the body for every env on ``backend`` ("cuda", "cpu", "sim", "auto" or None).
@@ -168,11 +169,12 @@ class AgentKernel(_WriteOnceKernel):
         self.cpu_launcher(len(args))(num_envs, num_agents, *args)
 
     def cuda(self, num_envs: int, num_agents: int, *args) -> None:
-        """Launch one block per env and one thread per agent (asynchronous on a GPU)."""
+        """Launch one block per env and one thread per agent, on torch's current stream (asynchronous)."""
         if num_envs == 0 or num_agents == 0:
             return
         threads = min(MAX_AGENT_THREADS, num_agents)
-        self.cuda_launcher(len(args))[num_envs, threads](num_envs, num_agents, *args)
+        stream = streams.numba_stream(streams.current_stream())
+        self.cuda_launcher(len(args))[num_envs, threads, stream](num_envs, num_agents, *args)
 
     def launch(self, backend: str | None, num_envs: int, num_agents: int, *args) -> None:
         """Run the body for every (env, agent) pair on ``backend``; see ``EnvKernel.launch``."""

@@ -5,6 +5,11 @@ Each actor makes its ``KernelVectorEnv`` (``kernelgym.envs.make``) on its own ba
 ``DeviceCollector``, and returns each fragment as CPU tensors. The learner puts the
 policy's weights into Ray's object store once per update; every collect call carries
 that one ``ObjectRef``, and an actor loads the weights only when the ref is new to it.
+
+A bad action raises in the actor's ``DeviceCollector`` by the end of its fragment (a
+deferred action check is read once per fragment) and reaches the learner as a
+``WorkerError`` naming the actor, with the env's ``ValueError`` (env index, value,
+action space) as its cause.
 """
 
 from __future__ import annotations

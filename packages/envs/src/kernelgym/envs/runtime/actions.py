@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from kernelgym.core import env_kernel, to_numpy
+from kernelgym.core import env_kernel, streams, to_numpy
 from kernelgym.core.binding import NO_FAULT, Precondition
 
 __all__ = ["ActionLoader", "CHECK_MODES", "check_mode"]
@@ -230,7 +230,8 @@ class ActionLoader:
             The step's actions, when still at hand: the message then shows the value as
             the caller passed it (before any cast into the buffer's dtype).
         """
-        code = int(self._fault[0]) if self.backend == "cpu" else int(self._fault.copy_to_host()[0])
+        # on a device: read on torch's current stream, after the launches queued there
+        code = int(self._fault[0]) if self.backend == "cpu" else int(streams.copy_to_host(self._fault)[0])
         if code == NO_FAULT:
             return
         self._clear_fault()
@@ -238,7 +239,7 @@ class ActionLoader:
         if actions is not None:
             value = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)[position]
         else:
-            fault_rows = self._fault_rows if self.backend == "cpu" else self._fault_rows.copy_to_host()
+            fault_rows = self._fault_rows if self.backend == "cpu" else streams.copy_to_host(self._fault_rows)
             value = fault_rows.reshape(-1)[code]
         value = value.item()
         if self.discrete:
@@ -249,7 +250,7 @@ class ActionLoader:
         if self.backend == "cpu":
             self._fault[0] = NO_FAULT
         else:
-            self._fault.copy_to_device(np.array([NO_FAULT], np.int64))
+            streams.copy_to_device(self._fault, np.array([NO_FAULT], np.int64))
 
 
 def _discrete_bounds(space):

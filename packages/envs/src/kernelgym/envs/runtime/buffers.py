@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelgym.core import CUDADataManager, DataFeed
+from kernelgym.core import CUDADataManager, DataFeed, streams, to_numpy
 from kernelgym.core.data_manager import DONE, TIMESTEP
 
 __all__ = ["Buffers", "DATA_NAMES"]
@@ -111,12 +111,19 @@ class Buffers:
         """Final-observation buffers have one row in NEXT_STEP mode, where nothing writes them."""
         return {} if self.same_step else {"_final_obs_rows": "shared", "_final_obs_mask": "shared"}
 
+    def read(self, array) -> np.ndarray:
+        """The host values of a backend array: the array itself on cpu and sim, a copy on
+        cuda, read after the kernels queued on torch's current stream."""
+        return streams.copy_to_host(array) if self.data_manager.backend == "cuda" else to_numpy(array)
+
     def write(self, array, host_values) -> None:
-        """Copy host values into a backend array in place (the buffer is never rebound)."""
+        """Copy host values into a backend array in place (the buffer is never rebound);
+        on a device, on torch's current stream (ordered with the kernels queued there)."""
         if isinstance(array, np.ndarray):
             array[...] = host_values
         else:
-            array.copy_to_device(np.ascontiguousarray(np.broadcast_to(host_values, array.shape), dtype=array.dtype))
+            host = np.ascontiguousarray(np.broadcast_to(host_values, array.shape), dtype=array.dtype)
+            streams.copy_to_device(array, host)
 
     def write_rows(self, array, value, index) -> None:
         """Write ``value`` into every env (``index`` None) or into env ``index``."""
@@ -126,6 +133,6 @@ class Buffers:
         if isinstance(array, np.ndarray):
             array[index] = value
         else:
-            host = array.copy_to_host()
+            host = streams.copy_to_host(array)
             host[index] = value
-            array.copy_to_device(host)
+            streams.copy_to_device(array, host)

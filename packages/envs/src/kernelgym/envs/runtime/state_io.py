@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelgym.core import to_numpy
-
 __all__ = ["StateIO", "NO_TIME_LIMIT"]
 
 # Stands in for "no time limit" in the bookkeeping (episode steps are int32).
@@ -20,9 +18,9 @@ class StateIO:
         self._check_open()
         self._raise_deferred_fault()
         if index is None:
-            return {name: np.array(to_numpy(array)) for name, array in self.state.items()}
+            return {name: np.array(self._buffers.read(array)) for name, array in self.state.items()}
         index = self._check_index(index)
-        return {name: np.array(to_numpy(array)[index]) for name, array in self.state.items()}
+        return {name: np.array(self._buffers.read(array)[index]) for name, array in self.state.items()}
 
     def set_state(self, state: dict, index: int | None = None) -> None:
         """Write state values into every env (``index=None``) or into env ``index``.
@@ -79,7 +77,7 @@ class StateIO:
         the env's exact CPU reference alike.
         """
         self._check_open()
-        rows = np.array(to_numpy(self._buffers.rng_states))
+        rows = np.array(self._buffers.read(self._buffers.rng_states))
         return rows if index is None else rows[self._check_index(index)]
 
     def set_rng_states(self, states, index: int | None = None) -> None:

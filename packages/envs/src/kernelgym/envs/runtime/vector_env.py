@@ -239,7 +239,7 @@ class KernelVectorEnv(StateIO):
         self._launch_reset()
         self._unstarted = None
         if numpy:
-            return to_numpy(buffers.obs), {}
+            return buffers.read(buffers.obs), {}
         return buffers.obs_t, {}
 
     def step(self, actions, numpy: bool = False):
@@ -301,8 +301,8 @@ class KernelVectorEnv(StateIO):
         self._raise_deferred_fault()
         buffers = self._buffers
         outputs = (buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated)
-        if self.backend == "cuda":
-            return StepViews(*(to_numpy(a) for a in outputs))
+        if self.backend == "cuda":  # copies, read after the kernels queued on torch's current stream
+            return StepViews(*(buffers.read(a) for a in outputs))
         if self._numpy_views is None:
             self._numpy_views = StepViews(*(to_numpy(a) for a in outputs))
         return self._numpy_views
@@ -314,7 +314,7 @@ class KernelVectorEnv(StateIO):
         renderer = self.spec.load("render")
         if renderer is None:
             raise NotImplementedError(f"env {self.spec.id!r} has no renderer (its EnvSpec.render is None)")
-        state = {name: to_numpy(array) for name, array in self.state.items()}
+        state = {name: self._buffers.read(array) for name, array in self.state.items()}
         return renderer(state, index, self.params)
 
     def close(self) -> None:
