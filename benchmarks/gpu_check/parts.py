@@ -317,7 +317,8 @@ def _graph_replay(env, num_envs: int, steps: int) -> None:
             capture_step = None
         with torch.no_grad():
             if capture_step is not None:
-                replay = capture_step(env, lambda obs: policy(obs).argmax(-1))
+                obs, _ = env.reset(seed=0)
+                replay = capture_step(env, lambda obs: policy(obs).argmax(-1), obs).replay
             else:
                 replay = _capture_by_hand(env, policy)
             for _ in range(10):
@@ -328,6 +329,8 @@ def _graph_replay(env, num_envs: int, steps: int) -> None:
                 replay()
             torch.cuda.synchronize()
         seconds = (time.perf_counter() - start) / steps
+        if hasattr(env, "check_actions"):
+            env.check_actions()
         emit("graph", envs=num_envs, us_per_replay=seconds * 1e6, recipe="kernelgym.envs.cuda_graph"
              if capture_step is not None else "torch.cuda.graph by hand", ok=True)
     except Exception as error:  # noqa: BLE001 - a failed capture is a finding
