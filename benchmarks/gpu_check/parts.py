@@ -470,6 +470,71 @@ def part_short_run(backend: str, tiny: bool) -> None:
         emit("short_run", env="DeviceCollector CartPole-v1", ok=True)
 
 
+def part_rounding(backend: str, tiny: bool) -> None:
+    """Where cpu and cuda round differently: an affine kernel and float32 uniform draws, each
+    backend against numpy's two roundings, and fma counts in the PTX and the cpu assembly."""
+    import re
+
+    from kernelgym.core import bind, env_kernel, gpu_compile, rng
+    from kernelgym.core.arrays import to_backend
+
+    @env_kernel
+    def affine_rows(i, x, out, scale, shift):
+        for j in range(x.shape[1]):
+            out[i, j] = x[i, j] * scale + shift
+
+    @env_kernel
+    def draw_float32(i, states, out, low, high):
+        for j in range(out.shape[1]):
+            out[i, j] = rng.uniform_range_as(states, i, low, high, np.float32)
+
+    x = np.random.default_rng(0).normal(size=(10_000, 3))
+    numpy_result = x * 1.5 + (-2.0)  # numpy rounds the product, then the sum
+    results = {}
+    for how in ("launch", "bind"):
+        for where in ("cpu", backend):
+            out = np.zeros_like(x) if where == "cpu" else to_backend(np.zeros_like(x), where)
+            source = x if where == "cpu" else to_backend(x, where)
+            if how == "launch":
+                affine_rows.launch(where, x.shape[0], source, out, 1.5, -2.0)
+            else:
+                bind(affine_rows, {"x": source, "out": out, "scale": 1.5, "shift": -2.0}, backend=where,
+                     num_envs=x.shape[0])()
+            got = out if where == "cpu" else out.copy_to_host()
+            results[(how, where)] = got
+            emit("rounding", kernel=f"affine via {how}", backend=where,
+                 differs_from_numpy=int(np.sum(got != numpy_result)), of=got.size)
+    states = rng.seed_streams(3, 4096)
+    low, high = np.float32(-0.05), np.float32(0.05)
+    draws = {}
+    for where in ("cpu", backend):
+        out = np.zeros((4096, 4), np.float32)
+        if where == "cpu":
+            draw_float32.launch("cpu", 4096, states.copy(), out, low, high)
+        else:
+            device_out = to_backend(out, where)
+            draw_float32.launch(where, 4096, to_backend(states.copy(), where), device_out, low, high)
+            out = device_out.copy_to_host()
+        draws[where] = out
+    emit("rounding", kernel="uniform_range_as float32", differs_cpu_vs_backend=int(np.sum(draws["cpu"] != draws[backend])),
+         of=draws["cpu"].size, first=[(float(a), float(b)) for a, b in zip(draws["cpu"].ravel(), draws[backend].ravel())
+                                      if a != b][:3])
+    for kernel in (affine_rows, draw_float32):
+        module = kernel._module(4 if kernel is affine_rows else 4)
+        cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
+        entry = {"kernel": kernel.__qualname__, "cpu_vfmadd": len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm))}
+        if backend == "cuda":
+            ptx = "\n".join(module.cuda_launcher.inspect_asm().values())
+            entry["ptx_fma"] = ptx.count("fma.rn")
+        emit("rounding", **entry)
+    if backend == "cuda":
+        for name, module in sorted(gpu_compile.imported_launchers().items()):
+            ptx = "\n".join(module.cuda_launcher.inspect_asm().values())
+            cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
+            emit("rounding", module=name[-60:], ptx_fma=ptx.count("fma.rn"),
+                 cpu_vfmadd=len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)))
+
+
 PARTS = {name[len("part_"):]: function for name, function in globals().items() if name.startswith("part_")}
 
 

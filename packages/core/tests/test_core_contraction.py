@@ -81,3 +81,19 @@ def test_other_numba_cuda_kernels_keep_numba_cudas_default():
     array = "float64[::1]"
     ptx, _ = cuda.compile_ptx(user_affine, f"void({array}, {array}, float64, float64)", cc=(9, 0))
     assert "fma.rn.f64" in ptx
+
+
+def test_every_launcher_is_built_without_link_time_optimization():
+    # nvJitLink's LTO code generation contracts a * b + c past NVVM's -fma=0: on an H200
+    # (CUDA 13) the affine launcher gave 5,410 of 30,000 values one ulp off the cpu while its
+    # PTX held no fma. numba-cuda's @cuda.jit(lto=False) factory drops the option, so each
+    # launcher is checked on the dispatcher numba-cuda builds it with.
+    from kernelgym.core import bind
+
+    x = np.ones((3, 2))
+    affine.launch("cpu", 3, x, np.zeros_like(x), 1.5, -2.0)
+    bind(affine, {"x": x, "out": np.zeros_like(x), "scale": 1.5, "shift": -2.0}, backend="cpu", num_envs=3)()
+    launchers = gpu_compile.imported_launchers()
+    assert any(name.split(".")[-1].startswith("program_") for name in launchers)
+    for name, module in launchers.items():
+        assert module.cuda_launcher.targetoptions["lto"] is False, name
