@@ -384,6 +384,8 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
         with _device_capability_answered_with(cc), _nvvm_inputs(nvvm_options) as inputs:
             ptx, _ = cuda.compile_ptx(pyfunc, tuple(argtypes), cc=cc)
         resources = ptxas_resources(ptx, cc)
+        if not inputs:
+            raise RuntimeError("numba-cuda built the PTX without calling NVVM's compile_ir: nothing to audit")
         contracted = pyfunc.__module__.startswith(LAUNCHER_PACKAGE + CONTRACTED_MARKER)
         audit = _audit(ptx, *inputs[-1], contracted=contracted)
     except GpuCompileUnavailableError:
