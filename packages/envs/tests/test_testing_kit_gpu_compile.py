@@ -63,4 +63,4 @@ def test_an_agent_cap_of_1024_threads_would_not_fit_the_tag_kernels_with_more_th
     broken = [build for build in builds if build.fit]
     assert broken, "no Tag kernel uses more than 64 registers on sm_80 any more"
     assert all("registers per block" in problem for build in broken for problem in build.fit)
-    assert all(f"launch fit (1024 threads per block)" in build.problems[0] for build in broken)
+    assert all("launch fit (1024 threads per block)" in build.problems[0] for build in broken)

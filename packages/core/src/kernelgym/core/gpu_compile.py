@@ -568,9 +568,9 @@ class LauncherRecorder:
 def format_table(builds) -> str:
     """A markdown table: kernel, target, registers, stack, spills, float64 share, PTX audit,
     libdevice calls (with NVIDIA's ulp bounds), occupancy at the configured block, origin."""
-    rows = ["| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | PTX audit | "
-            "libdevice (max ulp) | occupancy | first launched by |",
-            "|---|---|---:|---:|---:|---:|---|---|---|---|"]
+    header = ("| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | PTX audit | "
+              "libdevice (max ulp) | occupancy | first launched by |")
+    rows = [header, "|---|---|---:|---:|---:|---:|---|---|---|---|"]
     variants: dict[str, list[str]] = {}
     for build in builds:
         seen = variants.setdefault(build.kernel, [])

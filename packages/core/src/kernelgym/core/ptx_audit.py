@@ -191,7 +191,7 @@ def libdevice_opcodes(llvm_ir, arch: str) -> dict[str, frozenset]:
     return {name: _probe_opcodes(result, name, types, arch) for result, name, types in _declarations(llvm_ir)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe_opcodes(result: str, name: str, arguments: str, arch: str) -> frozenset:
     from numba.cuda.cudadrv import nvvm
 
