@@ -1,8 +1,13 @@
-"""kernelgym.core.gpu_compile: NVIDIA's real NVVM and ptxas compile kernels without a GPU.
+"""kernelgym.core.gpu_compile: NVIDIA's real NVVM and ptxas compile kernels without a GPU;
+the PTX audit (kernelgym.core.ptx_audit) and the launch fit (kernelgym.core.launch_fit).
 
 Tests marked ``gpu_compile`` need the NVIDIA wheels (``tox -e gpu-compile``); the PTX
 parsing tests run everywhere.
 """
+
+import dataclasses
+import json
+import math
 
 import numpy as np
 import pytest
@@ -10,7 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import core_gpu_only_bugs as bugs
-from kernelgym.core import gpu_compile
+from core_test_kernels import affine
+from kernelgym.core import env_kernel, gpu_compile, launch_fit, ptx_audit
 from kernelgym.core.backends import simulator_enabled
 
 FLOAT_OPS = ["add.rn", "sub.rn", "mul.rn", "fma.rn", "div.rn", "neg", "abs", "min", "max", "setp.lt", "sqrt.rn"]
@@ -118,3 +124,196 @@ def test_kernels_calling_atomic_add_compile_without_a_driver():
     # the upstream limitation the module works around: numba-cuda asks the driver
     with pytest.raises(CudaSupportError):
         cuda.compile_ptx(module.cuda_launcher.py_func, argtypes, cc=(9, 0))
+
+
+# ------------------------------------------------------------------------ the PTX audit
+ROUNDED = ["add.rn.f64", "sub.rn.f32", "mul.rn.f64", "mul.rn.ftz.f32", "div.rn.f64", "neg.f64", "abs.f32",
+           "setp.lt.f64", "sqrt.rn.f32", "max.f64"]
+UNROUNDED = ["add.f64", "sub.f32", "mul.f64", "mul.ftz.f32", "add.rz.f32"]
+FMAS = ["fma.rn.f64", "fma.rn.f32", "fma.rm.f32", "fma.rz.f64", "mad.rn.f64"]
+APPROXIMATE = ["rcp.approx.ftz.f64", "ex2.approx.ftz.f32", "sin.approx.f32", "rsqrt.approx.f64", "add.rn.ftz.f32"]
+
+
+def _shuffled(opcodes, random) -> list:
+    """The opcodes (as they will appear) and PTX lines: the opcodes' among other instructions."""
+    lines = [(opcode, f"\t{opcode} \t%fd1, %fd2, %fd3;") for opcode in opcodes]
+    lines += [(None, f"\t{line}") for line in NOT_FLOAT_ARITHMETIC]
+    random.shuffle(lines)
+    return lines
+
+
+@given(st.lists(st.sampled_from(ROUNDED + UNROUNDED + FMAS + APPROXIMATE)), st.integers(0, 6),
+       st.sets(st.sampled_from(APPROXIMATE)), st.randoms())
+def test_the_audit_flags_exactly_contraction_unrounded_and_foreign_approximate_instructions(
+        opcodes, reference_fma, libdevice_own, random):
+    lines = _shuffled(opcodes, random)
+    ptx = "\n".join(line for _, line in lines)
+    opcodes = [opcode for opcode, _ in lines if opcode is not None]  # in PTX order
+    findings = ptx_audit.audit_ptx(ptx, reference_fma, frozenset(libdevice_own))
+    fmas = [opcode for opcode in opcodes if opcode in FMAS]
+    unrounded = [opcode for opcode in opcodes if opcode in UNROUNDED]
+    foreign = [opcode for opcode in opcodes if opcode in APPROXIMATE + ["mul.rn.ftz.f32", "mul.ftz.f32"]
+               and opcode not in libdevice_own]
+    assert ptx_audit.fma_count(ptx) == len(fmas)
+    contracted = [finding for finding in findings if finding.startswith("contracted fma")]
+    assert len(contracted) == (len(fmas) > reference_fma)
+    if contracted:  # the finding names the first offending instruction, whitespace normalised
+        assert f"{len(fmas)} fma in this build, {reference_fma} in its -fma=0 reference" in contracted[0]
+        assert contracted[0].endswith(f"first: `{fmas[0]} %fd1, %fd2, %fd3;`")
+    if unrounded:
+        (finding,) = [finding for finding in findings if "without .rn" in finding]
+        assert finding.startswith(f"{len(unrounded)} float add/sub/mul without .rn")
+        assert finding.endswith(f"first: `{unrounded[0]} %fd1, %fd2, %fd3;`")
+    if foreign:
+        (finding,) = [finding for finding in findings if "approximate or flush-to-zero" in finding]
+        assert finding.startswith(f"{len(foreign)} approximate") and f"`{foreign[0]} " in finding
+    assert len(findings) == bool(contracted) + bool(unrounded) + bool(foreign)
+    # without a reference (a build with no fma needs none) the fma rule is not applied
+    assert not any(finding.startswith("contracted") for finding in ptx_audit.audit_ptx(ptx))
+
+
+def test_libdevice_calls_are_read_from_the_nvvm_input_declarations():
+    numba_module = ('declare double @"__nv_sin"(double %".1")\ndeclare i32 @"__nv_finitef"(float %".1")\n'
+                    'declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()\n  %"r" = call double @"__nv_sin"(double %"x")\n')
+    ir = [numba_module, b"declare float @__nv_powf(float, float)\ndeclare double @mymodule__nv_cos(double)\n"]
+    assert ptx_audit.libdevice_calls(ir) == ("finitef", "powf", "sin")
+    assert ptx_audit.libdevice_calls(ir[0]) == ("finitef", "sin")
+    assert [ptx_audit.ulp_bound(name) for name in ("sin", "powf", "finitef", "lgamma")] == [
+        "sin (2 ulp)", "powf (4 ulp)", "finitef (0 ulp)", "lgamma (? ulp)"]
+
+
+def test_static_shared_memory_is_parsed_for_the_entry_function():
+    report = ("ptxas info    : Function properties for helper\n    8 bytes smem\n"
+              "ptxas info    : Compiling entry function '_Z6kernel' for 'sm_80'\n"
+              "ptxas info    : Used 52 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\n")
+    assert gpu_compile._entry_shared_bytes(report) == 2048
+    assert gpu_compile._entry_shared_bytes(report.replace("2048 bytes smem, ", "")) == 0
+
+
+def test_a_contracted_build_is_reported_but_not_failed_and_builds_survive_json():
+    findings = ("contracted fma: 3 fma in this build, 0 in its -fma=0 reference; first: `fma.rn.f64 %fd1;`",)
+    default = gpu_compile.KernelBuild("k", "(float64)", "sm_80", registers=32, audit=findings, fma=3,
+                                      libdevice=("sin",), threads_per_block=128, occupancy=1.0, fit=())
+    fast = dataclasses.replace(default, contracted=True)
+    assert default.problems == ("PTX audit: " + findings[0],) and not default.passed
+    assert fast.problems == () and fast.passed
+    too_big = dataclasses.replace(fast, fit=("no block fits an SM",))
+    assert too_big.problems == ("launch fit (128 threads per block): no block fits an SM",)
+    table = gpu_compile.format_table([default, fast])
+    assert "| FAILED: contracted fma: 3 fma in this build, 0 in its -fma=0 reference |" in table
+    assert "fast-math build (opt-in, 3 fma)" in table and "sin (2 ulp)" in table
+    assert "PTX audit: contracted fma" in gpu_compile.format_failures([default, fast])
+    for build in (default, fast, too_big):
+        assert gpu_compile.KernelBuild.from_dict(json.loads(json.dumps(dataclasses.asdict(build)))) == build
+
+
+# ------------------------------------------------------------------------ the launch fit
+def _resident_blocks_by_placement(limits, registers, threads, shared):
+    """A plain reference: place blocks on one SM until one does not fit. Each block's warps go
+    to the least-loaded of the 4 sub-partitions, each with a quarter of the register file;
+    a warp takes its registers in 256-register units."""
+    warps = -(-threads // 32)
+    per_warp = -(-registers * 32 // 256) * 256
+    partitions = [0] * 4  # warps held
+    shared_used = blocks = 0
+    block_shared = -(-shared // 128) * 128 + 1024
+    while blocks < limits.max_blocks_per_sm:
+        trial = sorted(partitions)
+        for _ in range(warps):
+            trial[0] += 1
+            trial.sort()
+        if (sum(trial) > limits.max_warps_per_sm or max(trial) * per_warp > limits.registers_per_sm // 4
+                or shared_used + block_shared > limits.shared_per_sm):
+            break
+        partitions, shared_used, blocks = trial, shared_used + block_shared, blocks + 1
+    return blocks
+
+
+@given(st.sampled_from(["sm_80", "sm_90a"]), st.integers(0, 300), st.integers(1, 1100),
+       st.one_of(st.just(0), st.integers(0, 64 * 1024)))
+def test_launch_fit_agrees_with_placing_blocks_on_an_sm(target, registers, threads, shared):
+    fit = launch_fit.launch_fit(target, registers, threads, shared)
+    limits = launch_fit.limits_for(target)
+    blocks = _resident_blocks_by_placement(limits, registers, threads, shared)
+    within_launch_limits = threads <= 1024 and registers <= 255 and shared <= 48 * 1024
+    assert fit.fits == (within_launch_limits and blocks > 0)
+    assert fit.active_blocks == (blocks if fit.fits else 0)
+    assert fit.active_warps == fit.active_blocks * -(-threads // 32)
+    assert fit.occupancy == fit.active_warps / 64
+    assert fit.registers_per_block == -(-registers // 8) * 8 * 32 * -(-threads // 32)
+
+
+def test_the_launch_limits_are_nvidias():
+    fit = launch_fit.launch_fit
+    assert fit("sm_80", 64, 1024).fits and not fit("sm_80", 65, 1024).fits  # 65,536 registers per block
+    assert "73728 registers per block" in fit("sm_80", 72, 1024).problems[0]
+    assert fit("sm_90a", 255, 256).fits and not fit("sm_90a", 256, 32).fits
+    assert not fit("sm_80", 16, 1025).fits
+    assert fit("sm_80", 16, 128, 48 * 1024).fits and not fit("sm_90", 16, 128, 48 * 1024 + 1).fits
+    assert fit("sm_80", 16, 128, grid=(2**31 - 1, 65535, 65535)).fits
+    assert fit("sm_80", 16, 128, grid=(1, 65536, 1)).problems == ("grid y of 65536 blocks > 65535",)
+    # occupancy: 32 registers and 128 threads fill the SM; 48 registers leave 40 of 64 warps
+    assert fit("sm_80", 32, 128).occupancy == 1.0
+    assert (fit("sm_80", 48, 128).active_warps, fit("sm_80", 48, 128).limited_by) == (40, "registers")
+    assert fit("sm_90a", 16, 32).limited_by == "blocks" and fit("sm_90a", 16, 32).occupancy == 0.5
+    with pytest.raises(ValueError, match="target: expected one of"):
+        fit("sm_75", 16, 32)
+
+
+def test_fit_is_checked_at_the_configured_cap(monkeypatch):
+    from kernelgym.core import kernels
+
+    assert launch_fit.configured_threads_per_block("env") == kernels.ENV_THREADS_PER_BLOCK == 128
+    assert launch_fit.configured_threads_per_block("agent") == kernels.MAX_AGENT_THREADS == 256
+    monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", 1024)
+    assert launch_fit.configured_threads_per_block("agent") == 1024
+
+
+# ------------------------------------------------------------- the audit on real builds
+@env_kernel
+def _log_and_exp(i, x, out, out32):
+    out[i] = math.log(x[i]) + math.exp(x[i])
+    out32[i] = math.exp(np.float32(x[i]))
+
+
+def _affine_build(cc, **options):
+    x = np.ones((3, 2))
+    affine.launch("cpu", 3, x, np.zeros_like(x), 1.5, -2.0)
+    module = affine._module(4)
+    return gpu_compile.compile_kernel(module.cuda_launcher.py_func, module.cpu_launcher.signatures[0], cc, **options)
+
+
+@pytest.mark.gpu_compile
+@pytest.mark.parametrize("cc", gpu_compile.TARGETS, ids=gpu_compile.target_name)
+def test_the_audit_passes_a_default_build_and_fails_a_contracted_one(cc):
+    default = _affine_build(cc)
+    assert default.passed, default.problems
+    assert default.audit == () and default.fma == 0 and default.kind == "env" and default.threads_per_block == 128
+    # the same launcher with NVVM's contraction forced on: x * scale + shift becomes one fma
+    contracted = _affine_build(cc, nvvm_options={"fma": True})
+    assert contracted.ok and contracted.fma > 0 and not contracted.passed
+    (fused,) = [finding for finding in contracted.audit if finding.startswith("contracted fma")]
+    assert f"{contracted.fma} fma in this build, 0 in its -fma=0 reference; first: `fma.rn.f64 " in fused
+    report = gpu_compile.format_failures([default, contracted])
+    assert f"for {gpu_compile.target_name(cc)}" in report and "PTX audit: contracted fma" in report
+
+
+@pytest.mark.gpu_compile
+@pytest.mark.parametrize("cc", gpu_compile.TARGETS, ids=gpu_compile.target_name)
+def test_libdevice_functions_keep_their_own_fmas_and_approximations(cc):
+    x = np.linspace(0.5, 2.0, 4)
+    out, out32 = np.zeros(4), np.zeros(4, np.float32)
+    _log_and_exp.launch("cpu", 4, x, out, out32)
+    module = _log_and_exp._module(3)
+    build = gpu_compile.compile_kernel(module.cuda_launcher.py_func, module.cpu_launcher.signatures[0], cc)
+    assert build.passed, build.problems
+    assert build.libdevice == ("exp", "expf", "log")
+    # log seeds its Newton step with rcp.approx.ftz.f64, expf scales with ex2.approx.ftz.f32:
+    # listed as libdevice's, with NVIDIA's bound, not failed
+    assert "rcp.approx.ftz.f64 in log (1 ulp)" in build.libdevice_approximate
+    assert "ex2.approx.ftz.f32 in expf (2 ulp)" in build.libdevice_approximate
+    assert build.fma > 0  # libdevice's polynomials: explicit fma.rn, kept under -fma=0
+    table = gpu_compile.format_table([build])
+    assert "| ok; libdevice-internal " in table and "exp (1 ulp), expf (2 ulp), log (1 ulp)" in table
+    # a kernel that calls no libdevice function may use no approximate instruction at all
+    assert ptx_audit.audit_ptx("\tex2.approx.ftz.f32 %f1, %f2;", 0, frozenset())

@@ -41,3 +41,26 @@ def test_a_skipped_check_is_shown_with_its_reason_and_does_not_fail_the_report()
     text = format_report(report)
     assert report.passed and report.failures == ()
     assert "[skip] gpu_compile" in text and f"skipped: gpu_compile: {hint}" in text
+
+
+@pytest.mark.gpu_compile
+def test_an_agent_cap_of_1024_threads_would_not_fit_the_tag_kernels_with_more_than_64_registers(monkeypatch):
+    """The issue's claim, checked with ptxas's real registers: raising MAX_AGENT_THREADS from
+    256 to 1,024 breaks, on sm_80, exactly the Tag agent kernels that use more than 64
+    registers per thread (65,536 registers per block / 1,024 threads); the others still fit."""
+    from kernelgym.core import gpu_compile, kernels
+    from kernelgym.envs.testing.gpu_compile import run_env_workloads
+
+    recorder = gpu_compile.LauncherRecorder()
+    for env_id in ("TagGridWorld-v0", "TagContinuous-v0"):
+        run_env_workloads(recorder, env_id)
+    monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", 1024)
+    builds = [build for build in recorder.compile(targets=[(8, 0)])
+              if build.kind == "agent" and build.origin.startswith("Tag")]
+    assert builds and all(build.ok and build.threads_per_block == 1024 for build in builds)
+    for build in builds:
+        assert bool(build.fit) == (build.registers > 64), (build.kernel, build.registers, build.fit)
+    broken = [build for build in builds if build.fit]
+    assert broken, "no Tag kernel uses more than 64 registers on sm_80 any more"
+    assert all("registers per block" in problem for build in broken for problem in build.fit)
+    assert all("launch fit (1024 threads per block)" in build.problems[0] for build in broken)

@@ -4,8 +4,12 @@ Runs every workload on the ``cpu`` backend (core's kernels, every registered env
 both autoreset modes and every precision it declares, plugins included, kernels writing a memory's storage, the
 DeviceCollector), then compiles each launcher with the argument types those launches
 passed, with NVIDIA's NVVM and ptxas (no GPU needed; see
-:mod:`kernelgym.core.gpu_compile`). Prints a table (kernel, target, registers, stack,
-spills, float64 share) and exits 1 on any compile error.
+:mod:`kernelgym.core.gpu_compile`). Each build is audited: its PTX must round as the cpu
+twin does (no contracted fma, no unrounded add/sub/mul, no approximate instruction outside
+libdevice; :mod:`kernelgym.core.ptx_audit`), and the launch kernelgym configures for it must
+fit sm_80 and sm_90 (:mod:`kernelgym.core.launch_fit`). Prints a table (kernel, target,
+registers, stack, spills, float64 share, PTX audit, libdevice calls with NVIDIA's ulp
+bounds, occupancy) and exits 1 on any compile error, audit finding or launch that does not fit.
 """
 
 from __future__ import annotations
@@ -77,7 +81,7 @@ def run_all_workloads(recorder, env_ids=None, keep_going: bool = True) -> None:
 
 
 def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
-    """Compile everything, print the table; 0 when every kernel compiled, 1 otherwise, 2 without NVVM."""
+    """Compile, audit and fit everything, print the table; 0 when every build passed, 1 otherwise, 2 without NVVM."""
     from kernelgym.core.gpu_compile import (
         TARGETS, GpuCompileUnavailableError, LauncherRecorder, format_failures, format_table, require_toolchain,
         target_name,
@@ -95,7 +99,7 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
 
     def progress(build):
         if verbose:
-            status = "ok" if build.ok else "FAILED"
+            status = "ok" if build.passed else "FAILED"
             print(f"  {status} {build.kernel} {build.target} ({build.seconds:.1f} s)", file=sys.stderr, flush=True)
 
     builds = recorder.compile(progress=progress)
@@ -104,6 +108,9 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
     print(f"\n{signatures} kernel signatures x {len(TARGETS)} targets "
           f"({', '.join(target_name(cc) for cc in TARGETS)}): workloads on cpu {ran:.0f} s, "
           f"total {time.perf_counter() - started:.0f} s")
+    print(f"compile errors {sum(not build.ok for build in builds)}, PTX audit failures "
+          f"{sum(bool(build.audit) and not build.contracted for build in builds)}, launches that do not fit "
+          f"{sum(bool(build.fit) for build in builds)}, opt-in fast-math builds {sum(build.contracted for build in builds)}")
     failures = format_failures(builds, recorder.failures)
     if failures:
         print(f"\nFAILED:\n{failures}", file=sys.stderr)

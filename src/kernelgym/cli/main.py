@@ -150,8 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run core's kernels, every registered env (both autoreset modes), memory "
                     "kernels and the DeviceCollector on the cpu backend, then compile each kernel "
                     "with the argument types those launches passed, with NVIDIA's NVVM and ptxas "
-                    "(pip install \"kernelgym-core[gpu-compile]\"). Prints registers, stack, spills "
-                    "and float64 share; exit code 1 on any compile error, 2 without the compilers.",
+                    "(pip install \"kernelgym-core[gpu-compile]\"). Audits each build's PTX (no contracted "
+                    "fma, no unrounded or approximate float instruction outside libdevice) and checks "
+                    "its configured launch against sm_80 and sm_90. Prints registers, stack, spills, "
+                    "float64 share, the audit, libdevice calls and occupancy; exit code 1 on any compile "
+                    "error, audit finding or launch that does not fit, 2 without the compilers.",
     )
     gpu_compile.add_argument("envs", nargs="*", metavar="ENV", help="only these env ids (default: every registered env)")
     gpu_compile.add_argument("--verbose", action="store_true", help="print each kernel as it compiles")

@@ -21,6 +21,14 @@ each with a ``cpu_launcher`` (``njit``) and a ``cuda_launcher`` (``cuda.jit``). 
 records the exact argument types of every cpu launch (`launched_signatures`);
 compiling ``cuda_launcher`` for those types is compiling what a GPU launch would build.
 
+Each build is also audited and checked for fit (no GPU needed either):
+
+- the PTX audit (:mod:`kernelgym.core.ptx_audit`): a default build must round every add,
+  multiply and fma as the cpu twin does; it lists the libdevice functions (sin, cos, exp...)
+  the kernel calls, whose results are only within NVIDIA's documented ulp bounds of the cpu's;
+- the launch fit (:mod:`kernelgym.core.launch_fit`): the launch kernelgym configures for the
+  kernel (its threads per block at the cap) must fit sm_80 and sm_90; its occupancy is reported.
+
 ``python -m kernelgym.core.gpu_compile`` compiles core's own kernels (data-manager
 resets and logs, RNG users, FunctionManager launches) and prints the table.
 """
@@ -30,6 +38,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import inspect
 import io
 import os
 import re
@@ -43,9 +52,11 @@ import types
 import numpy as np
 from numba.core.types import StructRef
 
-from kernelgym.core import codegen, rng
+from kernelgym.core import codegen, ptx_audit, rng
+from kernelgym.core.contraction import CONTRACTED_MARKER
 from kernelgym.core.device_functions import atomic_add
 from kernelgym.core.kernels import agent_kernel
+from kernelgym.core.launch_fit import configured_threads_per_block, launch_fit
 
 __all__ = [
     "INSTALL_HINT",
@@ -113,6 +124,30 @@ class KernelBuild:
         What NVVM or ptxas said, when the kernel did not compile.
     seconds : float
         Time NVVM and ptxas took.
+    kind : str or None
+        ``"env"`` or ``"agent"``: how kernelgym launches it (None: not a launcher).
+    shared_bytes : int or None
+        Static shared memory per block (ptxas).
+    libdevice : tuple of str
+        The libdevice functions the kernel calls (``sin``, ``cosf``...; see `ptx_audit`).
+    contracted : bool
+        An opt-in fast-math build (contraction on): audited, never failed for it.
+    fma : int or None
+        fma instructions in the PTX.
+    audit : tuple of str
+        The PTX audit's findings (`ptx_audit.audit_ptx`); they fail a default build.
+    libdevice_approximate : tuple of str
+        Approximate instructions allowed as libdevice's own, with the function and its bound.
+    threads_per_block : int or None
+        The block size the fit and occupancy are for (the configured cap).
+    occupancy : float or None
+        Resident warps over the SM's warp slots at that block size.
+    occupancy_limit : str or None
+        What bounds the occupancy (``warps``, ``blocks``, ``registers``, ``shared memory``).
+    registers_per_block : int or None
+        With the per-warp register allocation unit.
+    fit : tuple of str
+        Why the configured launch does not fit the target (empty when it fits).
     """
 
     kernel: str
@@ -126,10 +161,42 @@ class KernelBuild:
     float64_share: float | None = None
     error: str | None = None
     seconds: float = 0.0
+    kind: str | None = None
+    shared_bytes: int | None = None
+    libdevice: tuple = ()
+    contracted: bool = False
+    fma: int | None = None
+    audit: tuple = ()
+    libdevice_approximate: tuple = ()
+    threads_per_block: int | None = None
+    occupancy: float | None = None
+    occupancy_limit: str | None = None
+    registers_per_block: int | None = None
+    fit: tuple = ()
 
     @property
     def ok(self) -> bool:
+        """It compiled."""
         return self.error is None
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """Everything that fails this build: a compile error, a default build's PTX audit
+        findings, a configured launch that does not fit."""
+        found = () if self.ok else (self.error,)
+        if not self.contracted:
+            found += tuple(f"PTX audit: {finding}" for finding in self.audit)
+        return found + tuple(f"launch fit ({self.threads_per_block} threads per block): {problem}"
+                             for problem in self.fit)
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    @classmethod
+    def from_dict(cls, values: dict) -> KernelBuild:
+        """A build from `dataclasses.asdict` output that went through JSON (lists back to tuples)."""
+        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in values.items()})
 
 
 # ------------------------------------------------------------------------------ toolchain
@@ -222,7 +289,8 @@ def ptxas_resources(ptx: str, cc: tuple) -> dict:
     Returns
     -------
     dict
-        ``registers``, ``stack_bytes``, ``spill_store_bytes``, ``spill_load_bytes``.
+        ``registers``, ``stack_bytes``, ``spill_store_bytes``, ``spill_load_bytes``,
+        ``shared_bytes`` (static shared memory).
 
     Raises
     ------
@@ -242,7 +310,14 @@ def ptxas_resources(ptx: str, cc: tuple) -> dict:
         )
     if done.returncode != 0:
         raise RuntimeError(f"ptxas --gpu-name={target_name(cc)} failed: {done.stderr.strip()}")
-    return _entry_resources(done.stderr)
+    return {**_entry_resources(done.stderr), "shared_bytes": _entry_shared_bytes(done.stderr)}
+
+
+def _entry_shared_bytes(report: str) -> int:
+    """``ptxas -v``'s static shared memory of the entry function (it omits ``smem`` when 0)."""
+    entry = report.split("Compiling entry function", 1)[-1]
+    shared = re.search(r"(\d+) bytes smem", entry)
+    return 0 if shared is None else int(shared.group(1))
 
 
 def _entry_resources(report: str) -> dict:
@@ -263,8 +338,12 @@ def _entry_resources(report: str) -> dict:
     }
 
 
-def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = None, origin: str = "") -> KernelBuild:
+def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = None, origin: str = "",
+                   nvvm_options: dict | None = None) -> KernelBuild:
     """Compile a kernel's Python function for one GPU target, as a CUDA launch would.
+
+    The build is also audited (`ptx_audit`) and, for a kernelgym launcher, its configured
+    launch is checked against the target's limits (`launch_fit`).
 
     Parameters
     ----------
@@ -277,6 +356,9 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
         Compute capability, e.g. ``(9, 0, "a")`` or ``(8, 0)``.
     name, origin : str, optional
         Labels for the report (default: the function's qualified name).
+    nvvm_options : dict, optional
+        NVVM options forced on this build (``{"fma": True}`` builds it contracted, to see
+        what the audit says of such a build).
 
     Returns
     -------
@@ -296,20 +378,91 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
     register_cuda_overloads()
     label = name or f"{pyfunc.__module__}.{pyfunc.__qualname__}"
     signature = "(" + ", ".join(str(argtype) for argtype in argtypes) + ")"
+    target = target_name(cc)
     started = time.perf_counter()
     try:
-        with _device_capability_answered_with(cc):
+        with _device_capability_answered_with(cc), _nvvm_inputs(nvvm_options) as inputs:
             ptx, _ = cuda.compile_ptx(pyfunc, tuple(argtypes), cc=cc)
         resources = ptxas_resources(ptx, cc)
+        if not inputs:
+            raise RuntimeError("numba-cuda built the PTX without calling NVVM's compile_ir: nothing to audit")
+        contracted = pyfunc.__module__.startswith(LAUNCHER_PACKAGE + CONTRACTED_MARKER)
+        audit = _audit(ptx, *inputs[-1], contracted=contracted)
     except GpuCompileUnavailableError:
         raise
     except Exception as error:  # noqa: BLE001 - a rejected kernel is a finding, reported by name
         # numba colours its messages for terminals; the report is plain text
         message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
-        return KernelBuild(label, signature, target_name(cc), origin, error=message,
-                           seconds=time.perf_counter() - started)
-    return KernelBuild(label, signature, target_name(cc), origin, float64_share=float64_share(ptx),
-                       seconds=time.perf_counter() - started, **resources)
+        return KernelBuild(label, signature, target, origin, error=message, seconds=time.perf_counter() - started)
+    kind = _launcher_kind(pyfunc)
+    return KernelBuild(label, signature, target, origin, float64_share=float64_share(ptx),
+                       seconds=time.perf_counter() - started, kind=kind, contracted=contracted,
+                       **resources, **audit, **_configured_fit(kind, target, resources))
+
+
+@contextlib.contextmanager
+def _nvvm_inputs(forced: dict | None):
+    """Record each ``(llvm_ir, options)`` numba-cuda hands to NVVM in the block (``forced``
+    options added): the audit recompiles that input and reads its libdevice declarations."""
+    from numba.cuda.cudadrv import nvvm
+
+    inputs = []
+    compile_ir = nvvm.compile_ir  # kernelgym.core.contraction's wrapper: it adds -fma=0 for launchers
+
+    def recording(llvm_ir, **options):
+        options.update(forced or {})
+        inputs.append((llvm_ir, dict(options)))
+        return compile_ir(llvm_ir, **options)
+
+    nvvm.compile_ir = recording
+    try:
+        yield inputs
+    finally:
+        nvvm.compile_ir = compile_ir
+
+
+def _nvvm_ptx(llvm_ir, options: dict) -> str:
+    from numba.cuda.cudadrv import nvvm
+
+    return bytes(nvvm.compile_ir(llvm_ir, **options)).decode().rstrip("\x00")
+
+
+def _audit(ptx: str, llvm_ir, options: dict, contracted: bool) -> dict:
+    """`KernelBuild`'s audit fields (the rules are in :mod:`kernelgym.core.ptx_audit`)."""
+    calls = ptx_audit.libdevice_calls(llvm_ir)
+    fmas = ptx_audit.fma_count(ptx)
+    reference = None
+    if fmas and not contracted:
+        # the same NVVM input without contraction: libdevice's own fmas stay, fused ones go
+        reference = ptx_audit.fma_count(_nvvm_ptx(llvm_ir, {**options, "fastmath": False, "fma": False}))
+    approximate = ptx_audit.approximate_opcodes(ptx)
+    inside = ptx_audit.libdevice_opcodes(llvm_ir, options["arch"]) if approximate and calls else {}
+    internal = tuple(
+        f"{opcode} in {', '.join(ptx_audit.ulp_bound(name) for name in sorted(inside) if opcode in inside[name])}"
+        for opcode in sorted(approximate) if any(opcode in opcodes for opcodes in inside.values()))
+    allowed = frozenset(opcode for opcode in approximate if any(opcode in opcodes for opcodes in inside.values()))
+    return {"libdevice": calls, "fma": fmas, "audit": ptx_audit.audit_ptx(ptx, reference, allowed),
+            "libdevice_approximate": internal}
+
+
+def _launcher_kind(pyfunc) -> str | None:
+    """``"env"`` or ``"agent"`` for a generated launcher's cuda kernel, else None."""
+    if not pyfunc.__module__.startswith(LAUNCHER_PACKAGE):
+        return None
+    parameters = list(inspect.signature(pyfunc).parameters)
+    if parameters[:2] == ["num_envs", "num_agents"]:
+        return "agent"
+    return "env" if parameters[:1] == ["num_envs"] else None
+
+
+def _configured_fit(kind: str | None, target: str, resources: dict) -> dict:
+    """`KernelBuild`'s fit fields: the launch kernelgym configures for ``kind``, at its cap."""
+    if kind is None:
+        return {}
+    threads = configured_threads_per_block(kind)
+    fit = launch_fit(target, resources["registers"], threads, resources["shared_bytes"])
+    return {"threads_per_block": threads, "occupancy": fit.occupancy, "occupancy_limit": fit.limited_by,
+            "registers_per_block": fit.registers_per_block, "fit": fit.problems}
 
 
 # ------------------------------------------------------------------ generated launchers
@@ -413,9 +566,11 @@ class LauncherRecorder:
 
 # ---------------------------------------------------------------------------- the table
 def format_table(builds) -> str:
-    """A markdown table: kernel, target, registers, stack, spills, float64 share, origin."""
-    rows = ["| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | first launched by |",
-            "|---|---|---:|---:|---:|---:|---|"]
+    """A markdown table: kernel, target, registers, stack, spills, float64 share, PTX audit,
+    libdevice calls (with NVIDIA's ulp bounds), occupancy at the configured block, origin."""
+    header = ("| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | PTX audit | "
+              "libdevice (max ulp) | occupancy | first launched by |")
+    rows = [header, "|---|---|---:|---:|---:|---:|---|---|---|---|"]
     variants: dict[str, list[str]] = {}
     for build in builds:
         seen = variants.setdefault(build.kernel, [])
@@ -427,17 +582,39 @@ def format_table(builds) -> str:
             name += f" [types {variants[name].index(build.signature) + 1}/{len(variants[name])}]"
         if build.ok:
             share = "-" if build.float64_share is None else f"{build.float64_share:.0%}"
+            libdevice = ", ".join(ptx_audit.ulp_bound(call) for call in build.libdevice) or "-"
             rows.append(f"| {name} | {build.target} | {build.registers} | {build.stack_bytes} | "
-                        f"{build.spill_store_bytes}/{build.spill_load_bytes} | {share} | {build.origin} |")
+                        f"{build.spill_store_bytes}/{build.spill_load_bytes} | {share} | {_audit_cell(build)} | "
+                        f"{libdevice} | {_occupancy_cell(build)} | {build.origin} |")
         else:
             first_line = build.error.splitlines()[0][:120]
-            rows.append(f"| {name} | {build.target} | FAILED: {first_line} | | | | {build.origin} |")
+            rows.append(f"| {name} | {build.target} | FAILED: {first_line} | | | | | | | {build.origin} |")
     return "\n".join(rows)
 
 
+def _audit_cell(build: KernelBuild) -> str:
+    if build.contracted:
+        return f"fast-math build (opt-in, {build.fma} fma)"
+    if build.audit:
+        return "FAILED: " + "; ".join(finding.split(";")[0] for finding in build.audit)
+    if build.libdevice_approximate:
+        return "ok; libdevice-internal " + "; ".join(build.libdevice_approximate)
+    return "ok"
+
+
+def _occupancy_cell(build: KernelBuild) -> str:
+    if build.threads_per_block is None:
+        return "-"
+    if build.fit:
+        return f"DOES NOT FIT at {build.threads_per_block} threads"
+    return f"{build.occupancy:.0%} at {build.threads_per_block} threads ({build.occupancy_limit})"
+
+
 def format_failures(builds, workload_failures=()) -> str:
-    """The full error of every kernel that did not compile and every workload that raised."""
-    parts = [f"{build.kernel} for {build.target} {build.signature}:\n{build.error}" for build in builds if not build.ok]
+    """Every kernel that did not compile, failed the PTX audit or does not fit its launch,
+    and every workload that raised, in full."""
+    parts = [f"{build.kernel} for {build.target} {build.signature}:\n" + "\n".join(build.problems)
+             for build in builds if build.problems]
     parts += [f"workload {label} raised:\n{trace}" for label, trace in workload_failures]
     return "\n\n".join(parts)
 

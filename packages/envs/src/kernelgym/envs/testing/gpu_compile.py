@@ -4,7 +4,10 @@ The env runs a few steps on the ``cpu`` backend in both autoreset modes; then ev
 kernel it launched is compiled, with the argument types those launches passed, for
 sm_90a and sm_80 by NVIDIA's NVVM and ptxas (see :mod:`kernelgym.core.gpu_compile`).
 The CUDA simulator runs kernels as Python and accepts code NVVM rejects, so an env can
-pass every other check on ``cpu`` and ``sim`` and still fail to build on a GPU.
+pass every other check on ``cpu`` and ``sim`` and still fail to build on a GPU. Each build
+must also pass the PTX audit (no contracted fma, no unrounded or approximate float
+instruction outside libdevice: the same bits as the cpu twin; :mod:`kernelgym.core.ptx_audit`)
+and its configured launch must fit sm_80 and sm_90 (:mod:`kernelgym.core.launch_fit`).
 
 The compile runs in a child process: the simulator must be off there (it replaces
 ``numba.cuda`` in the process that enables it), and a fresh process has imported
@@ -69,7 +72,13 @@ class EnvCompileResult:
 
     @property
     def failed(self) -> tuple:
+        """Builds that did not compile."""
         return tuple(build for build in self.builds if not build.ok)
+
+    @property
+    def problems(self) -> tuple:
+        """Builds that did not compile, failed the PTX audit or do not fit their launch."""
+        return tuple(build for build in self.builds if build.problems)
 
 
 def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int = 4, steps: int = 3,
@@ -145,7 +154,7 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
         with open(result) as file:
             found = json.load(file)
     return EnvCompileResult(
-        builds=tuple(KernelBuild(**build) for build in found["builds"]),
+        builds=tuple(KernelBuild.from_dict(build) for build in found["builds"]),
         workload_errors=tuple(found["workload_errors"]),
     )
 
@@ -167,25 +176,32 @@ def _transportable(env):
 
 
 def check_gpu_compile(harness, config) -> str:
-    """Every kernel the env launches compiles for sm_90a and sm_80 (NVIDIA's NVVM and ptxas)."""
+    """Every kernel the env launches compiles for sm_90a and sm_80 (NVIDIA's NVVM and ptxas),
+    passes the PTX audit and fits its configured launch."""
     from kernelgym.envs.testing.report import CheckSkipped
 
     result = compile_env_for_gpu(harness.spec, harness.overrides)
     if result.unavailable is not None:
         raise CheckSkipped(f"needs NVIDIA's compilers: {EXTRA_HINT} ({result.unavailable})")
-    problems = [f"{build.kernel} for {build.target} with types {build.signature}:\n{build.error}"
-                for build in result.failed]
+    problems = [f"{build.kernel} for {build.target} with types {build.signature}:\n" + "\n".join(build.problems)
+                for build in result.problems]
     problems += [f"running the env on the cpu backend raised:\n{trace}" for trace in result.workload_errors]
     if problems:
-        raise AssertionError(f"{len(problems)} kernel(s) do not compile for the GPU:\n\n" + "\n\n".join(problems))
+        raise AssertionError(f"{len(problems)} kernel(s) do not compile for the GPU, fail the PTX audit or do not "
+                             f"fit their launch:\n\n" + "\n\n".join(problems))
     if not result.builds:
         raise AssertionError("the env launched no kernel on the cpu backend, so nothing was compiled")
     heaviest = max(result.builds, key=lambda build: build.registers)
     spills = sum(build.spill_store_bytes + build.spill_load_bytes for build in result.builds)
     targets = sorted({build.target for build in result.builds})
     kernels = len({(build.kernel, build.signature) for build in result.builds})
+    libdevice = sorted({call for build in result.builds for call in build.libdevice})
+    occupancies = [build.occupancy for build in result.builds if build.occupancy is not None]
     return (f"{kernels} kernels for {', '.join(targets)}; most registers {heaviest.registers} "
-            f"({heaviest.kernel}); {'no spills' if spills == 0 else f'{spills} bytes spilled'}")
+            f"({heaviest.kernel}); {'no spills' if spills == 0 else f'{spills} bytes spilled'}; PTX audit clean"
+            + (f"; libdevice: {', '.join(libdevice)}" if libdevice else "")
+            + (f"; lowest occupancy {min(occupancies):.0%}" if occupancies else "")
+            + (f"; {fast} opt-in fast-math builds" if (fast := sum(build.contracted for build in result.builds)) else ""))
 
 
 def gpu_compile_test(harness, config) -> None:
