@@ -97,6 +97,8 @@ TEMPLATES = {"env": _ENV_TEMPLATE, "agent": _AGENT_TEMPLATE}
 # with LLVM's `contract` flag, so the cpu launchers may fuse a * b + c into one fma, as NVVM's
 # -fma=1 does on cuda (the FMA-contracting twin of a fast-math cuda build)
 _CONTRACTING_NJIT = """
+
+# a fast-math build: its cpu launchers may fuse a * b + c (see kernelgym.core.contraction)
 import functools
 
 njit = functools.partial(njit, fastmath={"contract"})"""
