@@ -109,4 +109,5 @@ def test_kernelgym_check_fast_math_reports_the_proof(capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "[ok  ] parity" in out and "[ok  ] fast_math" in out
-    assert "cpu twin, float32: rtol 1e-05, atol 1e-05; worst |difference|" in out
+    rtol, atol = kit_fast_math.FAST_MATH_TOLERANCE["float32"]
+    assert f"cpu twin, float32: rtol {rtol}, atol {atol}; worst |difference|" in out
