@@ -111,3 +111,25 @@ def test_kernelgym_check_fast_math_reports_the_proof(capsys):
     assert "[ok  ] parity" in out and "[ok  ] fast_math" in out
     rtol, atol = kit_fast_math.FAST_MATH_TOLERANCE["float32"]
     assert f"cpu twin, float32: rtol {rtol}, atol {atol}; worst |difference|" in out
+
+
+def test_an_env_without_a_precision_choice_is_checked_in_its_state_precision():
+    # TagContinuous: float32 state, no declared precisions, one thread per agent
+    report = check_env("TagContinuous-v0", backend="cpu", checks=["fast_math"], max_examples=2, seed=5)
+    assert report.passed, format_report(report)
+    rtol, atol = kit_fast_math.FAST_MATH_TOLERANCE["float32"]
+    assert report["fast_math"].note.startswith(f"cpu twin, float32: rtol {rtol}, atol {atol}")
+
+
+@pytest.mark.sim
+def test_on_sim_the_fast_math_build_gives_the_default_bits():
+    # the simulator runs kernels as Python, which never contracts: nothing to prove there
+    envs = [kge.make("CartPole-v1", 4, backend="sim", seed=2, precision="float32", fast_math=fast_math)
+            for fast_math in (False, True)]
+    resets = [env.reset(seed=2, numpy=True)[0] for env in envs]
+    np.testing.assert_array_equal(*resets)
+    for _ in range(2):
+        actions = np.asarray(envs[0].action_space.sample())
+        default, fast = (env.step(actions, numpy=True)[:2] for env in envs)
+        np.testing.assert_array_equal(fast[0], default[0])
+        np.testing.assert_array_equal(fast[1], default[1])
