@@ -40,6 +40,11 @@ The bound arrays reach a cpu launcher packed once in one struct (see
 `kernelgym.core.codegen.program_launcher_module`): a call unboxes that struct and the
 per-call values, not every array (Numba's dispatcher costs about 50 ns an array).
 
+``fast_math=True`` binds a fast-math build: FMA contraction on (cuda: NVVM ``-fma=1``; cpu:
+LLVM may fuse too, the FMA-contracting twin), so ``a * b + c`` may round once and results
+differ from the default build's in the last bits. The default contracts nowhere and gives
+the same bits on cpu and cuda (`kernelgym.core.contraction`).
+
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
@@ -57,6 +62,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from kernelgym.core import codegen, kernels
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
@@ -64,7 +71,7 @@ from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_c
 from kernelgym.core.streams import StreamLaunch
 
 __all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
-           "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM"]
+           "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM", "check_fast_math"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
@@ -164,7 +171,7 @@ class BoundLaunch:
 
 
 def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
-         layouts: Mapping | None = None, per_call: Sequence[str] = ()) -> BoundLaunch:
+         layouts: Mapping | None = None, per_call: Sequence[str] = (), fast_math: bool = False) -> BoundLaunch:
     """Bind ``program`` to ``values`` by name as ONE launch.
 
     Parameters
@@ -182,6 +189,10 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         ``per_env`` (leading dim >= ``num_envs``); ``per_agent`` also needs dim 1 >=
         ``num_agents``; ``shared`` values are not checked. A tuple of arrays is checked
         item by item.
+    fast_math : bool
+        Compile with FMA contraction on: ``a * b + c`` may round once (NVVM ``-fma=1`` on
+        cuda, LLVM's ``contract`` on cpu, nothing on sim). False (default): the same bits
+        on cpu and cuda (see `kernelgym.core.contraction`).
 
     Returns
     -------
@@ -195,21 +206,22 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
     ValueError
         A per-env or per-agent array with too few rows.
     TypeError
-        A value the backend cannot take.
+        A value the backend cannot take, or a ``fast_math`` that is not a bool.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
-                         layouts=layouts, per_call=per_call)
+                         layouts=layouts, per_call=per_call, fast_math=fast_math)
 
 
 def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
                   num_agents: int | None = None, layouts: Mapping | None = None,
-                  per_call: Sequence[str] = ()) -> BoundLaunch:
+                  per_call: Sequence[str] = (), fast_math: bool = False) -> BoundLaunch:
     """Bind several programs (see `bind`) that run as separate launches, in order.
 
     A launch boundary is a barrier over all agents of all envs: use one launch per
     phase of a multi-agent step whose agents read what other agents wrote.
     """
     backend = resolve_backend(backend)
+    fast_math = check_fast_math(fast_math)
     num_envs = check_count("num_envs", num_envs)
     if num_agents is not None:
         num_agents = check_count("num_agents", num_agents)
@@ -227,7 +239,7 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     calls, names, descriptions = [], [], []
     for program in programs:
         call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call)
+                                            per_call, fast_math)
         calls.append(call)
         names += used
         descriptions.append(description)
@@ -246,7 +258,7 @@ def _items(program) -> list:
         ) from None
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -330,7 +342,7 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
                  if name not in per_call and codegen.is_constant(checked[name])}
     module = codegen.program_launcher_module(
         kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants,
-        num_per_call=len(per_call))
+        num_per_call=len(per_call), fast_math=fast_math)
     args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
@@ -372,6 +384,13 @@ def _positions(statements, index_of) -> list:
             _, mask, then, otherwise = statement
             out.append(("if", index_of[mask], _positions(then, index_of), _positions(otherwise, index_of)))
     return out
+
+
+def check_fast_math(fast_math) -> bool:
+    """``fast_math`` as a bool; a TypeError naming it unless it is True or False."""
+    if not isinstance(fast_math, (bool, np.bool_)):
+        raise TypeError(f"fast_math: expected True or False, got {type(fast_math).__name__} {fast_math!r}")
+    return bool(fast_math)
 
 
 def _nothing(*per_call) -> None:

@@ -98,6 +98,16 @@ def cuda_launcher(num_envs, num_agents, {args}):
 
 TEMPLATES = {"env": _ENV_TEMPLATE, "agent": _AGENT_TEMPLATE}
 
+# What a fast-math program launcher adds after its bodies: every njit in the module compiles
+# with LLVM's `contract` flag, so the cpu launchers may fuse a * b + c into one fma, as NVVM's
+# -fma=1 does on cuda (the FMA-contracting twin of a fast-math cuda build)
+_CONTRACTING_NJIT = """
+
+# a fast-math build: its cpu launchers may fuse a * b + c (see kernelgym.core.contraction)
+import functools
+
+njit = functools.partial(njit, fastmath={"contract"})"""
+
 # A program: several bodies (some behind a per-env mask) run for each env, or each
 # (env, agent), in ONE launch. Valid because every body touches only its own env's rows:
 # an env's bodies run in order in one thread (cpu: one prange iteration).
@@ -298,7 +308,7 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
 
 
 def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None,
-                            num_per_call: int = 0):
+                            num_per_call: int = 0, fast_math: bool = False):
     """Import (writing it first if needed) a launcher running a program of bodies per env.
 
     Parameters
@@ -325,6 +335,12 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         launcher parameters (see `is_constant`).
     num_per_call : int
         How many of the last arguments change from call to call (the others are bound once).
+    fast_math : bool
+        A fast-math build: the module's name starts with
+        `kernelgym.core.contraction.CONTRACTED_MARKER` (NVVM compiles its cuda launcher
+        with ``-fma=1``) and its cpu launchers compile with numba's
+        ``fastmath={"contract"}`` (LLVM may fuse ``a * b + c`` on the cpu too). False
+        (default): no contraction on any backend, the same bits on cpu and cuda.
 
     Returns
     -------
@@ -342,6 +358,10 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
+    if fast_math:
+        from kernelgym.core.contraction import CONTRACTED_MARKER
+
+        stem = CONTRACTED_MARKER + stem
     module_name = f"{LAUNCHER_PACKAGE}.{stem}"
     if module_name in sys.modules:
         return sys.modules[module_name]
@@ -424,7 +444,7 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
                      + ("        else:\n" + "\n".join("    " + line for line in cuda_body) if rest else ""))
     text = _PROGRAM_PRELUDE.format(
         title=title, bodies="\n".join(f"body{k} = registered_body({key!r})" for k, key in enumerate(body_keys))
-        + ("\n" + frozen if frozen else ""),
+        + ("\n" + frozen if frozen else "") + (_CONTRACTING_NJIT if fast_math else ""),
     ) + (_BOUND_ARGUMENTS.format(fields=bound, bound=", ".join(bound)) if bound else "") + _PROGRAM_TEMPLATE.format(
         counts=counts, args=args, cpu_args=cpu_args, unpack=unpack, cpu_loop=cpu_parallel,
         cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop)

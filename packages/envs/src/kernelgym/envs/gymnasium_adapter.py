@@ -52,7 +52,7 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     autoreset_mode : {"same_step", "next_step"} or gymnasium.vector.AutoresetMode
         Default ``"same_step"`` (`kernelgym.envs.make`'s default is ``"next_step"``).
     **kwargs
-        Passed to `kernelgym.envs.make` (``max_episode_steps``, ``precision``, params).
+        Passed to `kernelgym.envs.make` (``max_episode_steps``, ``precision``, ``fast_math``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,

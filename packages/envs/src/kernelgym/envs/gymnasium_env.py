@@ -55,6 +55,8 @@ class KernelGymnasiumEnv(gymnasium.Env):
         A time limit kept by the env itself (None: none; gymnasium's wrapper keeps it).
     precision : {"float64", "float32"} or None
         As in `kernelgym.envs.make` (None: the env's default).
+    fast_math : bool
+        As in `kernelgym.envs.make`: FMA contraction on (default False).
     **kwargs
         Overrides of the env's params fields.
 
@@ -66,7 +68,8 @@ class KernelGymnasiumEnv(gymnasium.Env):
     """
 
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
-                 max_episode_steps: int | None = None, precision: str | None = None, **kwargs):
+                 max_episode_steps: int | None = None, precision: str | None = None, fast_math: bool = False,
+                 **kwargs):
         spec = registry.get_spec(env_id)
         param_names = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
         unexpected = sorted(set(kwargs) - set(param_names))
@@ -79,7 +82,7 @@ class KernelGymnasiumEnv(gymnasium.Env):
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, 1, backend=backend, seed=seed, autoreset_mode="next_step",
                                  max_episode_steps=_NO_TIME_LIMIT if max_episode_steps is None else max_episode_steps,
-                                 precision=precision, **kwargs)
+                                 precision=precision, fast_math=fast_math, **kwargs)
         if self.env.multi_agent:
             self.env.close()
             raise TypeError(

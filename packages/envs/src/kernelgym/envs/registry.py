@@ -260,8 +260,9 @@ def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | N
     **kwargs
         ``autoreset_mode`` ("next_step" or "same_step"), ``max_episode_steps``,
         ``precision`` ("float64" or "float32" for envs that declare the choice, see
-        `KernelVectorEnv`), ``check_action_values``, and overrides of the env's params
-        fields (validated).
+        `KernelVectorEnv`), ``fast_math`` (True: FMA contraction on, within the kit's
+        stated tolerance of the default build), ``check_action_values``, and overrides
+        of the env's params fields (validated).
     """
     from kernelgym.envs.vector_env import KernelVectorEnv
 

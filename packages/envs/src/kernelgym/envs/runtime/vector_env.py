@@ -33,7 +33,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
 from kernelgym.core import bind, bind_launches, resolve_backend, rng, to_numpy
-from kernelgym.core.binding import NO_FAULT
+from kernelgym.core.binding import NO_FAULT, check_fast_math
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
@@ -96,6 +96,13 @@ class KernelVectorEnv(StateIO):
         choice (`EnvSpec.precisions`; the classic-control envs: float64, bitwise as
         gymnasium's physics, or float32, for GPUs with slow float64). None: the env's
         default. Observations and rewards are float32 either way.
+    fast_math : bool
+        Compile the env's kernels with FMA contraction on (default False): on cuda NVVM
+        may fuse ``a * b + c`` into one rounding (``fma.rn``), a little faster, and the
+        cpu build may fuse too (LLVM, where the CPU has FMA). Results then differ from
+        the default build's in the last bits, within the tolerance the kit proves
+        (``kernelgym check ENV_ID --fast-math``); the default gives the same bits on
+        cpu, sim and cuda for ``+ - * /`` and sqrt.
     **params
         Overrides of the env's params fields (see ``spec.params``).
 
@@ -105,6 +112,8 @@ class KernelVectorEnv(StateIO):
     episode_statistics
     precision : str or None
         The precision compiled for (None: the env declares no choice).
+    fast_math : bool
+        Whether the kernels were compiled with FMA contraction on.
     single_observation_space, single_action_space, observation_space, action_space
     multi_agent : bool
         Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
@@ -118,7 +127,8 @@ class KernelVectorEnv(StateIO):
 
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
                  autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
-                 episode_statistics: bool = True, precision: str | None = None, **params):
+                 episode_statistics: bool = True, precision: str | None = None, fast_math: bool = False,
+                 **params):
         if not isinstance(spec, EnvSpec):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -139,6 +149,7 @@ class KernelVectorEnv(StateIO):
         self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
         self.params = validate_params(spec, params)
         self.precision = resolve_precision(spec, precision)
+        self.fast_math = check_fast_math(fast_math)
         resolved = spec.resolve(self.params)
         if max_episode_steps is None:
             max_episode_steps = resolved.max_episode_steps
@@ -191,7 +202,7 @@ class KernelVectorEnv(StateIO):
                   **actions.values}
         layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts(), **actions.layouts}
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
-                  "layouts": layouts}
+                  "layouts": layouts, "fast_math": self.fast_math}
         restores = self._buffers.restores
         statistics = self.episode_statistics
         programs = step_programs(step, reset, spec.kernel_layout, same_step, restores, statistics, self.multi_agent)

@@ -25,10 +25,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-examples", type=int, default=None,
                         help="hypothesis examples per check (default: 20, 10 on sim)")
     parser.add_argument("--checks", default=None,
-                        help=f"comma-separated subset of: {','.join(check_names())}")
+                        help=f"comma-separated subset of: {','.join(check_names())}, or the opt-in fast_math")
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")
     parser.add_argument("--precision", default=None,
                         help="float64 or float32, for envs that declare the choice (default: the env's own)")
+    parser.add_argument("--fast-math", action="store_true",
+                        help="also check the fast-math build (FMA contraction on) against its stated tolerance, "
+                             "on the cpu's FMA-contracting twin")
     return parser
 
 
@@ -58,7 +61,7 @@ def main_check(argv=None) -> int:
     for env_id in args.env_ids:
         try:
             report = check_env(_env(env_id), backend=args.backend, max_examples=args.max_examples,
-                               checks=checks, seed=args.seed, precision=args.precision)
+                               checks=checks, seed=args.seed, precision=args.precision, fast_math=args.fast_math)
         except (ImportError, AttributeError, KeyError, TypeError, ValueError, BackendUnavailableError) as error:
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             print(f"kernelgym check {env_id}: {message}", file=sys.stderr)

@@ -113,8 +113,9 @@ def format_report(report: Report) -> str:
         lines += ["", f"not run: {', '.join(skipped)}: {report[skipped[0]].message}"]
     lines += [f"skipped: {result.name}: {result.message}" for result in report.results if result.status == SKIPPED]
     if not report.passed:
+        fast_math = " --fast-math" if any(result.name == "fast_math" for result in report.results) else ""
         lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
-                      f"--max-examples {report.max_examples} --seed {report.seed}"]
+                      f"--max-examples {report.max_examples} --seed {report.seed}{fast_math}"]
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import traceback
 from hypothesis.errors import FlakyFailure
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
+from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
 from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, SKIPPED, CheckResult, CheckSkipped, Report
 
@@ -25,7 +26,7 @@ def check_names() -> list[str]:
 
 def check_env(env, backend: str | None = "auto", max_examples: int | None = None, checks=None,
               seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6,
-              precision: str | None = None) -> Report:
+              precision: str | None = None, fast_math: bool = False) -> Report:
     """Property-test an env: every check of the kit, each a hypothesis search.
 
     Parameters
@@ -37,7 +38,8 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     max_examples : int, optional
         Hypothesis examples per check; default 20 (10 on ``sim``).
     checks : iterable of str, optional
-        Names of the checks to run (`check_names`); default all.
+        Names of the checks to run (`check_names`, or the opt-in ``"fast_math"``);
+        default all of `check_names`.
     seed : int, optional
         Seeds hypothesis; the report records the seed used, which reproduces the run.
     params : dict, optional
@@ -47,6 +49,10 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     precision : {"float64", "float32"} or None
         For an env that declares precisions (`EnvSpec.precisions`): the one to check
         (kernels and reference in it; None: the env's default).
+    fast_math : bool
+        Also run the opt-in ``fast_math`` check: the fast-math build (FMA contraction
+        on) within its stated tolerance of the default build, proven on the cpu's
+        FMA-contracting twin (`kernelgym.envs.testing.fast_math`).
 
     Returns
     -------
@@ -63,6 +69,10 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         The backend cannot run in this process.
     """
     selected = _select(checks)
+    if not isinstance(fast_math, bool):
+        raise TypeError(f"fast_math: expected True or False, got {type(fast_math).__name__} {fast_math!r}")
+    if fast_math and FAST_MATH_CHECK not in selected:
+        selected.append(FAST_MATH_CHECK)
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
                                      or max_examples < 1):
         raise ValueError(f"max_examples: expected None or an int >= 1, got {max_examples!r}")
@@ -91,14 +101,14 @@ def _select(checks) -> list:
     if isinstance(checks, str):
         checks = [checks]
     names = list(checks)
-    known = {check.name: check for check in CHECKS}
+    known = {check.name: check for check in (*CHECKS, FAST_MATH_CHECK)}
     unknown = [name for name in names if name not in known]
     if unknown:
         raise KeyError(f"checks: unknown check names {unknown}; expected names from {list(known)}")
     if not names:
         raise ValueError("checks: expected at least one check name, got none")
     # always in CHECKS order: out_of_bounds must run before checks it would make unsafe
-    return [check for check in CHECKS if check.name in names]
+    return [check for check in known.values() if check.name in names]
 
 
 def unsafe_message(backend: str) -> str:
