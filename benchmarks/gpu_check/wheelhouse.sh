@@ -3,12 +3,14 @@
 # kernelgym's five wheels, the example plugin, and the pure-Python packages such a machine
 # lacks when its python holds torch, numba, numba-cuda, numpy, pytest and hypothesis.
 #   bash benchmarks/gpu_check/wheelhouse.sh [FOLDER]      (default: .whl in the repository)
+# NUMPY_FOR_PYTHON=3.12 also adds numpy 2.4.6 for that CPython on x86-64 Linux (16 MiB): the
+# lent H200 image's numpy 2.5.2 breaks numba-cuda 0.30.4's import (np.row_stack is gone).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-$root/.whl}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
-rm -f "$out"/*.whl
+rm -f "$out"/*.whl "$out"/*.py
 "$python" -m pip wheel --quiet --no-deps --wheel-dir "$out" \
     "$root/packages/core" "$root/packages/envs" "$root/packages/collectors" "$root/packages/memory" "$root" \
     "$root/examples/kernelgym-example-plugin"
@@ -16,5 +18,10 @@ rm -f "$out"/*.whl
 "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$out" \
     platformdirs==4.14.8 gymnasium==1.4.0 farama-notifications==0.0.6 cloudpickle==3.1.3 \
     pettingzoo==1.27.0 pytest-timeout==2.4.0
+if [[ -n "${NUMPY_FOR_PYTHON:-}" ]]; then
+    "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$out" \
+        --python-version "$NUMPY_FOR_PYTHON" --implementation cp --platform manylinux_2_28_x86_64 \
+        --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 numpy==2.4.6
+fi
 ls "$out"
 du -sh "$out"
