@@ -40,6 +40,11 @@ The bound arrays reach a cpu launcher packed once in one struct (see
 `kernelgym.core.codegen.program_launcher_module`): a call unboxes that struct and the
 per-call values, not every array (Numba's dispatcher costs about 50 ns an array).
 
+A `LaunchOrder` given to `bind` (cpu only, for the kit's order check) runs the program
+in one thread, the envs and the agents of each env in the order it holds (changed in
+place between launches): a kernel whose results depend on that order races on a GPU,
+where an env's agents run concurrently.
+
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
@@ -55,13 +60,15 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+import numpy as np
+
 from kernelgym.core import codegen, kernels
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 
-__all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
-           "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM"]
+__all__ = ["Branch", "BindingError", "BoundLaunch", "LaunchOrder", "Precondition", "bind", "bind_launches",
+           "parameter_names", "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
@@ -110,6 +117,58 @@ class Precondition(NamedTuple):
 
 # What a fault array holds when no check failed (any code is smaller).
 NO_FAULT = 2**63 - 1
+
+
+class LaunchOrder:
+    """The order in which a cpu launch bound with it runs envs and agents (in one thread).
+
+    For finding order-dependent kernels without a GPU (the kit's ``agent_order`` check):
+    bind a program with ``order=`` and change the order with `set` between launches.
+    Starts in order (envs ``0 .. num_envs - 1``, agents ``0 .. num_agents - 1``).
+
+    Parameters
+    ----------
+    num_envs : int
+    num_agents : int
+        The agents per env (1 for env-layout programs).
+
+    Attributes
+    ----------
+    env_order : numpy.ndarray
+        int64 ``(num_envs,)``: the env run k-th.
+    agent_order : numpy.ndarray
+        int64 ``(num_envs, num_agents)``: row ``env``, the order of that env's agents.
+    """
+
+    def __init__(self, num_envs: int, num_agents: int = 1):
+        self.num_envs = check_count("num_envs", num_envs)
+        self.num_agents = check_count("num_agents", num_agents, minimum=1)
+        self.env_order = np.arange(self.num_envs, dtype=np.int64)
+        self.agent_order = np.tile(np.arange(self.num_agents, dtype=np.int64), (self.num_envs, 1))
+
+    def set(self, env_order=None, agent_order=None) -> None:
+        """Run the envs in ``env_order`` and each env's agents in its row of ``agent_order``
+        (None: in order); written in place, so bound launches see it.
+
+        Raises
+        ------
+        ValueError
+            An order that is not a permutation of the right shape, naming the argument.
+        """
+        envs = np.arange(self.num_envs) if env_order is None else np.asarray(env_order)
+        agents = np.tile(np.arange(self.num_agents), (self.num_envs, 1)) if agent_order is None \
+            else np.asarray(agent_order)
+        if envs.shape != (self.num_envs,) or not np.array_equal(np.sort(envs), np.arange(self.num_envs)):
+            raise ValueError(f"env_order: expected a permutation of range({self.num_envs}), got {envs!r}")
+        if agents.shape != (self.num_envs, self.num_agents) or not np.all(
+                np.sort(agents, axis=1) == np.arange(self.num_agents)):
+            raise ValueError(f"agent_order: expected {self.num_envs} rows, each a permutation of "
+                             f"range({self.num_agents}), got {agents!r}")
+        self.env_order[:] = envs
+        self.agent_order[:] = agents
+
+    def __repr__(self):
+        return f"LaunchOrder(envs {self.env_order.tolist()}, agents {self.agent_order.tolist()})"
 
 
 def parameter_names(kernel) -> tuple[str, ...]:
@@ -161,7 +220,7 @@ class BoundLaunch:
 
 
 def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
-         layouts: Mapping | None = None, per_call: Sequence[str] = ()) -> BoundLaunch:
+         layouts: Mapping | None = None, per_call: Sequence[str] = (), order: LaunchOrder | None = None) -> BoundLaunch:
     """Bind ``program`` to ``values`` by name as ONE launch.
 
     Parameters
@@ -179,6 +238,11 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         ``per_env`` (leading dim >= ``num_envs``); ``per_agent`` also needs dim 1 >=
         ``num_agents``; ``shared`` values are not checked. A tuple of arrays is checked
         item by item.
+    per_call : sequence of str
+        Names passed at each call rather than bound (see `BoundLaunch.__call__`).
+    order : LaunchOrder, optional
+        ``cpu`` only, programs without a Precondition: run in one thread in this order
+        (the kit's order check; never a hot path).
 
     Returns
     -------
@@ -195,12 +259,12 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         A value the backend cannot take.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
-                         layouts=layouts, per_call=per_call)
+                         layouts=layouts, per_call=per_call, order=order)
 
 
 def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
                   num_agents: int | None = None, layouts: Mapping | None = None,
-                  per_call: Sequence[str] = ()) -> BoundLaunch:
+                  per_call: Sequence[str] = (), order: LaunchOrder | None = None) -> BoundLaunch:
     """Bind several programs (see `bind`) that run as separate launches, in order.
 
     A launch boundary is a barrier over all agents of all envs: use one launch per
@@ -217,6 +281,13 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     if unknown:
         raise ValueError(f"layouts: expected kinds from {LAYOUT_KINDS}, got {unknown}")
     per_call = tuple(per_call)
+    if order is not None:
+        if not isinstance(order, LaunchOrder):
+            raise TypeError(f"order: expected None or a LaunchOrder, got {type(order).__name__}")
+        if backend != "cpu":
+            raise ValueError(f"order: a LaunchOrder runs the cpu twin only, got backend {backend!r}")
+        if order.num_envs != num_envs:
+            raise ValueError(f"order: expected a LaunchOrder of num_envs={num_envs}, got {order.num_envs}")
     missing = [name for name in per_call if name not in values]
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
@@ -224,7 +295,7 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     calls, names, descriptions = [], [], []
     for program in programs:
         call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call)
+                                            per_call, order)
         calls.append(call)
         names += used
         descriptions.append(description)
@@ -243,7 +314,7 @@ def _items(program) -> list:
         ) from None
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, order=None):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -331,6 +402,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if order is not None:
+        return _permuted(module, kind, counts, args, order, statements, description), names, description
     if backend == "cpu":
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
         parallel = math.prod(counts) >= PARALLEL_FROM
@@ -355,6 +428,19 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         return launch_in_simulator, names, description
     register_cuda_overloads()
     return functools.partial(module.cuda_launcher[configuration], *counts, *args), names, description
+
+
+def _permuted(module, kind, counts, args, order, statements, description):
+    """The program's cpu launch in ``order``'s order (see `LaunchOrder`)."""
+    if statements and statements[0][0] == "require":
+        raise BindingError(f"order: the program {description} starts with a Precondition; a LaunchOrder runs "
+                           "programs without one")
+    if kind == "agent" and order.num_agents != counts[1]:
+        raise ValueError(f"order: expected a LaunchOrder of num_agents={counts[1]} for {description}, "
+                         f"got {order.num_agents}")
+    orders = (order.env_order,) if kind == "env" else (order.env_order, order.agent_order)
+    bound = (module.cpu_bind(*args),) if args else ()
+    return functools.partial(module.cpu_permuted_launcher, *counts, *orders, *bound)
 
 
 def _positions(statements, index_of) -> list:
