@@ -1,0 +1,70 @@
+"""The kit's agent_order check: agent kernels that race on a GPU fail it on the cpu, naming kernel and array.
+
+The races are planted in kit_fixtures/agent_walk.py: each bug copy has an exact reference
+that runs the agents in index order, as the cpu twin does, so the in-order checks
+(parity here) pass them; only running the agents in other orders shows them.
+"""
+
+import numpy as np
+import pytest
+
+from kernelgym.envs.testing import check_env
+from kernelgym.envs.testing.harness import EnvHarness
+from kernelgym.envs.testing.order_check import order_problems
+from kernelgym.envs.testing.strategies import Batch
+from kit_fixtures import agent_walk
+
+SEED = 20261122  # fixed: the test is reproducible; any seed finds these races
+
+
+def _run(spec, examples=10):
+    return check_env(spec, backend="cpu", max_examples=examples, seed=SEED, checks=["parity", "agent_order"])
+
+
+def test_the_correct_agent_walk_passes():
+    report = _run(agent_walk.SPEC)
+    assert report.passed, "\n".join(f"{r.name}: {r.message}\n{r.example}" for r in report.failures)
+
+
+def test_agents_drawing_from_one_shared_stream_fail_naming_the_kernel_and_the_array():
+    report = _run(agent_walk.SHARED_STREAM)
+    assert report["parity"].status == "passed", report["parity"].message  # in order, it matches its reference
+    order = report["agent_order"]
+    assert order.status == "failed"
+    assert "move_shared_stream (step_kernel phase 1 of 2): 'position' differs from the in-order run" in order.message, \
+        order.message
+    assert "finish" not in order.message  # the later phase ran from the in-order result: not blamed
+
+
+def test_agents_writing_a_shared_per_env_value_fail_naming_the_kernel_and_the_array():
+    report = _run(agent_walk.SHARED_WRITE)
+    assert report["parity"].status == "passed", report["parity"].message
+    order = report["agent_order"]
+    assert order.status == "failed"
+    assert "finish_shared_write (step_kernel phase 2 of 2): 'terminated' differs from the in-order run" in \
+        order.message, order.message
+    assert "move " not in order.message
+
+
+def test_a_shared_stream_is_found_from_any_state_with_two_agents_left_to_draw():
+    # deterministic: two agents that still walk draw from one stream; reversed, they swap draws
+    harness = EnvHarness(agent_walk.SHARED_STREAM, "cpu")
+    state = {"position": np.array([0, 0, 0], np.int32), "arrived": np.int32(0).reshape(())}
+    batch = Batch((state, state), np.zeros((2, 3), np.int64), (False, False))
+    found = [seed for seed in range(8) if order_problems(harness, batch, seed, 0)]
+    assert found, "no seed made two agents' draws differ"
+    correct = EnvHarness(agent_walk.SPEC, "cpu")
+    assert all(not order_problems(correct, batch, seed, 0) for seed in range(8))
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "Pendulum-v1", "MountainCar-v0", "Acrobot-v1"])
+def test_env_layout_envs_pass_with_a_note(env_id):
+    result = check_env(env_id, backend="cpu", max_examples=2, seed=SEED, checks=["agent_order"])["agent_order"]
+    assert result.status == "passed" and "env-layout kernels" in result.note, result
+
+
+@pytest.mark.parametrize("env_id", ["TagGridWorld-v0", "TagContinuous-v0"])
+def test_the_tag_envs_pass(env_id):
+    result = check_env(env_id, backend="cpu", max_examples=5, seed=SEED, checks=["agent_order"])["agent_order"]
+    assert result.status == "passed", f"{result.message}\n{result.example}"
+    assert result.note == ""  # it ran: no note of a layout without agents
