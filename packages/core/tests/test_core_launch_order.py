@@ -33,6 +33,13 @@ def test_agents_and_envs_run_in_the_order_given(order):
     launch()
     for env in range(num_envs):
         np.testing.assert_array_equal(turn[env, agent_order[env]], np.arange(num_agents))
+    counter[:] = 0
+    turn[:] = -1
+    launch_order.set(env_order, agent_order, turns=1)  # only the first agent of each row runs
+    launch()
+    np.testing.assert_array_equal(counter, np.ones(num_envs))
+    for env in range(num_envs):
+        assert turn[env, agent_order[env, 0]] == 0 and np.sum(turn[env] >= 0) == 1
     clock, when = np.zeros(1, np.int64), np.full(num_envs, -1, np.int64)
     envs_order = LaunchOrder(num_envs)
     envs_order.set(env_order)
@@ -76,6 +83,8 @@ def test_launch_orders_are_checked_before_anything_runs():
         order.set(None, [[0, 1], [1, 1], [1, 0]])
     with pytest.raises(ValueError, match="agent_order"):
         order.set(None, [0, 1])
+    with pytest.raises(ValueError, match=r"turns: expected None or an int in \[0, 2\], got 3"):
+        order.set(None, None, turns=3)
     np.testing.assert_array_equal(order.agent_order, [[0, 1]] * 3)  # a refused order changes nothing
     values = {"counter": np.zeros(3, np.int64), "turn": np.zeros((3, 2), np.int64)}
     with pytest.raises(ValueError, match="order: expected a LaunchOrder of num_envs=4, got 3"):

@@ -21,8 +21,9 @@ def _run(spec, examples=10):
     return check_env(spec, backend="cpu", max_examples=examples, seed=SEED, checks=["parity", "agent_order"])
 
 
-def test_the_correct_agent_walk_passes():
-    report = _run(agent_walk.SPEC)
+@pytest.mark.parametrize("spec", [agent_walk.SPEC, agent_walk.VIA_HELPER], ids=lambda spec: spec.id)
+def test_the_correct_agent_walk_passes(spec):
+    report = _run(spec, examples=20)
     assert report.passed, "\n".join(f"{r.name}: {r.message}\n{r.example}" for r in report.failures)
 
 
@@ -44,6 +45,28 @@ def test_agents_writing_a_shared_per_env_value_fail_naming_the_kernel_and_the_ar
     assert "finish_shared_write (step_kernel phase 2 of 2): 'terminated' differs from the in-order run" in \
         order.message, order.message
     assert "move " not in order.message
+
+
+def test_a_shared_counter_updated_without_atomic_add_fails_naming_the_kernel_and_the_array():
+    report = _run(agent_walk.LOST_UPDATE, examples=20)
+    assert report["parity"].status == "passed", report["parity"].message
+    order = report["agent_order"]
+    assert order.status == "failed"
+    # the same count in every order on the cpu: only the agents-read-first interleaving shows it
+    assert ("move_lost_update (step_kernel phase 1 of 2): 'arrived' differs from the in-order run when the "
+            "agents of env") in order.message, order.message
+    assert "(not through atomic_add)" in order.message and "a lost update" in order.message, order.message
+
+
+def test_atomic_add_through_a_device_function_is_told_apart_from_a_plain_write():
+    # atomic_add reached through helpers: the copy of the kernel replaces it in them too
+    from kernelgym.envs.testing.order_check import _adds_nothing, _without_atomics
+
+    copy = _without_atomics(agent_walk.move_via_helper)
+    helper = copy.py_func.__globals__["count_arrival"]
+    assert helper.py_func.__globals__["atomic_add"] is _adds_nothing
+    assert agent_walk.count_arrival.py_func.__globals__["atomic_add"] is not _adds_nothing  # the original stays
+    assert _without_atomics(agent_walk.finish) is None  # no atomic_add: the kernel itself runs alone
 
 
 def test_a_shared_stream_is_found_from_any_state_with_two_agents_left_to_draw():

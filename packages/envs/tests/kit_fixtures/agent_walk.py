@@ -16,10 +16,14 @@ order, as the cpu twin does. Only the kit's ``agent_order`` check finds them:
 - ``SHARED_STREAM``: every agent draws its slip from one stream of the env (its first
   agent's), so which draw an agent gets depends on the order the agents run in;
 - ``SHARED_WRITE``: every agent writes the env's ``terminated`` flag (a shared per-env
-  value) from its own position, without ``atomic_add``: the last writer wins.
+  value) from its own position, without ``atomic_add``: the last writer wins;
+- ``LOST_UPDATE``: agents arriving in one step count themselves with ``arrived[env] +=
+  1`` instead of ``atomic_add`` (WarpDrive's race): the same total in every order on the
+  cpu, one arrival lost on a GPU when two agents read the count before either writes.
 
-Every kernel is self-contained (no shared helpers), so numba's on-disk cache never
-serves a stale build of a helper.
+``VIA_HELPER`` is correct too: it counts arrivals through a device function that calls
+``atomic_add``. Every other kernel is self-contained (no shared helpers), so numba's
+on-disk cache never serves a stale build of a helper.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import functools
 import numpy as np
 from gymnasium import spaces
 
-from kernelgym.core import agent_kernel, atomic_add, rng
+from kernelgym.core import agent_kernel, atomic_add, device_function, rng
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
 
@@ -81,6 +85,27 @@ def observe(env, agent, num_agents, obs, position, arrived, goal):
     obs[env, agent, 1] = arrived[env] / num_agents
 
 
+@device_function
+def count_arrival(arrived, env):
+    atomic_add(arrived, env, 1)
+
+
+@agent_kernel
+def move_via_helper(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
+                    home_reward, step_cost):
+    """``move``, counting the arrival through a helper."""
+    if position[env, agent] >= goal:
+        rewards[env, agent] = 0.0
+        return
+    slipped = rng.uniform(rng_states, rng.agent_stream(env, agent, num_agents)) < slip
+    position[env, agent] += 0 if slipped else actions[env, agent] - 1
+    if position[env, agent] >= goal:
+        count_arrival(arrived, env)
+        rewards[env, agent] = home_reward
+    else:
+        rewards[env, agent] = -step_cost
+
+
 # ------------------------------------------------------------------ planted races
 @agent_kernel
 def move_shared_stream(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
@@ -93,6 +118,22 @@ def move_shared_stream(env, agent, num_agents, actions, rng_states, rewards, pos
     position[env, agent] += 0 if slipped else actions[env, agent] - 1
     if position[env, agent] >= goal:
         atomic_add(arrived, env, 1)
+        rewards[env, agent] = home_reward
+    else:
+        rewards[env, agent] = -step_cost
+
+
+@agent_kernel
+def move_lost_update(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
+                     home_reward, step_cost):
+    """RACE: the shared counter is updated with a plain read-modify-write, not atomic_add."""
+    if position[env, agent] >= goal:
+        rewards[env, agent] = 0.0
+        return
+    slipped = rng.uniform(rng_states, rng.agent_stream(env, agent, num_agents)) < slip
+    position[env, agent] += 0 if slipped else actions[env, agent] - 1
+    if position[env, agent] >= goal:
+        arrived[env] += 1
         rewards[env, agent] = home_reward
     else:
         rewards[env, agent] = -step_cost
@@ -182,5 +223,7 @@ def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_wri
 
 
 SPEC = _spec("AgentWalk-v0")
+VIA_HELPER = _spec("AgentWalkViaHelper-v0", step_kernel=(move_via_helper, finish))
 SHARED_STREAM = _spec("AgentWalkSharedStream-v0", step_kernel=(move_shared_stream, finish), shared_stream=True)
+LOST_UPDATE = _spec("AgentWalkLostUpdate-v0", step_kernel=(move_lost_update, finish))
 SHARED_WRITE = _spec("AgentWalkSharedWrite-v0", step_kernel=(move, finish_shared_write), last_writer_ends=True)

@@ -138,6 +138,8 @@ class LaunchOrder:
         int64 ``(num_envs,)``: the env run k-th.
     agent_order : numpy.ndarray
         int64 ``(num_envs, num_agents)``: row ``env``, the order of that env's agents.
+    agent_turns : numpy.ndarray
+        int64 ``(1,)``: how many agents of each row run (all, unless `set` says fewer).
     """
 
     def __init__(self, num_envs: int, num_agents: int = 1):
@@ -145,10 +147,12 @@ class LaunchOrder:
         self.num_agents = check_count("num_agents", num_agents, minimum=1)
         self.env_order = np.arange(self.num_envs, dtype=np.int64)
         self.agent_order = np.tile(np.arange(self.num_agents, dtype=np.int64), (self.num_envs, 1))
+        self.agent_turns = np.full(1, self.num_agents, dtype=np.int64)
 
-    def set(self, env_order=None, agent_order=None) -> None:
+    def set(self, env_order=None, agent_order=None, turns: int | None = None) -> None:
         """Run the envs in ``env_order`` and each env's agents in its row of ``agent_order``
-        (None: in order); written in place, so bound launches see it.
+        (None: in order), only the first ``turns`` of each row (None: all); written in
+        place, so bound launches see it.
 
         Raises
         ------
@@ -164,8 +168,12 @@ class LaunchOrder:
                 np.sort(agents, axis=1) == np.arange(self.num_agents)):
             raise ValueError(f"agent_order: expected {self.num_envs} rows, each a permutation of "
                              f"range({self.num_agents}), got {agents!r}")
+        turns = self.num_agents if turns is None else turns
+        if isinstance(turns, bool) or not isinstance(turns, (int, np.integer)) or not 0 <= turns <= self.num_agents:
+            raise ValueError(f"turns: expected None or an int in [0, {self.num_agents}], got {turns!r}")
         self.env_order[:] = envs
         self.agent_order[:] = agents
+        self.agent_turns[0] = turns
 
     def __repr__(self):
         return f"LaunchOrder(envs {self.env_order.tolist()}, agents {self.agent_order.tolist()})"
@@ -438,7 +446,7 @@ def _permuted(module, kind, counts, args, order, statements, description):
     if kind == "agent" and order.num_agents != counts[1]:
         raise ValueError(f"order: expected a LaunchOrder of num_agents={counts[1]} for {description}, "
                          f"got {order.num_agents}")
-    orders = (order.env_order,) if kind == "env" else (order.env_order, order.agent_order)
+    orders = (order.env_order,) if kind == "env" else (order.env_order, order.agent_order, order.agent_turns)
     bound = (module.cpu_bind(*args),) if args else ()
     return functools.partial(module.cpu_permuted_launcher, *counts, *orders, *bound)
 

@@ -327,8 +327,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         parallel region to enter, cheaper for a few envs) and ``cuda_launcher`` (see
         `launcher_module`); a program without a Precondition also has
         ``cpu_permuted_launcher``, which takes ``env_order`` (and ``agent_order``, one
-        row per env) after the counts and runs in one thread, env ``env_order[k]`` k-th
-        and its agents in the order of row ``agent_order[env]`` (kit only). The cpu launchers return the smallest fault code a
+        row per env, and ``agent_turns``, one element) after the counts and runs in one
+        thread, env ``env_order[k]`` k-th and the first ``agent_turns[0]`` agents of row
+        ``agent_order[env]`` in that order (kit only). The cpu launchers return the smallest fault code a
         Precondition found (`NO_FAULT` when none), so the host needs no read for it.
         They take the bound arguments packed by ``cpu_bind(*bound)`` (when there are
         any), then the per-call ones; ``cuda_launcher`` takes them all in order.
@@ -389,9 +390,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
             orders, loop = "env_order", ("    for position in range(num_envs):\n        env = env_order[position]\n"
                                          + "\n".join(lines(rest, 8)))
         else:
-            orders, loop = "env_order, agent_order", (
+            orders, loop = "env_order, agent_order, agent_turns", (
                 "    for position in range(num_envs):\n        env = env_order[position]\n"
-                "        for turn in range(num_agents):\n            agent = agent_order[env, turn]\n"
+                "        for turn in range(agent_turns[0]):\n            agent = agent_order[env, turn]\n"
                 + "\n".join(lines(rest, 12)))
         permuted = _PERMUTED_TEMPLATE.format(counts=counts, orders=orders, cpu_args=cpu_args, unpack=unpack,
                                              loop=loop, no_fault=NO_FAULT)
