@@ -201,7 +201,8 @@ def check_invariants(params, state):
     assert np.all(np.asarray(state["position"]) <= params.goal), f"position {state['position']} past the goal"
 
 
-def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_writer_ends=False) -> EnvSpec:
+def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_writer_ends=False,
+          params=AgentWalkParams()) -> EnvSpec:
     return EnvSpec(
         id=env_id,
         observation_space=spaces.Box(low=np.array([-np.inf, 0.0], np.float32), high=np.array([1.0, 1.0], np.float32)),
@@ -212,7 +213,7 @@ def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_wri
         reference=CPUReference(reference_reset, functools.partial(reference_step, shared_stream=shared_stream,
                                                                   last_writer_ends=last_writer_ends),
                                reference_observe),
-        params=AgentWalkParams(),
+        params=params,
         num_agents=lambda params: params.num_agents,
         max_episode_steps=20,
         kernel_layout="agent",
@@ -225,5 +226,7 @@ def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_wri
 SPEC = _spec("AgentWalk-v0")
 VIA_HELPER = _spec("AgentWalkViaHelper-v0", step_kernel=(move_via_helper, finish))
 SHARED_STREAM = _spec("AgentWalkSharedStream-v0", step_kernel=(move_shared_stream, finish), shared_stream=True)
-LOST_UPDATE = _spec("AgentWalkLostUpdate-v0", step_kernel=(move_lost_update, finish))
+# many agents one step from home, no slips: several often arrive in one step
+LOST_UPDATE = _spec("AgentWalkLostUpdate-v0", step_kernel=(move_lost_update, finish),
+                    params=AgentWalkParams(num_agents=8, goal=1, start_range=0, slip=0.0))
 SHARED_WRITE = _spec("AgentWalkSharedWrite-v0", step_kernel=(move, finish_shared_write), last_writer_ends=True)

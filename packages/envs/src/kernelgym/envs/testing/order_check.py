@@ -161,7 +161,10 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
             index = tuple(int(i) for i in np.argwhere(np.any(wrong, axis=0) | unexplained)[0])
             writers = np.flatnonzero(writes[(slice(None), *index)]).tolist()
             element = f"{name}[{', '.join(map(str, index))}]"
-            if len(writers) > 1:
+            if name == "rng_states" and len(writers) > 1:
+                how = (f"agents {writers} draw from one RNG stream (env {index[0]}'s row {index[1]}): each agent "
+                       "must draw from its own, rng.agent_stream(env, agent, num_agents)")
+            elif len(writers) > 1:
                 how = (f"agents {writers} write it (not through atomic_add); each alone leaves "
                        f"{[_show(result[name][index]) for result in (results[a] for a in writers)]}, in order "
                        f"{_show(value[index])}: a lost update or a last writer that wins on a GPU")
