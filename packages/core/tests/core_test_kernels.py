@@ -67,3 +67,25 @@ def row_sum_into(i, out, totals):
     """Reads what ``affine`` wrote for env i: fused after it, the order matters."""
     for j in range(out.shape[1]):
         totals[i] += out[i, j]
+
+
+@agent_kernel
+def draw_per_agent(env, agent, num_agents, states, out):
+    """``out.shape[2]`` uniforms per agent, each agent from its own stream of a (num_envs * num_agents, 2) table."""
+    stream = rng.agent_stream(env, agent, num_agents)
+    for j in range(out.shape[2]):
+        out[env, agent, j] = rng.uniform(states, stream)
+
+
+@agent_kernel
+def take_turns(env, agent, num_agents, counter, turn):
+    """Each agent notes the turn it ran at in its env: order-dependent on purpose (a race on a GPU)."""
+    turn[env, agent] = counter[env]
+    counter[env] += 1
+
+
+@env_kernel
+def stamp(i, clock, when):
+    """Each env notes when it ran on a clock shared by all envs: order-dependent on purpose."""
+    when[i] = clock[0]
+    clock[0] += 1

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 import pytest
-from core_test_kernels import draw_all, draw_bits, draw_uniforms
+from core_test_kernels import draw_all, draw_bits, draw_per_agent, draw_uniforms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,6 +67,39 @@ def test_seed_streams_checks_its_arguments():
         rng.seed_streams(0, 2.0)
 
 
+@settings(max_examples=20, deadline=None)
+@given(st.integers(0, 2**32), st.integers(0, 6), st.integers(1, 5), st.integers(1, 4))
+def test_agent_streams_are_seed_streams_per_env_and_agent(seed, num_envs, num_agents, more_envs):
+    streams = rng.seed_agent_streams(seed, num_envs, num_agents)
+    assert streams.dtype == np.uint64 and streams.shape == (num_envs, num_agents, 2)
+    # stream agent_stream(env, agent) of the flat table: row [env, agent]
+    np.testing.assert_array_equal(streams.reshape(-1, 2), rng.seed_streams(seed, num_envs * num_agents))
+    # deterministic, and env i's streams do not depend on the number of envs
+    np.testing.assert_array_equal(rng.seed_agent_streams(seed, num_envs + more_envs, num_agents)[:num_envs], streams)
+    assert len({tuple(row) for row in streams.reshape(-1, 2).tolist()}) == num_envs * num_agents
+
+
+def test_seed_agent_streams_checks_its_arguments():
+    with pytest.raises(ValueError, match="num_agents: expected an int >= 0, got -1"):
+        rng.seed_agent_streams(0, 2, -1)
+    with pytest.raises(TypeError, match="num_envs"):
+        rng.seed_agent_streams(0, 2.5, 3)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 6), st.integers(1, 5))
+def test_each_agent_draws_from_its_own_stream(seed, num_envs, num_agents):
+    streams = rng.seed_agent_streams(seed, num_envs, num_agents)
+    table = streams.reshape(-1, 2)  # the kernels' view: the same memory
+    out = np.zeros((num_envs, num_agents, 3))
+    draw_per_agent.launch("cpu", num_envs, num_agents, table, out)
+    # what a thread per stream draws from the same seeds: agent (env, agent) owns row env * num_agents + agent
+    expected, expected_states = _draw(draw_uniforms, "cpu", rng.seed_streams(seed, num_envs * num_agents), 3,
+                                      np.float64)
+    np.testing.assert_array_equal(out.reshape(-1, 3), expected)
+    np.testing.assert_array_equal(streams.reshape(-1, 2), expected_states)
+
+
 def test_uniforms_are_uniform_and_streams_uncorrelated():
     draws, _ = _draw(draw_uniforms, "cpu", rng.seed_streams(7, 64), 4096, np.float64)
     assert draws.min() >= 0.0 and draws.max() < 1.0
@@ -113,6 +146,17 @@ def test_randint_with_powers_of_two_and_one():
     draw_all.launch("cpu", 256, states, out, 0.0, 1.0, 8)
     assert set(np.unique(out[:, 3])) <= set(range(8))
     assert math.isclose(out[:, 3].mean(), 3.5, abs_tol=0.6)
+
+
+@pytest.mark.sim
+def test_agent_streams_give_the_same_numbers_on_cpu_and_sim():
+    streams = rng.seed_agent_streams(3, 4, 5).reshape(-1, 2)
+    cpu_states, cpu = streams.copy(), np.zeros((4, 5, 2))
+    draw_per_agent.launch("cpu", 4, 5, cpu_states, cpu)
+    sim_states, sim = to_backend(streams, "sim"), to_backend(np.zeros((4, 5, 2)), "sim")
+    draw_per_agent.launch("sim", 4, 5, sim_states, sim)
+    np.testing.assert_array_equal(to_numpy(sim), cpu)
+    np.testing.assert_array_equal(to_numpy(sim_states), cpu_states)
 
 
 @pytest.mark.sim

@@ -74,14 +74,15 @@ def rollout_against_reference(env_module, backend, params, num_envs, num_steps, 
         env_module.check_invariants(params, actual)
 
     generator = np.random.default_rng(seed)
-    streams = rng.seed_streams(seed, num_envs)
+    # agent-layout envs: one stream per (env, agent); the reference draws from its env's rows
+    streams = rng.seed_agent_streams(seed, num_envs, batch.num_agents)
     out = batch.host()
     expected = []
     for env in range(num_envs):
-        stream = streams[env:env + 1].copy()
+        stream = streams[env].copy()
         expected.append(reference.reset(params, stream))
         check(out, env, expected[env], np.zeros(batch.num_agents, np.float32), False, f"reset env {env}")
-        np.testing.assert_array_equal(out["rng_states"][env], stream[0])
+        np.testing.assert_array_equal(out["rng_states"][env], stream)
     pending = np.zeros(num_envs, bool)
     tags = 0
     for t in range(num_steps):
@@ -90,7 +91,7 @@ def rollout_against_reference(env_module, backend, params, num_envs, num_steps, 
         out = batch.step(actions)
         for env in range(num_envs):
             where = f"step {t} env {env}"
-            stream = streams[env:env + 1].copy()
+            stream = streams[env].copy()
             if pending[env]:  # the runtime's NEXT_STEP autoreset
                 expected[env] = reference.reset(params, stream)
                 reward, terminated = np.zeros(batch.num_agents, np.float32), False
@@ -103,6 +104,6 @@ def rollout_against_reference(env_module, backend, params, num_envs, num_steps, 
                 np.testing.assert_array_equal(out["loc_x"][env][out_before], previous["loc_x"][out_before])
                 tags += int(previous["runners_left"]) - int(expected[env]["runners_left"])
             check(out, env, expected[env], reward, terminated, where)
-            np.testing.assert_array_equal(out["rng_states"][env], stream[0], err_msg=where)
+            np.testing.assert_array_equal(out["rng_states"][env], stream, err_msg=where)
         pending = out["terminated"] | out["truncated"]
     return tags

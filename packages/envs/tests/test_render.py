@@ -78,7 +78,7 @@ def test_gridworld_picture_shows_taggers_runners_and_tagged_runners():
 
 def test_continuous_picture_greys_out_tagged_runners_and_follows_positions():
     params = TagContinuousParams(num_taggers=1, num_runners=3)
-    state = CONTINUOUS_REFERENCE.reset(params, rng.seed_streams(0, 1))
+    state = CONTINUOUS_REFERENCE.reset(params, rng.seed_streams(0, params.num_agents))  # one stream per agent
     tagged = {**state, "in_game": np.array([True, True, False, True])}
     shifted = {**state, "loc_x": state["loc_x"] + np.float32([2.0, 0, 0, 0]).clip(None, 10 - state["loc_x"])}
     batch = batch_of([state, tagged, shifted])

@@ -143,10 +143,11 @@ def test_reset_draws_positions_in_the_square_and_quarter_turn_headings():
     assert np.all(out["speed"] == 0) and np.all(out["in_game"]) and np.all(out["runners_left"] == 30)
     # different envs draw different starts from their own streams
     assert not np.array_equal(out["loc_x"][0], out["loc_x"][1])
-    streams = rng.seed_streams(3, 64)
+    # one stream per (env, agent): (num_envs, num_agents, 2), deterministic from the seed
+    streams = rng.seed_agent_streams(3, 64, params.num_agents)
     for env in range(3):
-        # the reference draws the very same start from the env's stream
-        start = REFERENCE.reset(params, streams[env:env + 1].copy())
+        # the reference draws the very same start from the env's agents' streams
+        start = REFERENCE.reset(params, streams[env].copy())
         for name in NAMES:
             np.testing.assert_array_equal(out[name][env], start[name], err_msg=name)
         np.testing.assert_allclose(out["obs"][env], REFERENCE.observe(params, env_state(out, env)), atol=1e-7)

@@ -45,6 +45,11 @@ LLVM may fuse too, the FMA-contracting twin), so ``a * b + c`` may round once an
 differ from the default build's in the last bits. The default contracts nowhere and gives
 the same bits on cpu and cuda (`kernelgym.core.contraction`).
 
+A `LaunchOrder` given to `bind` (cpu only, for the kit's order check) runs the program
+in one thread, the envs and the agents of each env in the order it holds (changed in
+place between launches): a kernel whose results depend on that order races on a GPU,
+where an env's agents run concurrently.
+
 Everything is checked at bind time: a name no value matches raises `BindingError`
 naming the kernel, the parameter and the available names; every per-env array must
 have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
@@ -70,8 +75,8 @@ from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 from kernelgym.core.streams import StreamLaunch
 
-__all__ = ["Branch", "BindingError", "BoundLaunch", "Precondition", "bind", "bind_launches", "parameter_names",
-           "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM", "check_fast_math"]
+__all__ = ["Branch", "BindingError", "BoundLaunch", "LaunchOrder", "Precondition", "bind", "bind_launches",
+           "parameter_names", "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM", "check_fast_math"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
@@ -120,6 +125,66 @@ class Precondition(NamedTuple):
 
 # What a fault array holds when no check failed (any code is smaller).
 NO_FAULT = 2**63 - 1
+
+
+class LaunchOrder:
+    """The order in which a cpu launch bound with it runs envs and agents (in one thread).
+
+    For finding order-dependent kernels without a GPU (the kit's ``agent_order`` check):
+    bind a program with ``order=`` and change the order with `set` between launches.
+    Starts in order (envs ``0 .. num_envs - 1``, agents ``0 .. num_agents - 1``).
+
+    Parameters
+    ----------
+    num_envs : int
+    num_agents : int
+        The agents per env (1 for env-layout programs).
+
+    Attributes
+    ----------
+    env_order : numpy.ndarray
+        int64 ``(num_envs,)``: the env run k-th.
+    agent_order : numpy.ndarray
+        int64 ``(num_envs, num_agents)``: row ``env``, the order of that env's agents.
+    agent_turns : numpy.ndarray
+        int64 ``(1,)``: how many agents of each row run (all, unless `set` says fewer).
+    """
+
+    def __init__(self, num_envs: int, num_agents: int = 1):
+        self.num_envs = check_count("num_envs", num_envs)
+        self.num_agents = check_count("num_agents", num_agents, minimum=1)
+        self.env_order = np.arange(self.num_envs, dtype=np.int64)
+        self.agent_order = np.tile(np.arange(self.num_agents, dtype=np.int64), (self.num_envs, 1))
+        self.agent_turns = np.full(1, self.num_agents, dtype=np.int64)
+
+    def set(self, env_order=None, agent_order=None, turns: int | None = None) -> None:
+        """Run the envs in ``env_order`` and each env's agents in its row of ``agent_order``
+        (None: in order), only the first ``turns`` of each row (None: all); written in
+        place, so bound launches see it.
+
+        Raises
+        ------
+        ValueError
+            An order that is not a permutation of the right shape, naming the argument.
+        """
+        envs = np.arange(self.num_envs) if env_order is None else np.asarray(env_order)
+        agents = np.tile(np.arange(self.num_agents), (self.num_envs, 1)) if agent_order is None \
+            else np.asarray(agent_order)
+        if envs.shape != (self.num_envs,) or not np.array_equal(np.sort(envs), np.arange(self.num_envs)):
+            raise ValueError(f"env_order: expected a permutation of range({self.num_envs}), got {envs!r}")
+        if agents.shape != (self.num_envs, self.num_agents) or not np.all(
+                np.sort(agents, axis=1) == np.arange(self.num_agents)):
+            raise ValueError(f"agent_order: expected {self.num_envs} rows, each a permutation of "
+                             f"range({self.num_agents}), got {agents!r}")
+        turns = self.num_agents if turns is None else turns
+        if isinstance(turns, bool) or not isinstance(turns, (int, np.integer)) or not 0 <= turns <= self.num_agents:
+            raise ValueError(f"turns: expected None or an int in [0, {self.num_agents}], got {turns!r}")
+        self.env_order[:] = envs
+        self.agent_order[:] = agents
+        self.agent_turns[0] = turns
+
+    def __repr__(self):
+        return f"LaunchOrder(envs {self.env_order.tolist()}, agents {self.agent_order.tolist()})"
 
 
 def parameter_names(kernel) -> tuple[str, ...]:
@@ -171,7 +236,8 @@ class BoundLaunch:
 
 
 def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
-         layouts: Mapping | None = None, per_call: Sequence[str] = (), fast_math: bool = False) -> BoundLaunch:
+         layouts: Mapping | None = None, per_call: Sequence[str] = (), fast_math: bool = False,
+         order: LaunchOrder | None = None) -> BoundLaunch:
     """Bind ``program`` to ``values`` by name as ONE launch.
 
     Parameters
@@ -189,10 +255,15 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         ``per_env`` (leading dim >= ``num_envs``); ``per_agent`` also needs dim 1 >=
         ``num_agents``; ``shared`` values are not checked. A tuple of arrays is checked
         item by item.
+    per_call : sequence of str
+        Names passed at each call rather than bound (see `BoundLaunch.__call__`).
     fast_math : bool
         Compile with FMA contraction on: ``a * b + c`` may round once (NVVM ``-fma=1`` on
         cuda, LLVM's ``contract`` on cpu, nothing on sim). False (default): the same bits
         on cpu and cuda (see `kernelgym.core.contraction`).
+    order : LaunchOrder, optional
+        ``cpu`` only, programs without a Precondition: run in one thread in this order
+        (the kit's order check; never a hot path).
 
     Returns
     -------
@@ -209,12 +280,13 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         A value the backend cannot take, or a ``fast_math`` that is not a bool.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
-                         layouts=layouts, per_call=per_call, fast_math=fast_math)
+                         layouts=layouts, per_call=per_call, fast_math=fast_math, order=order)
 
 
 def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
                   num_agents: int | None = None, layouts: Mapping | None = None,
-                  per_call: Sequence[str] = (), fast_math: bool = False) -> BoundLaunch:
+                  per_call: Sequence[str] = (), fast_math: bool = False,
+                  order: LaunchOrder | None = None) -> BoundLaunch:
     """Bind several programs (see `bind`) that run as separate launches, in order.
 
     A launch boundary is a barrier over all agents of all envs: use one launch per
@@ -232,6 +304,13 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     if unknown:
         raise ValueError(f"layouts: expected kinds from {LAYOUT_KINDS}, got {unknown}")
     per_call = tuple(per_call)
+    if order is not None:
+        if not isinstance(order, LaunchOrder):
+            raise TypeError(f"order: expected None or a LaunchOrder, got {type(order).__name__}")
+        if backend != "cpu":
+            raise ValueError(f"order: a LaunchOrder runs the cpu twin only, got backend {backend!r}")
+        if order.num_envs != num_envs:
+            raise ValueError(f"order: expected a LaunchOrder of num_envs={num_envs}, got {order.num_envs}")
     missing = [name for name in per_call if name not in values]
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
@@ -239,7 +318,7 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     calls, names, descriptions = [], [], []
     for program in programs:
         call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call, fast_math)
+                                            per_call, fast_math, order)
         calls.append(call)
         names += used
         descriptions.append(description)
@@ -258,7 +337,7 @@ def _items(program) -> list:
         ) from None
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -346,6 +425,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if order is not None:
+        return _permuted(module, kind, counts, args, order, statements, description), names, description
     if backend == "cpu":
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
         parallel = math.prod(counts) >= PARALLEL_FROM
@@ -367,6 +448,19 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     # on torch's current stream, read at each call (`kernelgym.core.streams`)
     launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
     return launch, names, description
+
+
+def _permuted(module, kind, counts, args, order, statements, description):
+    """The program's cpu launch in ``order``'s order (see `LaunchOrder`)."""
+    if statements and statements[0][0] == "require":
+        raise BindingError(f"order: the program {description} starts with a Precondition; a LaunchOrder runs "
+                           "programs without one")
+    if kind == "agent" and order.num_agents != counts[1]:
+        raise ValueError(f"order: expected a LaunchOrder of num_agents={counts[1]} for {description}, "
+                         f"got {order.num_agents}")
+    orders = (order.env_order,) if kind == "env" else (order.env_order, order.agent_order, order.agent_turns)
+    bound = (module.cpu_bind(*args),) if args else ()
+    return functools.partial(module.cpu_permuted_launcher, *counts, *orders, *bound)
 
 
 def _positions(statements, index_of) -> list:

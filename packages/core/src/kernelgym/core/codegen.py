@@ -33,7 +33,7 @@ import platformdirs
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "7"
+TEMPLATE_VERSION = "8"
 
 _BODIES: dict = {}
 
@@ -169,6 +169,17 @@ def cpu_serial_launcher({counts}, {cpu_args}):
 @cuda_kernel
 def cuda_launcher({counts}, {args}):
 {cuda_loop}
+'''
+
+# For the kit only (never a hot path): the program run in one thread, the envs and the
+# agents of each env in a given order (int64 permutations), to find order-dependent
+# kernels without a GPU. Programs with a Precondition have none.
+_PERMUTED_TEMPLATE = '''
+
+@njit(cache=True)
+def cpu_permuted_launcher({counts}, {orders}, {cpu_args}):
+{unpack}{loop}
+    return {no_fault}
 '''
 
 # A fault array's value when no check failed (kernelgym.core.binding.NO_FAULT).
@@ -347,7 +358,11 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     module
         ``cpu_launcher`` (parallel over envs), ``cpu_serial_launcher`` (one thread: no
         parallel region to enter, cheaper for a few envs) and ``cuda_launcher`` (see
-        `launcher_module`). The cpu launchers return the smallest fault code a
+        `launcher_module`); a program without a Precondition also has
+        ``cpu_permuted_launcher``, which takes ``env_order`` (and ``agent_order``, one
+        row per env, and ``agent_turns``, one element) after the counts and runs in one
+        thread, env ``env_order[k]`` k-th and the first ``agent_turns[0]`` agents of row
+        ``agent_order[env]`` in that order (kit only). The cpu launchers return the smallest fault code a
         Precondition found (`NO_FAULT` when none), so the host needs no read for it.
         They take the bound arguments packed by ``cpu_bind(*bound)`` (when there are
         any), then the per-call ones; ``cuda_launcher`` takes them all in order.
@@ -404,9 +419,20 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     else:
         cuda_body = ["        while agent < num_agents:", *lines(rest, 12), "            agent += cuda.blockDim.x"]
         head = "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
+    permuted = ""
     if require is None:
         cuda_loop = head + "\n" + "\n".join(cuda_body)
         cpu_parallel, cpu_serial = (cpu_loop(loop) + f"\n    return {NO_FAULT}" for loop in ("prange", "range"))
+        if kind == "env":
+            orders, loop = "env_order", ("    for position in range(num_envs):\n        env = env_order[position]\n"
+                                         + "\n".join(lines(rest, 8)))
+        else:
+            orders, loop = "env_order, agent_order, agent_turns", (
+                "    for position in range(num_envs):\n        env = env_order[position]\n"
+                "        for turn in range(agent_turns[0]):\n            agent = agent_order[env, turn]\n"
+                + "\n".join(lines(rest, 12)))
+        permuted = _PERMUTED_TEMPLATE.format(counts=counts, orders=orders, cpu_args=cpu_args, unpack=unpack,
+                                             loop=loop, no_fault=NO_FAULT)
     else:
         _, check, positions, fault, record = require
         call = f"body{check}({', '.join(['env', *(f'a{k}' for k in positions)])})"
@@ -447,5 +473,5 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         + ("\n" + frozen if frozen else "") + (_CONTRACTING_NJIT if fast_math else ""),
     ) + (_BOUND_ARGUMENTS.format(fields=bound, bound=", ".join(bound)) if bound else "") + _PROGRAM_TEMPLATE.format(
         counts=counts, args=args, cpu_args=cpu_args, unpack=unpack, cpu_loop=cpu_parallel,
-        cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop)
+        cpu_serial_loop=cpu_serial, cuda_loop=cuda_loop) + permuted
     return _import_launcher(stem, text)

@@ -12,7 +12,29 @@ compiles in object mode under the simulator and breaks cpu ``njit`` users there.
     def noise(i, states, out):
         out[i] = rng.normal(states, i)
 
-Each stream is owned by one thread at a time (usually stream ``s`` = env or agent index).
+Each stream is owned by one thread at a time: a thread draws only from its own stream.
+
+- Env layout (``@env_kernel``, one thread per env): one stream per env, ``(num_envs, 2)``
+  from `seed_streams`; env ``i`` draws from stream ``i``.
+- Agent layout (``@agent_kernel``, one thread per agent): one stream per (env, agent),
+  ``(num_envs, num_agents, 2)`` from `seed_agent_streams`. Kernels see them as a
+  ``(num_envs * num_agents, 2)`` table (the same memory, flattened) and agent ``agent`` of
+  env ``env`` draws from stream ``agent_stream(env, agent, num_agents)`` =
+  ``env * num_agents + agent``. Agent threads of one env run concurrently on a GPU: two
+  of them drawing from one stream race (the draws each gets depend on scheduling).
+
+.. code-block:: python
+
+    states = rng.seed_agent_streams(seed=0, num_envs=n, num_agents=a)  # host, (n, a, 2)
+
+    @agent_kernel
+    def jitter(env, agent, num_agents, rng_states, x):   # rng_states: (n * a, 2)
+        x[env, agent] += rng.uniform(rng_states, rng.agent_stream(env, agent, num_agents))
+
+Both are deterministic from the seed, and env ``i``'s streams do not depend on
+``num_envs`` (`seed_agent_streams` is `seed_streams` of ``num_envs * num_agents``
+streams, reshaped).
+
 ``uniform``, ``uniform_range``, ``randint`` and ``next_uint64`` are bit-identical on every
 backend; ``normal`` uses ``log``/``cos``, whose last bit may differ on a GPU (libdevice).
 ``uniform_as`` and ``uniform_range_as`` draw in a given float type (``real``,
@@ -28,7 +50,7 @@ import numpy as np
 
 from kernelgym.core.device_functions import device_function
 
-__all__ = ["seed_streams", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal",
+__all__ = ["seed_streams", "seed_agent_streams", "agent_stream", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal",
            "randint"]
 
 # Constants as uint64: numba turns uint64-with-int64 arithmetic into float64.
@@ -84,6 +106,35 @@ def seed_streams(seed, num_streams: int) -> np.ndarray:
     # unlikely, and this keeps it impossible.
     states[(states[:, 0] == 0) & (states[:, 1] == 0), 1] = 1
     return states
+
+
+def seed_agent_streams(seed, num_envs: int, num_agents: int) -> np.ndarray:
+    """One stream per (env, agent), for agent-layout kernels (module docstring).
+
+    Parameters
+    ----------
+    seed : int, sequence of int or None
+        As for `seed_streams`.
+    num_envs, num_agents : int
+
+    Returns
+    -------
+    numpy.ndarray
+        ``uint64`` array of shape ``(num_envs, num_agents, 2)``: ``seed_streams(seed,
+        num_envs * num_agents)`` reshaped, so row ``[env, agent]`` is stream
+        ``agent_stream(env, agent, num_agents)`` of the flattened table.
+    """
+    from kernelgym.core.kernels import check_count
+
+    num_envs = check_count("num_envs", num_envs)
+    num_agents = check_count("num_agents", num_agents)
+    return seed_streams(seed, num_envs * num_agents).reshape(num_envs, num_agents, 2)
+
+
+@device_function
+def agent_stream(env, agent, num_agents):
+    """The stream agent ``agent`` of env ``env`` owns in a ``(num_envs * num_agents, 2)`` table."""
+    return env * num_agents + agent
 
 
 @device_function

@@ -15,8 +15,12 @@ kernel, the parameter and every available name):
 
 - the runtime's buffers (`kernelgym.envs.runtime.RUNTIME_NAMES`): ``actions``, ``obs``,
   ``rewards`` (float32; ``(num_envs, num_agents)`` for multi-agent envs),
-  ``terminated`` (bool, per env) and ``rng_states`` (``(num_envs, 2)`` uint64: env
-  ``i`` draws only from stream ``i`` with ``kernelgym.core.rng``);
+  ``terminated`` (bool, per env) and ``rng_states`` (uint64 streams of
+  ``kernelgym.core.rng``: ``(num_envs, 2)`` for env-layout kernels, env ``i`` draws only
+  from stream ``i``; ``(num_envs * num_agents, 2)`` for agent-layout kernels, one stream
+  per (env, agent): agent ``a`` of env ``i`` draws only from stream
+  ``rng.agent_stream(i, a, num_agents)``, never from another agent's, since an env's
+  agent threads run concurrently on a GPU; see `kernelgym.envs.runtime.streams`);
 - each `StateArray` by its name, ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
 - each params field by its field name, as a scalar.
 
@@ -61,7 +65,9 @@ class CPUReference(NamedTuple):
     ``kernelgym.core.rng`` on the env's own stream: ``rng_states`` is a ``(1, 2)``
     uint64 array holding that stream (draw with ``rng.uniform(rng_states, 0)``, ...;
     the draws advance it in place), so the reference draws exactly what the kernel
-    draws. Call the same scalar physics helpers as the kernel and the comparison is
+    draws. For an agent-layout env it holds the env's agents' streams, ``(num_agents,
+    2)``, agent ``a`` on row ``a`` (``rng.agent_stream(0, a, num_agents)``: env 0 of a
+    batch of one). Call the same scalar physics helpers as the kernel and the comparison is
     bitwise on cpu and sim.
 
     Attributes

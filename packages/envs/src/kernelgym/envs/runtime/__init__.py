@@ -4,6 +4,7 @@
 - `buffers`: the buffers, allocated once on the backend;
 - `actions`: action checks before any kernel runs;
 - `autoreset`: the composed reset / step / bookkeeping launches;
+- `streams`: the RNG streams (one per env, or per (env, agent) for agent-layout envs);
 - `state_io`: ``get_state``/``set_state`` and the RNG streams;
 - `vector_env`: `KernelVectorEnv`, which puts them together.
 """

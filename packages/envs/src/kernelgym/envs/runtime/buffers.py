@@ -6,6 +6,7 @@ import numpy as np
 
 from kernelgym.core import CUDADataManager, DataFeed, streams, to_numpy
 from kernelgym.core.data_manager import DONE, TIMESTEP
+from kernelgym.envs.runtime.streams import stream_shape, stream_table
 
 __all__ = ["Buffers", "DATA_NAMES"]
 
@@ -53,7 +54,10 @@ class Buffers:
         feed.add_data("truncated", np.zeros(n, np.bool_), layout="per_env")
         feed.add_data("actions", np.zeros((n, *agent_shape, *action_space.shape), action_space.dtype),
                       layout=agents_layout)
-        feed.add_data("rng_states", np.zeros((n, 2), np.uint64), layout="per_env")
+        # one stream per env, or per (env, agent) for agent-layout envs (see `streams`)
+        rng_shape = stream_shape(spec, n, num_agents)
+        feed.add_data("rng_states", np.zeros(rng_shape, np.uint64),
+                      layout="per_agent" if len(rng_shape) == 3 else "per_env")
         # NEXT_STEP never writes the final-observation buffers: one row will do
         feed.add_data("final_observations", np.zeros(obs_shape if same_step else (1, *obs_shape[1:]),
                                                      observation_space.dtype))
@@ -94,7 +98,7 @@ class Buffers:
         row = int(np.prod(self.obs.shape[1:]))
         values = {
             "actions": self.actions, "obs": self.obs, "rewards": self.rewards, "terminated": self.terminated,
-            "rng_states": self.rng_states,
+            "rng_states": stream_table(self.rng_states),
             DONE: self.reset_mask, TIMESTEP: self.timestep, "_truncated": self.truncated,
             "_reward_rows": self.rewards.reshape(n, -1), "_obs_rows": self.obs.reshape(n, row),
             "_final_obs_rows": self.final_obs.reshape(self.final_obs.shape[0], row),

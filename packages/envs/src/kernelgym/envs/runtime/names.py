@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from kernelgym.core import bind_launches
+from kernelgym.envs.runtime.streams import stream_table
 from kernelgym.envs.spec import PRECISIONS, resolve_precision
 
 __all__ = ["RUNTIME_NAMES", "bind_env_programs", "check_names", "kernel_values", "per_agent_layouts"]
@@ -30,7 +31,9 @@ RUNTIME_NAMES = {
     "obs": "(num_envs, [num_agents,] *obs_shape) observations the kernel writes",
     "rewards": "(num_envs[, num_agents]) float32 rewards the step kernel writes",
     "terminated": "(num_envs,) bool, set by the step kernel when the episode ends",
-    "rng_states": "(num_envs, 2) uint64: env i draws from stream i with kernelgym.core.rng",
+    "rng_states": "uint64 stream table, (num_envs, 2): env i draws from stream i with kernelgym.core.rng; "
+                  "agent-layout envs (num_envs * num_agents, 2): agent a of env i draws from stream "
+                  "rng.agent_stream(i, a, num_agents) = i * num_agents + a",
     "real": "numpy.float64 or numpy.float32, the env's precision (envs declaring EnvSpec.precisions)",
 }
 
@@ -68,7 +71,8 @@ def per_agent_layouts(spec, multi_agent: bool) -> dict:
     return layouts
 
 
-def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, precision: str | None = None):
+def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, precision: str | None = None,
+                      order=None):
     """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name), params
     and ``real`` (``precision``: None for the spec's default).
 
@@ -76,12 +80,17 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, p
     kit's canary buffers, one-step tests): ``programs`` are launches as
     `kernelgym.core.bind_launches` takes them, e.g.
     ``[[Branch("reset_mask", then=spec.load_kernels("reset_kernel"), otherwise=spec.load_kernels("step_kernel"))]]``.
-    ``num_envs`` is the leading dim of ``arrays["obs"]``.
+    ``num_envs`` is the leading dim of ``arrays["obs"]``; ``arrays["rng_states"]`` is shaped
+    as the runtime's (`kernelgym.envs.runtime.streams`) and bound as its stream table.
+    ``order`` (a `kernelgym.core.binding.LaunchOrder`, cpu only) runs the envs and agents
+    in its order, in one thread (the kit's order check).
     """
     params = spec.params if params is None else params
     resolved = spec.resolve(params)
     multi_agent = resolved.num_agents > 1 or spec.kernel_layout == "agent"
+    if "rng_states" in arrays:
+        arrays = {**arrays, "rng_states": stream_table(arrays["rng_states"])}
     values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision))
     return bind_launches(programs, values, backend=backend,
                          num_envs=arrays["obs"].shape[0], num_agents=resolved.num_agents,
-                         layouts=per_agent_layouts(spec, multi_agent))
+                         layouts=per_agent_layouts(spec, multi_agent), order=order)

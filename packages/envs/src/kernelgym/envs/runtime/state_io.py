@@ -74,17 +74,21 @@ class StateIO:
         """A host copy of the RNG streams: ``(num_envs, 2)`` uint64, or env ``index``'s ``(2,)`` row.
 
         Env ``i`` draws only from row ``i`` (`kernelgym.core.rng`), in kernels and in
-        the env's exact CPU reference alike.
+        the env's exact CPU reference alike. An agent-layout env has one stream per
+        (env, agent): ``(num_envs, num_agents, 2)``, env ``index``'s ``(num_agents, 2)``
+        (`kernelgym.envs.runtime.streams`).
         """
         self._check_open()
         rows = np.array(self._buffers.read(self._buffers.rng_states))
         return rows if index is None else rows[self._check_index(index)]
 
     def set_rng_states(self, states, index: int | None = None) -> None:
-        """Write RNG stream rows (all envs, or env ``index``'s row); never an all-zero row."""
+        """Write RNG stream rows (all envs, or env ``index``'s rows; shapes as `get_rng_states`); never an
+        all-zero row."""
         self._check_open()
         states = np.asarray(states)
-        expected = (self.num_envs, 2) if index is None else (2,)
+        expected = tuple(self._buffers.rng_states.shape)
+        expected = expected if index is None else expected[1:]
         if states.shape != expected or states.dtype != np.uint64:
             raise ValueError(f"states: expected uint64 of shape {expected}, got {states.dtype} {states.shape}")
         if np.any(np.all(states.reshape(-1, 2) == 0, axis=1)):

@@ -32,13 +32,14 @@ import torch
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space
 
-from kernelgym.core import bind, bind_launches, resolve_backend, rng, to_numpy
+from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.binding import NO_FAULT, check_fast_math
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
 from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateIO
+from kernelgym.envs.runtime.streams import seed_env_streams
 from kernelgym.envs.spec import EnvSpec, resolve_precision, validate_params
 
 __all__ = ["KernelVectorEnv", "StepViews"]
@@ -73,7 +74,8 @@ class KernelVectorEnv(StateIO):
     num_envs : int
     backend : {"auto", "cpu", "cuda", "sim"} or None
     seed : int or None
-        Seeds one RNG stream per env.
+        Seeds one RNG stream per env, or one per (env, agent) for agent-layout envs
+        (`kernelgym.envs.runtime.streams`).
     autoreset_mode : {"next_step", "same_step"} or gymnasium.vector.AutoresetMode
     max_episode_steps : int or None, optional
         Overrides the spec's time limit.
@@ -190,7 +192,7 @@ class KernelVectorEnv(StateIO):
         # or at the next read of results (deferred on a device)
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
         self._bind(same_step)
-        buffers.write(buffers.rng_states, rng.seed_streams(seed, self.num_envs))
+        buffers.write(buffers.rng_states, seed_env_streams(spec, seed, self.num_envs, self.num_agents))
 
     def _bind(self, same_step: bool) -> None:
         """Bind the composed step and reset launches by name, once (names and extents checked here)."""
@@ -224,7 +226,7 @@ class KernelVectorEnv(StateIO):
         Parameters
         ----------
         seed : int or None
-            Re-seeds the per-env RNG streams; None continues the current streams.
+            Re-seeds the RNG streams (per env, or per (env, agent)); None continues the current streams.
         options : None
             Accepted for gymnasium compatibility; must be None.
         numpy : bool
@@ -242,7 +244,7 @@ class KernelVectorEnv(StateIO):
         if seed is not None:
             if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
                 raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
-            buffers.write(buffers.rng_states, rng.seed_streams(int(seed), self.num_envs))
+            buffers.write(buffers.rng_states, seed_env_streams(self.spec, int(seed), self.num_envs, self.num_agents))
         for array in self.spec.state:
             buffers.write(self.state[array.name], array.initial)
         buffers.write(buffers.final_mask, False)

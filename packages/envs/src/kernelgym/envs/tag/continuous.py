@@ -3,8 +3,9 @@
 Agents ``0 .. num_taggers - 1`` are taggers, the rest runners. Each agent has a
 position in the square ``[0, grid_length]^2``, a speed, a direction and an
 acceleration. Reset puts every agent at a uniform random position with a direction
-drawn from {0, pi/2, pi, 3 pi/2}, speed and acceleration 0 (RNG: stream ``env`` of
-``kernelgym.core.rng``, drawn by one thread per env).
+drawn from {0, pi/2, pi, 3 pi/2}, speed and acceleration 0 (RNG: each agent draws its
+own start from its own stream, ``kernelgym.core.rng.agent_stream(env, agent, num_agents)``:
+no two agent threads share a stream).
 
 Actions are pairs ``(acceleration index, turn index)`` (``MultiDiscrete``). As in
 WarpDrive, index 0 is the no-op 0.0 and indices ``1 .. num_acceleration_levels`` are
@@ -174,18 +175,16 @@ def move_reward(is_tagger, crossed_edge, step_penalty_for_tagger, step_reward_fo
 
 
 @device_function
-def draw_start(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
-               timestep, runners_left, num_runners, grid_length):
-    """Env ``env``'s start state from its stream, agent by agent (one thread draws for the env)."""
-    for agent in range(num_agents):
-        loc_x[env, agent] = rng.uniform_range(rng_states, env, 0.0, grid_length)
-        loc_y[env, agent] = rng.uniform_range(rng_states, env, 0.0, grid_length)
-        direction[env, agent] = rng.randint(rng_states, env, 4) * (math.pi / 2.0)
-        speed[env, agent] = 0.0
-        acceleration[env, agent] = 0.0
-        in_game[env, agent] = True
-    timestep[env] = 0
-    runners_left[env] = num_runners
+def draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
+               grid_length):
+    """Agent ``agent``'s start in env ``env``, drawn from the agent's own stream."""
+    stream = rng.agent_stream(env, agent, num_agents)
+    loc_x[env, agent] = rng.uniform_range(rng_states, stream, 0.0, grid_length)
+    loc_y[env, agent] = rng.uniform_range(rng_states, stream, 0.0, grid_length)
+    direction[env, agent] = rng.randint(rng_states, stream, 4) * (math.pi / 2.0)
+    speed[env, agent] = 0.0
+    acceleration[env, agent] = 0.0
+    in_game[env, agent] = True
 
 
 @device_function
@@ -335,10 +334,12 @@ def finish(env, agent, num_agents, obs, rewards, terminated,
 @agent_kernel
 def start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
           runners_left, num_runners, grid_length):
-    """Reset phase 1: one thread draws the env's start state from the env's stream."""
+    """Reset phase 1: every agent draws its start from its own stream; the counters start."""
+    draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
+               grid_length)
     if agent == 0:
-        draw_start(env, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
-                   timestep, runners_left, num_runners, grid_length)
+        timestep[env] = 0
+        runners_left[env] = num_runners
 
 
 @agent_kernel
@@ -356,14 +357,18 @@ _PER_AGENT = ("loc_x", "loc_y", "speed", "direction", "acceleration", "in_game")
 
 
 def reference_reset(params, rng_states):
-    """One env's start state, drawn from its stream ``rng_states`` (``(1, 2)`` uint64) as the kernel draws."""
+    """One env's start state, drawn from its streams ``rng_states`` (``(num_agents, 2)`` uint64, agent
+    ``a`` on row ``a``) as the kernel draws."""
     n = params.num_agents
+    if np.shape(rng_states) != (n, 2):
+        raise ValueError(f"rng_states: expected the env's {n} agent streams, shape ({n}, 2), "
+                         f"got shape {np.shape(rng_states)}")
     batch = {name: np.zeros((1, n), np.float32) for name in _PER_AGENT[:-1]}
-    batch |= {"in_game": np.zeros((1, n), bool), "timestep": np.zeros(1, np.int32),
-              "runners_left": np.zeros(1, np.int32)}
-    draw_start(0, n, rng_states, *(batch[name] for name in _PER_AGENT), batch["timestep"], batch["runners_left"],
-               params.num_runners, params.grid_length)
-    return {name: value[0] for name, value in batch.items()}
+    batch["in_game"] = np.zeros((1, n), bool)
+    for agent in range(n):
+        draw_start(0, agent, n, rng_states, *(batch[name] for name in _PER_AGENT), params.grid_length)
+    state = {name: value[0] for name, value in batch.items()}
+    return state | {"timestep": np.int32(0).reshape(()), "runners_left": np.int32(params.num_runners).reshape(())}
 
 
 def reference_step(params, state, action, rng_states=None):

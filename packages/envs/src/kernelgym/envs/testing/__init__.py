@@ -15,7 +15,8 @@
 
 Every check is a hypothesis property of the env's kernels against its CPU reference
 (``EnvSpec.reference``): one-step parity, determinism, batch invariance, no cross-talk
-between envs, autoreset semantics, observation bounds, the spec's invariants, invalid
+between envs, no dependence on the order an env's agents run in (on the cpu twin: a race on
+a GPU), autoreset semantics, observation bounds, the spec's invariants, invalid
 actions, out-of-bounds writes and a stateful random walk over reset/step/set_state.
 
 What an env must provide: its ``EnvSpec.reference`` (a plain numpy version of one env);

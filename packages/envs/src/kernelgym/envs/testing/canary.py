@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernelgym.core import rng
 from kernelgym.envs.runtime.names import bind_env_programs
 
 __all__ = ["CANARY", "PAD_ROWS", "launch_padded"]
@@ -76,7 +75,7 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     obs_shape = (num_envs, *harness.agent_shape, *harness.observation_space.shape)
     buffers = [
         _Padded("actions", actions),
-        _Padded("rng_states", rng.seed_streams(seed, num_envs)),
+        _Padded("rng_states", harness.seed_streams(seed, num_envs)),
         _Padded("obs", np.zeros(obs_shape, dtype=harness.observation_space.dtype)),
         _Padded("rewards", np.zeros((num_envs, *harness.agent_shape), dtype=np.float32)),
         _Padded("terminated", np.zeros(num_envs, dtype=np.bool_)),

@@ -21,6 +21,7 @@ from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
+from kernelgym.envs.testing.order_check import check_agent_order
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
 
@@ -423,6 +424,7 @@ CHECKS: tuple[Check, ...] = tuple(
         ("determinism", check_determinism),
         ("batch_invariance", check_batch_invariance),
         ("no_cross_talk", check_no_cross_talk),
+        ("agent_order", check_agent_order),
         ("autoreset", check_autoreset),
         ("observations", check_observations),
         ("invariants", check_invariants),

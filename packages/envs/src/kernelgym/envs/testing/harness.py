@@ -22,6 +22,7 @@ import functools
 import numpy as np
 
 from kernelgym.core import resolve_backend
+from kernelgym.envs.runtime.streams import env_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
 
 __all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
@@ -232,7 +233,7 @@ class EnvHarness:
         Checks that the reference leaves its input state alone.
         """
         before = {name: np.array(value, copy=True) for name, value in state.items()}
-        stream = _stream(rng_row)
+        stream = env_streams(rng_row)
         new_state, reward, terminated = self.reference.step(self.params, state, action, stream)
         changed = [name for name in before if not _same_bits(before[name], state[name])]
         if changed:
@@ -240,11 +241,11 @@ class EnvHarness:
                 f"the CPU reference's step modified its input state {changed}; it must return a new one"
             )
         reward = np.asarray(reward, dtype=np.float64).reshape(self.agent_shape)
-        return new_state, reward, bool(terminated), stream[0]
+        return new_state, reward, bool(terminated), stream.reshape(np.shape(rng_row))
 
     def reference_reset(self, rng_row) -> tuple[dict, np.ndarray]:
         """``reference.reset`` from stream row ``rng_row``: the start state and the row after it."""
-        stream = _stream(rng_row)
+        stream = env_streams(rng_row)
         state = self.reference.reset(self.params, stream)
         missing = sorted(set(self.state_shapes) - set(state))
         if missing:
@@ -253,7 +254,7 @@ class EnvHarness:
             if np.shape(state[name]) != shape:
                 raise AssertionError(f"the CPU reference's reset returned {name!r} of shape "
                                      f"{np.shape(state[name])}; the spec says {shape}")
-        return state, stream[0]
+        return state, stream.reshape(np.shape(rng_row))
 
     def reference_observe(self, state: dict) -> np.ndarray:
         return np.asarray(self.reference.observe(self.params, state))
@@ -261,12 +262,15 @@ class EnvHarness:
     @functools.cached_property
     def random_start(self) -> bool:
         """Whether the reference draws start states at random (else every start is the same)."""
-        from kernelgym.core import rng
-
-        rows = rng.seed_streams(0, RANDOM_START_PROBES)
+        rows = self.seed_streams(0, RANDOM_START_PROBES)
         starts = [self.reference_reset(row)[0] for row in rows]
         return any(not _same_bits(np.asarray(start[name]), np.asarray(starts[0][name]))
                    for start in starts[1:] for name in self.state_shapes)
+
+    def seed_streams(self, seed, num_envs: int) -> np.ndarray:
+        """The RNG streams ``make_env(num_envs, seed)`` starts with: ``(num_envs, 2)``, or one per
+        (env, agent) for agent-layout envs (`kernelgym.envs.runtime.streams`)."""
+        return seed_env_streams(self.spec, seed, num_envs, self.num_agents)
 
     # ---------------------------------------------------------------------- oracle
     def start_state_problems(self, state: dict, rng_row, rng_after=None) -> list[str]:
@@ -408,11 +412,6 @@ def _is_float(dtype) -> bool:
 def _same_bits(a, b) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
-
-
-def _stream(rng_row) -> np.ndarray:
-    """A private ``(1, 2)`` uint64 copy of one env's stream row, for a reference to draw from."""
-    return np.array(rng_row, dtype=np.uint64).reshape(1, 2)
 
 
 def _show(value) -> str:

@@ -11,7 +11,6 @@ import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from kernelgym.core import rng
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.harness import env_slice, fail_on
@@ -34,7 +33,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def make_env(self, seed, mode):
             self.env = harness.make_env(NUM_ENVS, seed, autoreset_mode=mode, max_episode_steps=MAX_EPISODE_STEPS)
             self.model = EpisodeModel(harness, NUM_ENVS, MAX_EPISODE_STEPS, same_step=mode == "same_step")
-            self._start(rng.seed_streams(seed, NUM_ENVS))
+            self._start(harness.seed_streams(seed, NUM_ENVS))
 
         def _start(self, streams):
             """After a reset that drew from ``streams`` (the rows before it)."""
@@ -45,7 +44,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
 
         @rule(seed=st.none() | strategies.seeds())
         def reset(self, seed):
-            streams = self.env.get_rng_states() if seed is None else rng.seed_streams(seed, NUM_ENVS)
+            streams = self.env.get_rng_states() if seed is None else harness.seed_streams(seed, NUM_ENVS)
             self.env.reset(seed=seed)
             self._start(streams)
 

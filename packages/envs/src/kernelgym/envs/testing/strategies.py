@@ -18,6 +18,7 @@ from gymnasium import spaces
 from hypothesis import strategies as st
 
 from kernelgym.core import rng
+from kernelgym.envs.runtime.streams import per_agent_streams
 
 __all__ = [
     "Batch",
@@ -210,18 +211,21 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
 
 # -------------------------------------------------------------------------- states
 def reached_states(reference, params, action_space: spaces.Space, num_agents: int = 1,
-                   max_steps: int = 40) -> st.SearchStrategy[dict]:
+                   max_steps: int = 40, num_streams: int = 1) -> st.SearchStrategy[dict]:
     """Single-env states reached by a random rollout of the CPU reference.
 
     A rollout starts from ``reference.reset`` and takes up to ``max_steps`` random
     valid actions; an episode that terminates starts over, as autoreset would, so every
     state is one an agent can meet. Shrinks towards fewer steps and smaller seeds.
+    ``num_streams`` is how many RNG streams the reference draws from (``num_agents`` for
+    an agent-layout env: `kernelgym.envs.runtime.streams`).
     """
     agents = (num_agents,) if num_agents > 1 else ()
 
     def reference_rollout(seed: int, steps: int) -> dict:
         generator = np.random.default_rng(seed)  # the actions
-        stream = rng.seed_streams(seed, 1)  # the env's own randomness, as the reference draws it
+        # the env's own randomness, as the reference draws it: one stream, or one per agent
+        stream = rng.seed_streams(seed, num_streams)
         state = reference.reset(params, stream)
         for _ in range(steps):
             action = random_actions(action_space, agents, generator)
@@ -245,7 +249,8 @@ def states(spec, params, reference=None) -> st.SearchStrategy[dict]:
     """
     reference = spec.load("reference") if reference is None else reference
     resolved = spec.resolve(params)
-    reached = reached_states(reference, params, resolved.action_space, resolved.num_agents)
+    num_streams = resolved.num_agents if per_agent_streams(spec) else 1
+    reached = reached_states(reference, params, resolved.action_space, resolved.num_agents, num_streams=num_streams)
     provided = spec.load("state_strategy")
     if provided is None:
         return reached

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgym.envs.testing import checks
+from kernelgym.envs.testing import checks, order_check
 from kernelgym.envs.testing.checks import CheckConfig
 from kernelgym.envs.testing.gpu_compile import gpu_compile_test
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
+from kernelgym.envs.testing.report import CheckSkipped
 from kernelgym.envs.testing.runner import DEFAULT_MAX_EXAMPLES, unsafe_message
 
 __all__ = ["EnvTestSuite"]
@@ -92,6 +93,12 @@ class EnvTestSuite:
 
     def test_no_cross_talk(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_no_cross_talk, kernelgym_harness, kernelgym_config)
+
+    def test_agent_order(self, kernelgym_harness, kernelgym_config):
+        try:
+            _run_safely(order_check.check_agent_order, kernelgym_harness, kernelgym_config)
+        except CheckSkipped as skipped:
+            pytest.skip(str(skipped))
 
     def test_autoreset(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_autoreset, kernelgym_harness, kernelgym_config)
