@@ -33,7 +33,7 @@ import platformdirs
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "5"
+TEMPLATE_VERSION = "6"
 
 _BODIES: dict = {}
 
@@ -47,7 +47,7 @@ body = registered_body({body_key!r})
 '''
 
 _ENV_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher(num_envs, {args}):
     for env in prange(num_envs):
         body(env, {args})
@@ -61,7 +61,7 @@ def cuda_launcher(num_envs, {args}):
 '''
 
 _AGENT_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher(num_envs, num_agents, {args}):
     for env in prange(num_envs):
         for agent in range(num_agents):
@@ -129,12 +129,12 @@ def cpu_bind({bound}):
 '''
 
 _PROGRAM_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher({counts}, {cpu_args}):
 {unpack}{cpu_loop}
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def cpu_serial_launcher({counts}, {cpu_args}):
 {unpack}{cpu_serial_loop}
 
