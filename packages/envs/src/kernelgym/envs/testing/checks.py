@@ -291,20 +291,20 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         count, start_states = start
         env = harness.make_env(count, seed)
         first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
-        no_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
-                                               np.random.default_rng(0))
-        reset_launch = ("reset_kernel", first.state, no_actions, rng.seed_streams(seed, count))
+        any_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
+                                                np.random.default_rng(0))
+        reset_launch = ("reset_kernel", first.state, any_actions, rng.seed_streams(seed, count))
         fail_on(located(first, lambda i: reset_launch), "after reset")
         _start(harness, env, start_states)
         generator = np.random.default_rng(actions_seed)
+        prev, streams = env.get_state(), env.get_rng_states()
         pending = np.zeros(count, bool)  # NEXT_STEP: an env done at one step is reset at the next
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
-            prev, streams = env.get_state(), env.get_rng_states()
             result = harness.step(env, actions)
             fail_on(located(result, lambda i: ("reset_kernel" if pending[i] else "step_kernel", prev, actions,
                                                streams)), f"step {step + 1}")
-            pending = result.terminated | result.truncated
+            prev, streams, pending = result.state, result.rng, result.terminated | result.truncated
 
     rollout.__name__ = rollout.__qualname__ = name
     config.run(rollout)
