@@ -79,14 +79,17 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
     tracer = _Tracer(kernels, watched)
     layouts = [(index,)] if spec.kernel_layout == "env" else [
         (index, agent, harness.num_agents) for agent in range(harness.num_agents)]
-    for kernel in kernels:  # phases in order, the agents of each in order (as the cpu build runs them)
-        arguments = [values[name] for name in binding.parameter_names(kernel)]
-        for layout in layouts:
-            found = tracer.run(kernel, *layout, *arguments)
-            if found:
-                return f"NaN/inf arises in {found}"
-    return "NaN/inf written by " + " or ".join(kernel_definition(kernel) for kernel in kernels) + \
-        " (the replay of their source for this env found no line)"
+    why = "the replay of their source for this env found no line"
+    try:
+        for kernel in kernels:  # phases in order, the agents of each in order (as the cpu build runs them)
+            arguments = [values[name] for name in binding.parameter_names(kernel)]
+            for layout in layouts:
+                found = tracer.run(kernel, *layout, *arguments)
+                if found:
+                    return f"NaN/inf arises in {found}"
+    except Exception as error:  # noqa: BLE001 - the finding stands; only its location is lost
+        why = f"the replay of their source for this env raised {type(error).__name__}: {error}"
+    return f"NaN/inf written by {' or '.join(kernel_definition(kernel) for kernel in kernels)} ({why})"
 
 
 class _Tracer:
