@@ -55,6 +55,20 @@ def test_nan_against_nan_is_no_disagreement_but_still_a_finding():
     _assert_located(observations.message)
 
 
+def test_a_division_by_zero_in_the_reset_is_located_in_the_reset_kernel():
+    report = check_env(nan_walk.RESET_DIVIDES_BY_ZERO, backend="cpu", max_examples=20, seed=SEED,
+                       checks=["parity", "observations"])
+    kernel = nan_walk.reset_divides_by_position.py_func
+    lines, first = inspect.getsourcelines(kernel)
+    line = first + next(k for k, text in enumerate(lines) if nan_walk.RESET_DIVISION_LINE in text)
+    site = f"NaN/inf arises in reset_divides_by_position at {inspect.getsourcefile(kernel)}:{line}"
+    for name in ("parity", "observations"):
+        result = report[name]
+        assert result.status == "failed", result.message
+        assert site in result.message and "array 'energy' got a NaN or inf" in result.message, result.message
+    assert "reset branch: state 'energy' = nan" in report["parity"].message, report["parity"].message
+
+
 @pytest.mark.parametrize("tolerance", [None, 1e-5], ids=["exact", "tolerance"])
 def test_one_step_onto_the_origin(tolerance):
     # staying at the origin: direction 0 / 0 = NaN, and so the energy, in kernel and shared reference

@@ -6,6 +6,7 @@ the energy (and the observation that shows it) becomes NaN. A GPU writes these s
 twins (numba's numpy error model); the kit must find them and name the kernel's line.
 
 - `DIVIDES_BY_ZERO` (planted bug): the reference is the correct walk's, finite everywhere.
+- `RESET_DIVIDES_BY_ZERO` (planted bug): the same in the reset, for starts at the origin.
 - `SHARED_NAN`: the reference divides the same way, so kernel and reference agree (NaN
   against NaN is no disagreement), but the NaN observation is still a finding.
 """
@@ -16,7 +17,7 @@ import dataclasses
 
 import numpy as np
 
-from kernelgym.core import env_kernel
+from kernelgym.core import env_kernel, rng
 from kernelgym.envs.spec import CPUReference
 from kit_fixtures import walk
 
@@ -35,6 +36,15 @@ def step_divides_by_position(i, actions, obs, rewards, terminated, position, ene
     obs[i, 1] = energy[i]
 
 
+@env_kernel
+def reset_divides_by_position(i, rng_states, obs, position, energy, goal, start_range):
+    """BUG: the start energy is 0 written as ``position / position - 1``: NaN at the origin."""
+    position[i] = rng.randint(rng_states, i, 2 * start_range + 1) - start_range
+    energy[i] = position[i] / position[i] - 1.0
+    obs[i, 0] = position[i] / goal
+    obs[i, 1] = energy[i]
+
+
 def reference_step_divides(params, state, action, rng_states=None):
     """The same division by zero as the kernel, with the GPU's result (NaN)."""
     move = int(action) - 1
@@ -48,9 +58,11 @@ def reference_step_divides(params, state, action, rng_states=None):
 
 
 DIVIDES_BY_ZERO = walk._spec("WalkDividesByZero-v0", step_kernel=step_divides_by_position)
+RESET_DIVIDES_BY_ZERO = walk._spec("WalkResetDividesByZero-v0", reset_kernel=reset_divides_by_position)
 SHARED_NAN = dataclasses.replace(
     walk._spec("WalkSharedNaN-v0", step_kernel=step_divides_by_position),
     reference=CPUReference(walk.reference_reset, reference_step_divides, walk.reference_observe),
 )
-# the line of the division, which a finding must name
+# the lines of the divisions, which a finding must name
 DIVISION_LINE = "direction = position[i] / abs(position[i])"
+RESET_DIVISION_LINE = "energy[i] = position[i] / position[i] - 1.0"

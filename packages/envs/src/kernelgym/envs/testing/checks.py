@@ -280,9 +280,12 @@ def _where_nonfinite(harness: EnvHarness, result, index: int, launch) -> list[st
 def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:
     """Random rollouts at the spec's own time limit; ``inspect(result, env_index)`` lists problems."""
 
-    def located(result, launches) -> list[str]:
-        # launches(i): what ran for env i, to say where a NaN or inf it shows arises
-        return [harness.env_problem(i, found + _where_nonfinite(harness, result, i, launches(i)))
+    def located(result, state, actions, streams, pending) -> list[str]:
+        # the launch's inputs, to say where a NaN or inf arises: a pending env was reset, not stepped
+        def launch(i):
+            return ("reset_kernel" if pending[i] else "step_kernel", state, actions, streams)
+
+        return [harness.env_problem(i, found + _where_nonfinite(harness, result, i, launch(i)))
                 for i in range(result.obs.shape[0]) if (found := inspect(result, i))]
 
     @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
@@ -293,8 +296,8 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
         any_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
                                                 np.random.default_rng(0))
-        reset_launch = ("reset_kernel", first.state, any_actions, rng.seed_streams(seed, count))
-        fail_on(located(first, lambda i: reset_launch), "after reset")
+        fail_on(located(first, first.state, any_actions, rng.seed_streams(seed, count), np.ones(count, bool)),
+                "after reset")
         _start(harness, env, start_states)
         generator = np.random.default_rng(actions_seed)
         prev, streams = env.get_state(), env.get_rng_states()
@@ -302,8 +305,7 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
             result = harness.step(env, actions)
-            fail_on(located(result, lambda i: ("reset_kernel" if pending[i] else "step_kernel", prev, actions,
-                                               streams)), f"step {step + 1}")
+            fail_on(located(result, prev, actions, streams, pending), f"step {step + 1}")
             prev, streams, pending = result.state, result.rng, result.terminated | result.truncated
 
     rollout.__name__ = rollout.__qualname__ = name

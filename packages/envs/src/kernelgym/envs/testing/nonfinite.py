@@ -73,7 +73,11 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
         "rewards": np.zeros((num_envs, *harness.agent_shape), np.float32),
         "terminated": np.zeros(num_envs, np.bool_),
     }
-    arrays = {name: np.array(state[name], dtype=dtype) for name, dtype in harness.state_dtypes.items()}
+    # A NaN already in the input would hide the line that writes one; the checks report the
+    # first launch that shows a NaN, so its inputs are finite, except the state a reset
+    # overwrites (the state it left, when the check saw only that): start those at 0.
+    arrays = {name: _finite_or_zero(np.array(state[name], dtype=dtype))
+              for name, dtype in harness.state_dtypes.items()}
     values = kernel_values(spec, harness.params, buffers, arrays, resolve_precision(spec, harness.precision))
     watched = {name: value for name, value in values.items() if isinstance(value, np.ndarray)}
     tracer = _Tracer(kernels, watched)
@@ -154,6 +158,12 @@ class _Tracer:
 
 def _is_nonfinite_scalar(value) -> bool:
     return isinstance(value, (float, np.floating, np.complexfloating)) and not np.isfinite(value)
+
+
+def _finite_or_zero(array: np.ndarray) -> np.ndarray:
+    if array.dtype.kind in "fc":
+        array[~np.isfinite(array)] = 0
+    return array
 
 
 def _nonfinite_count(value) -> int:
