@@ -33,7 +33,7 @@ import platformdirs
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "8"
+TEMPLATE_VERSION = "9"
 
 _BODIES: dict = {}
 
@@ -64,7 +64,7 @@ body = registered_body({body_key!r})
 '''
 
 _ENV_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher(num_envs, {args}):
     for env in prange(num_envs):
         body(env, {args})
@@ -78,7 +78,7 @@ def cuda_launcher(num_envs, {args}):
 '''
 
 _AGENT_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher(num_envs, num_agents, {args}):
     for env in prange(num_envs):
         for agent in range(num_agents):
@@ -156,12 +156,12 @@ def cpu_bind({bound}):
 '''
 
 _PROGRAM_TEMPLATE = '''
-@njit(parallel=True, cache=True)
+@njit(parallel=True, cache=True, error_model="numpy")
 def cpu_launcher({counts}, {cpu_args}):
 {unpack}{cpu_loop}
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def cpu_serial_launcher({counts}, {cpu_args}):
 {unpack}{cpu_serial_loop}
 
@@ -176,7 +176,7 @@ def cuda_launcher({counts}, {args}):
 # kernels without a GPU. Programs with a Precondition have none.
 _PERMUTED_TEMPLATE = '''
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def cpu_permuted_launcher({counts}, {orders}, {cpu_args}):
 {unpack}{loop}
     return {no_fault}

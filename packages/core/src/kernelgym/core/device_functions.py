@@ -5,17 +5,32 @@ it, and numba-cuda compiles its Python source again as a CUDA device function. T
 simulator, however, runs kernels as Python threads and hands them simulator arrays that
 compiled code cannot take, so inside a simulator thread a device function runs its
 Python source instead (with integer wrap-around, as on the device).
+
+Arithmetic errors follow the GPU on every backend (numba's ``error_model="numpy"``,
+numba-cuda's default): a float division by zero gives inf or NaN, an integer one gives
+0, and nothing raises. The cpu launchers are compiled with that error model (see
+`kernelgym.core.codegen`); in the simulator the Python source runs with numpy's
+floating-point errors ignored, its float arguments as numpy scalars, and the ``njit``
+helpers it calls compiled with the numpy error model.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
+from numba.core.errors import TypingError
 from numba.core.registry import CPUDispatcher
+from numba.core.targetconfig import ConfigStack
 from numba.extending import overload
 
 from kernelgym.core.backends import in_simulator_thread, simulator_enabled
 
-__all__ = ["DeviceFunction", "device_function", "atomic_add", "register_cuda_overloads"]
+__all__ = ["DeviceFunction", "device_function", "atomic_add", "register_cuda_overloads", "ATOMIC_ADD_DTYPES"]
+
+# The array dtypes numba.cuda.atomic.add compiles for (numba-cuda's typing template in
+# numba/cuda/cudadecl.py, `all_numba_types`); the GPU has no atomic add for the others.
+ATOMIC_ADD_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 
 
 class DeviceFunction(CPUDispatcher):
@@ -23,11 +38,30 @@ class DeviceFunction(CPUDispatcher):
 
     def __call__(self, *args, **kwargs):
         if in_simulator_thread():
-            # Machine integers wrap around silently on the cpu and the device; numpy
-            # scalars would warn instead.
-            with np.errstate(over="ignore"):
+            # Machine integers wrap around silently on the cpu and the device, and a float
+            # division by zero gives inf/NaN: numpy scalars would warn instead. A Python
+            # float (a constant bound into the launcher) becomes a float64, as numba types
+            # it, so that dividing it by zero gives inf rather than ZeroDivisionError.
+            args = tuple(np.float64(arg) if type(arg) is float else arg for arg in args)
+            with np.errstate(all="ignore"), ConfigStack().enter(_numpy_error_model_flags()):
                 return self.py_func(*args, **kwargs)
         return super().__call__(*args, **kwargs)
+
+
+@functools.cache
+def _numpy_error_model_flags():
+    """A top-level ``njit``'s compiler flags with ``error_model="numpy"``.
+
+    In a simulator thread the scalar ``numba.njit`` helpers a device function calls run
+    compiled, each compiled on its own: with these flags on Numba's (thread-local)
+    config stack they inherit the numpy error model, as they do when a launcher
+    inlines them. A helper already compiled for the same argument types, by a direct
+    call from Python, keeps its own error model.
+    """
+    from numba.core.compiler import Flags
+    from numba.core.cpu import CPUTargetOptions
+
+    return CPUTargetOptions.parse_as_flags(Flags(), {"error_model": "numpy"})
 
 
 def device_function(fn):
@@ -44,9 +78,23 @@ def device_function(fn):
     Returns
     -------
     DeviceFunction
-        An ``njit(inline="always")`` dispatcher (a ``numba`` ``CPUDispatcher``).
+        An ``njit(inline="always", error_model="numpy")`` dispatcher (a ``numba``
+        ``CPUDispatcher``): a division by zero gives inf/NaN, as on the GPU.
     """
-    return DeviceFunction(fn, targetoptions={"nopython": True, "inline": "always"})
+    return DeviceFunction(fn, targetoptions={"nopython": True, "inline": "always", "error_model": "numpy"})
+
+
+def atomic_add_dtype_error(dtype) -> str | None:
+    """Why ``atomic_add`` refuses an array of ``dtype`` (a numpy or numba dtype), or None.
+
+    Every backend refuses what the GPU's atomic add cannot do, so that a kernel that
+    runs on cpu or sim also compiles for the GPU.
+    """
+    name = str(dtype)
+    if name in ATOMIC_ADD_DTYPES:
+        return None
+    return (f"atomic_add array: dtype {name} has no atomic add on the GPU; "
+            f"supported dtypes: {', '.join(ATOMIC_ADD_DTYPES)}")
 
 
 def atomic_add(array, index, value):
@@ -56,7 +104,14 @@ def atomic_add(array, index, value):
     locked add; on ``cpu`` it is a plain add, which is safe because the cpu build runs the
     agents of one env one after another in the same thread (values shared *across* envs
     are not protected on the cpu).
+
+    ``array`` must hold one of `ATOMIC_ADD_DTYPES` (what the GPU can add atomically):
+    any other dtype is refused on every backend, when the kernel is compiled (cpu: a
+    numba ``TypingError``; cuda: numba-cuda's) or called (simulator: ``TypeError``).
     """
+    message = atomic_add_dtype_error(array.dtype)
+    if message is not None:
+        raise TypeError(message)
     if in_simulator_thread():
         from numba.cuda.simulator.kernelapi import FakeCUDAAtomic
 
@@ -66,8 +121,21 @@ def atomic_add(array, index, value):
     return old
 
 
+def _typed_array_error(array) -> str | None:
+    """`atomic_add_dtype_error` for a numba argument type (or why it is no array)."""
+    from numba.core import types
+
+    if not isinstance(array, types.Array):
+        return f"atomic_add array: expected an array, got {array}"
+    return atomic_add_dtype_error(array.dtype)
+
+
 @overload(atomic_add, target="cpu", inline="always")
 def _atomic_add_cpu(array, index, value):
+    message = _typed_array_error(array)
+    if message is not None:
+        raise TypingError(message)
+
     def plain_add(array, index, value):
         old = array[index]
         array[index] += value
@@ -97,6 +165,10 @@ def register_cuda_overloads() -> None:
 
     @cuda_overload(atomic_add, target="cuda", inline="always")
     def _atomic_add_cuda(array, index, value):
+        message = _typed_array_error(array)
+        if message is not None:
+            raise TypingError(message)
+
         def device_add(array, index, value):
             return cuda.atomic.add(array, index, value)
 

@@ -16,12 +16,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from kernelgym.core import rng
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
 from kernelgym.envs.testing.order_check import check_agent_order
+from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
 
@@ -117,11 +119,13 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
                 if found:
+                    found += _where_nonfinite(harness, result, index, ("reset_kernel", prev, batch.actions, streams))
                     problems.append(harness.env_problem(index, found, prev_env))
                 continue
             found = harness.step_problems(prev_env, batch.actions[index], streams[index], new_state, obs, reward,
                                           terminated, result.rng[index])
             if found:
+                found += _where_nonfinite(harness, result, index, ("step_kernel", prev, batch.actions, streams))
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
         fail_on(problems, "kernel and CPU reference disagree")
 
@@ -262,8 +266,28 @@ def _watched_envs(count: int) -> list[int]:
     return sorted(set(range(min(count, 4))) | set(range(max(0, count - 4), count)))
 
 
+def _where_nonfinite(harness: EnvHarness, result, index: int, launch) -> list[str]:
+    """Where env ``index``'s NaN or inf arises, if its outputs or state hold one (else nothing).
+
+    ``launch`` is what ran: ``(kernel_field, state, actions, rng_states)``, the batch's
+    inputs of the launch (see `locate_nonfinite`).
+    """
+    outputs = {"obs": result.obs[index], "rewards": result.rewards[index], **result.env_slice(index)}
+    if not nonfinite_arrays(outputs):
+        return []
+    return [locate_nonfinite(harness, *launch, index)]
+
+
 def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:
     """Random rollouts at the spec's own time limit; ``inspect(result, env_index)`` lists problems."""
+
+    def located(result, state, actions, streams, pending) -> list[str]:
+        # the launch's inputs, to say where a NaN or inf arises: a pending env was reset, not stepped
+        def launch(i):
+            return ("reset_kernel" if pending[i] else "step_kernel", state, actions, streams)
+
+        return [harness.env_problem(i, found + _where_nonfinite(harness, result, i, launch(i)))
+                for i in range(result.obs.shape[0]) if (found := inspect(result, i))]
 
     @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
            steps=_rollout_steps(harness))
@@ -271,14 +295,19 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         count, start_states = start
         env = harness.make_env(count, seed)
         first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
-        fail_on([harness.env_problem(i, found) for i in range(count) if (found := inspect(first, i))], "after reset")
+        any_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
+                                                np.random.default_rng(0))
+        fail_on(located(first, first.state, any_actions, rng.seed_streams(seed, count), np.ones(count, bool)),
+                "after reset")
         _start(harness, env, start_states)
         generator = np.random.default_rng(actions_seed)
+        prev, streams = env.get_state(), env.get_rng_states()
+        pending = np.zeros(count, bool)  # NEXT_STEP: an env done at one step is reset at the next
         for step in range(steps):
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
             result = harness.step(env, actions)
-            fail_on([harness.env_problem(i, found) for i in range(count) if (found := inspect(result, i))],
-                  f"step {step + 1}")
+            fail_on(located(result, prev, actions, streams, pending), f"step {step + 1}")
+            prev, streams, pending = result.state, result.rng, result.terminated | result.truncated
 
     rollout.__name__ = rollout.__qualname__ = name
     config.run(rollout)
@@ -297,7 +326,7 @@ class _Reset:
 
 
 def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
-    """Observations lie in the observation space; no NaN or inf in observations or rewards."""
+    """Observations lie in the observation space; no NaN or inf in observations, rewards or state."""
     obs_shape = (*harness.agent_shape, *harness.observation_space.shape)
 
     def inspect(result, index):
@@ -306,7 +335,8 @@ def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
             problems.append(f"observation shape {result.obs.shape[1:]}, expected {obs_shape}")
         if result.rewards.dtype != np.float32 or result.rewards.shape[1:] != harness.agent_shape:
             problems.append(f"rewards {result.rewards.dtype}{result.rewards.shape}, expected float32 per agent")
-        return problems + harness.space_problems(result.obs[index], result.rewards[index])
+        return (problems + harness.space_problems(result.obs[index], result.rewards[index])
+                + harness.nonfinite_state_problems(result.env_slice(index)))
 
     _rollout_check(harness, config, "observations", inspect)
 

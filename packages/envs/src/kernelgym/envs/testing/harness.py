@@ -8,7 +8,9 @@ and reference draw from the same ``kernelgym.core.rng`` stream, so the compariso
 exact: bitwise on cpu and sim, within `CUDA_TOLERANCE` on cuda (libdevice's
 transcendental functions may differ from the host's in the last bits). The RNG row
 after the step must match too: a kernel that draws more or less than its reference
-is caught. An env that declares precisions (`EnvSpec.precisions`) is checked in one of
+is caught. A NaN or inf is compared as a value: the same on both sides is no difference,
+one where the reference is finite is (and the checks say where the kernel's source makes
+it, see `kernelgym.envs.testing.nonfinite`). An env that declares precisions (`EnvSpec.precisions`) is checked in one of
 them: its kernels are compiled for it and its reference runs with ``real`` set to it,
 so the comparison stays exact in float32 too.
 """
@@ -24,6 +26,7 @@ import numpy as np
 from kernelgym.core import resolve_backend
 from kernelgym.envs.runtime.streams import env_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
+from kernelgym.envs.testing.nonfinite import nonfinite_arrays
 
 __all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
 
@@ -362,6 +365,10 @@ class EnvHarness:
             problems.append(f"reward {_show(reward)} has NaN or inf")
         return problems
 
+    def nonfinite_state_problems(self, state: dict) -> list[str]:
+        """NaN or inf in one env's float state arrays."""
+        return [f"state {name!r} = {_show(state[name])} has NaN or inf" for name in nonfinite_arrays(state)]
+
     def invariant_problems(self, state: dict) -> list[str]:
         """The spec's declared invariants (``EnvSpec.invariants``) broken by ``state``."""
         if self.invariants is None:
@@ -381,7 +388,8 @@ class EnvHarness:
         if exact or self.rtol == self.atol == 0.0:
             # exact, NaN included: a NaN the reference also gives is no difference
             return (value == expected) | (np.isnan(value) & np.isnan(expected))
-        return np.isclose(value, expected, rtol=self.rtol, atol=self.atol) & np.isfinite(value)
+        # a NaN (or inf) the reference also gives is no difference; one where it is finite is
+        return np.isclose(value, expected, rtol=self.rtol, atol=self.atol, equal_nan=True)
 
     def env_problem(self, index: int, problems: list[str], prev: dict | None = None, action=None) -> str:
         """A readable account of env ``index``'s problems, with its input."""
