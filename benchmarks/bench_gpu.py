@@ -1,6 +1,7 @@
 """GPU throughput: CartPole at N = 2^12 .. 2^24, TagContinuous at 2,000 envs x 1,000 agents
 (WarpDrive's headline setup: 2.9 M env-steps/s on one A100) and the DeviceCollector end
-to end. Writes benchmarks/results/gpu.md, naming the GPU, and prints it.
+to end. Writes benchmarks/results/gpu_throughput.md, naming the GPU, and prints it. The whole
+GPU check (tests, sanitizers, sync counts, these numbers and more) is benchmarks/gpu_check.
 
     .venv/bin/python benchmarks/bench_gpu.py                      # on a machine with a GPU
     .venv/bin/python benchmarks/bench_gpu.py --backend cpu --tiny # the same code path, tiny N
@@ -16,35 +17,23 @@ from __future__ import annotations
 import argparse
 import datetime
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "gpu.md"
+sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu_check"))
+from parts import timed_median  # noqa: E402 - the GPU check's timing, one source
+
+# results/gpu.md holds the whole GPU check's section (benchmarks/gpu_check); this script's
+# narrower throughput table is a section of its own
+RESULTS = Path(__file__).resolve().parent / "results" / "gpu_throughput.md"
 CARTPOLE_EXPONENTS = range(12, 25)  # N = 2^12 .. 2^24
 TAG_ENVS, TAG_RUNNERS = 2_000, 999  # 1 tagger + 999 runners = 1,000 agents
 ACTION_BATCHES = 4
 
 
-def _synchronize(backend: str) -> None:
-    if backend == "cuda":
-        import torch
-
-        torch.cuda.synchronize()
-
-
 def median_rate(step_all, env_steps: int, repeats: int, backend: str) -> float:
     """Median env-steps/s of ``step_all()`` over ``repeats`` runs, after one warm-up."""
-    step_all()
-    _synchronize(backend)
-    rates = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        step_all()
-        _synchronize(backend)
-        rates.append(env_steps / (time.perf_counter() - start))
-    return statistics.median(rates)
+    return env_steps / timed_median(step_all, backend, repeats)
 
 
 def env_rate(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, **params) -> float:
