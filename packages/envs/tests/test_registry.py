@@ -257,8 +257,8 @@ def test_a_hook_that_returns_no_iterable_of_specs_is_one_warning(fresh, junk):
     assert len(caught) == 1
 
 
-@pytest.mark.parametrize(("env_id", "reason"), [("Bad Id-v0", "Malformed environment ID"), ("Toy-v01", "'kernelgym/Toy-v1'"),
-                                                ("Toy-v0 ", None)])
+@pytest.mark.parametrize(("env_id", "reason"), [("Bad Id-v0", "Malformed environment ID"),
+                                                ("Toy-v01", "'kernelgym/Toy-v1'"), ("Toy-v0 ", None)])
 def test_gymnasium_id_problem_says_why_gymnasium_cannot_hold_an_id(env_id, reason):
     problem = registry.gymnasium_id_problem(env_id)
     assert problem is not None and (reason is None or reason in problem)
