@@ -55,7 +55,8 @@ def register_gymnasium_envs(env_ids=None) -> list[str]:
     registered = []
     for env_id in env_ids:
         spec = registry.get_spec(env_id)
-        if _register(env_id, spec.resolve().max_episode_steps, f"distribution {spec.distribution!r}"):
+        provider = f"plugin {spec.plugin!r} (distribution {spec.distribution!r})"
+        if _register(env_id, spec.resolve().max_episode_steps, provider):
             registered.append(f"{GYMNASIUM_NAMESPACE}/{env_id}")
     return registered
 
@@ -87,5 +88,5 @@ def install() -> None:
     for problem in problems:
         warnings.warn(problem, registry.PluginLoadWarning, stacklevel=2)
     for env_id, distributions in sorted(declared.items()):
-        _register(env_id, None, f"distribution {' and '.join(map(repr, dict.fromkeys(distributions)))}")
+        _register(env_id, None, f"distribution {registry._distributions(distributions)}")
     registry._REGISTRY.add_listener(register_gymnasium_envs)
