@@ -357,3 +357,39 @@ def test_demo_defaults_are_the_ppo_configs():
     assert (args.seed, args.backend, args.num_envs) == (config.seed, config.backend, config.num_envs)
     assert (args.target_return, args.max_env_steps, args.time_limit) == (
         config.target_return, config.max_env_steps, config.time_limit_s)
+
+
+def test_list_with_broken_plugins_prints_the_valid_envs_and_the_warnings(tmp_path):
+    import os
+    import textwrap
+
+    def provides(*ids):
+        return textwrap.dedent(f"""
+            import dataclasses
+            from kernelgym.envs.classic import cartpole
+            from kernelgym.envs.hookspecs import hookimpl
+
+            @hookimpl
+            def kernelgym_register_envs():
+                return [dataclasses.replace(cartpole.SPEC, id=env_id) for env_id in {list(ids)!r}]
+        """)
+
+    distributions = {"mixed": (provides("Bad Id-v0", "Kept-v0"), ["Bad Declared-v0"]),
+                     "foo_a": (provides("Foo"), ["Foo"]), "foo_b": (provides("Foo-v0"), [])}
+    for name, (source, ids) in distributions.items():
+        (tmp_path / f"{name}.py").write_text(source)
+        info = tmp_path / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        declared = "".join(f"{env_id} = {name}\n" for env_id in ids)
+        (info / "entry_points.txt").write_text(f"[kernelgym.envs]\n{name} = {name}\n[kernelgym.envs.ids]\n{declared}")
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])  # plugins, then this tree
+    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli", "list"], capture_output=True, text=True,
+                               timeout=300, env={**os.environ, "PYTHONPATH": path})
+    assert completed.returncode == 0, completed.stderr
+    assert "Traceback" not in completed.stderr
+    listed = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
+    assert {"CartPole-v1", "Kept-v0"} <= listed and not {"Foo", "Foo-v0", "Bad"} & listed, completed.stdout
+    for texts in (("'Bad Declared-v0'", "'mixed'", "Malformed"), ("'Bad Id-v0'", "'mixed'", "Malformed"),
+                  ("'Foo'", "'Foo-v0'", "'foo_a'", "'foo_b'")):
+        assert any(all(text in line for text in texts) for line in completed.stderr.splitlines()), texts

@@ -200,3 +200,126 @@ def test_an_exiting_plugin_and_two_clashing_plugins_leave_the_other_ids_working(
     assert result.stdout.strip() == "survived"
     assert "exits_at_import" in result.stderr and "sys.exit(7)" in result.stderr
     assert "'Clash-v0' is claimed by 2 plugins" in result.stderr and "clash-two" in result.stderr
+
+
+# ------------------------------- any mix of specs: each bad one hides only itself
+SPEC_ITEMS = st.one_of(
+    st.sampled_from(["A-v0", "A-v1", "A", "B-v0", "B", "C-v0"]).map(lambda env_id: ("good", env_id)),
+    st.sampled_from(["Bad Id-v0", "Bad-v01"]).map(lambda env_id: ("bad id", env_id)),
+    st.just(("junk", "not a spec")),
+)
+
+
+def _gymnasium_name(env_id):
+    name, _, version = env_id.rpartition("-v")
+    return (name, version) if name else (env_id, None)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plugins=st.lists(st.lists(SPEC_ITEMS, max_size=4), max_size=4))
+def test_any_mix_of_specs_keeps_each_good_id_that_one_plugin_claims_and_gymnasium_can_hold(plugins, monkeypatch):
+    monkeypatch.setattr(registry, "entry_points", lambda group: [])
+    monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
+    reg = registry._Registry()
+    claims, bad_items = {}, []
+    for index, items in enumerate(plugins):
+        name = f"plugin{index}"
+        provided = [item if kind == "junk" else _toy_spec(item) for kind, item in items]
+        reg.register(_module(name, lambda provided=provided: provided), name=name, distribution=f"dist-{index}")
+        for kind, item in items:
+            if kind == "good":
+                claims.setdefault(item, []).append(name)
+            else:
+                bad_items.append((name, item))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        specs = reg.specs()
+    messages = [str(w.message) for w in caught if issubclass(w.category, registry.PluginLoadWarning)]
+
+    # the reference: group the good ids by gymnasium's name; a group holding an unversioned
+    # and a versioned id is left out whole, otherwise an id claimed once is served
+    groups = {}
+    for env_id in claims:
+        groups.setdefault(_gymnasium_name(env_id)[0], []).append(env_id)
+    colliding = [ids for ids in groups.values() if len({_gymnasium_name(i)[1] is None for i in ids}) == 2]
+    left_out = {env_id for ids in colliding for env_id in ids}
+    expected = {env_id: names[0] for env_id, names in claims.items() if len(names) == 1 and env_id not in left_out}
+    assert {env_id: spec.plugin for env_id, spec in specs.items()} == expected
+    for name, item in bad_items:  # each bad item has a warning naming it and its plugin
+        assert any(repr(name) in message and repr(item) in message for message in messages), (name, item)
+    for ids in colliding:
+        assert any(all(repr(env_id) in message for env_id in ids) and "collide in gymnasium" in message
+                   for message in messages), (ids, messages)
+    duplicates = [env_id for env_id, names in claims.items() if len(names) > 1 and env_id not in left_out]
+    assert len(messages) == len(bad_items) + len(colliding) + len(duplicates)
+
+
+# ----------- third-party ids never break the import, other envs or gymnasium.make
+def test_malformed_and_colliding_ids_of_real_distributions_leave_every_other_env_working(tmp_path):
+    def provides(*ids):
+        return ("import dataclasses\nfrom kernelgym.envs.classic import cartpole\n"
+                "from kernelgym.envs.hookspecs import hookimpl\n\n@hookimpl\ndef kernelgym_register_envs():\n"
+                f"    return [dataclasses.replace(cartpole.SPEC, id=env_id) for env_id in {list(ids)!r}]\n")
+
+    _install_fake_distribution(tmp_path, "declares-a-bad-id", provides("Declared-v0"),
+                               ids=["Bad Declared-v0", "Declared-v0"])
+    _install_fake_distribution(tmp_path, "provides-a-bad-id", provides("Bad Spec-v0", "Kept-v0"))
+    _install_fake_distribution(tmp_path, "foo-unversioned", provides("Foo"), ids=["Foo"])
+    _install_fake_distribution(tmp_path, "foo-versioned", provides("Foo-v0"), ids=["Foo-v0"])
+    result = _run("""
+        import warnings
+        warnings.simplefilter("always")
+        import gymnasium
+        import kernelgym.envs as kge
+
+        assert "kernelgym/Foo" not in gymnasium.registry and "kernelgym/Foo-v0" not in gymnasium.registry
+        env = gymnasium.make("kernelgym/CartPole-v1")  # loads every plugin: nothing of theirs raises
+        assert env.reset(seed=0)[0].shape == (4,)
+        assert kge.make("Pendulum-v1", 2, backend="cpu", seed=0).reset()[0].shape == (2, 3)
+        ids = kge.list_envs()
+        assert {"CartPole-v1", "Declared-v0", "Kept-v0"} <= set(ids), ids
+        assert not {"Foo", "Foo-v0", "Bad Spec-v0", "Bad Declared-v0"} & set(ids), ids
+        assert gymnasium.make("kernelgym/Kept-v0").reset(seed=0)[0].shape == (4,)
+        try:
+            kge.make("Foo-v0", 2, backend="cpu")
+        except KeyError as error:
+            assert "foo-unversioned" in str(error) and "foo-versioned" in str(error), error
+        else:
+            raise AssertionError("a colliding id was made")
+        print("survived")
+    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    assert result.stdout.strip() == "survived"
+    lines = result.stderr.splitlines()
+
+    def warning(*texts):
+        return next((line for line in lines if all(text in line for text in texts)), None)
+
+    assert warning("'Bad Declared-v0'", "declares-a-bad-id", "Malformed environment ID"), result.stderr
+    assert warning("'Bad Spec-v0'", "provides-a-bad-id", "Malformed environment ID"), result.stderr
+    assert warning("'Foo'", "'Foo-v0'", "foo-unversioned", "foo-versioned", "collide in gymnasium"), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_an_id_gymnasium_refuses_after_the_checks_is_left_out_of_gymnasium_only():
+    # gymnasium already holds the versioned "Taken-v0" (registered by someone else), so it
+    # refuses the unversioned "Taken": kernelgym keeps the id, gymnasium leaves it out
+    out = _run("""
+        import warnings
+        import gymnasium
+        import kernelgym.envs as kge
+        from kernelgym.envs import registry
+        from test_registry import _plugin, _toy_spec
+
+        gymnasium.register("kernelgym/Taken-v0", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            kge.register_plugin(_plugin(_toy_spec("Taken"), _toy_spec("Other-v0")), name="taker")
+        (message,) = [str(w.message) for w in caught if w.category is registry.PluginLoadWarning]
+        assert "'Taken'" in message and "kernelgym/Taken" in message and "unversioned" in message, message
+        assert "kernelgym/Taken" not in gymnasium.registry and "kernelgym/Other-v0" in gymnasium.registry
+        assert kge.make("Taken", 2, backend="cpu", seed=0).reset()[0].shape == (2, 4)
+        assert gymnasium.make("kernelgym/CartPole-v1").reset(seed=0)[0].shape == (4,)
+        print("ok")
+    """, PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    assert out.stdout.strip() == "ok"

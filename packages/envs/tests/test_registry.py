@@ -196,3 +196,114 @@ def test_environment_variable_disables_autoload_in_a_fresh_process():
         print(sorted(kge.list_envs()))
     """, KERNELGYM_NO_PLUGIN_AUTOLOAD="1")
     assert "CartPole-v1" in out
+
+
+# ------------------------------------------------- one bad spec hides only itself
+def _dict_observation_spec(env_id):
+    """Builds an EnvSpec with a Dict observation space: EnvSpec refuses it, so this raises."""
+    from gymnasium import spaces
+
+    box = cartpole.SPEC.resolve().observation_space
+    return dataclasses.replace(cartpole.SPEC, id=env_id, observation_space=spaces.Dict({"x": box}))
+
+
+def test_each_spec_of_a_plugin_is_checked_on_its_own(fresh):
+    reg, eps = fresh
+
+    @hookimpl
+    def yields_until_a_spec_fails():
+        yield _toy_spec("Yielded-v0")
+        yield _dict_observation_spec("DictObs-v0")
+
+    eps += [FakeEntryPoint("mixed", _plugin(_toy_spec("First-v0"), "not a spec", _toy_spec("Bad Id-v0"),
+                                            _toy_spec("Last-v0")), "dist-mixed"),
+            FakeEntryPoint("generator", Plugin(yields_until_a_spec_fails), "dist-generator")]
+    with pytest.warns(registry.PluginLoadWarning) as caught:
+        specs = reg.specs()
+    assert sorted(specs) == ["First-v0", "Last-v0", "Yielded-v0"]  # the good specs of both plugins stay
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 3, messages
+    junk, bad_id, dict_obs = sorted(messages, key=lambda m: ("not a spec" not in m, "Bad Id" not in m))
+    assert "'mixed'" in junk and "dist-mixed" in junk
+    assert "'Bad Id-v0'" in bad_id and "dist-mixed" in bad_id and "Malformed environment ID" in bad_id
+    for text in ("'generator'", "dist-generator", "'DictObs-v0'", "Yielded-v0",
+                 "flatten it into a Box (gymnasium.spaces.flatten_space) until Dict spaces are supported"):
+        assert text in dict_obs, (text, dict_obs)
+
+
+def test_a_hook_that_builds_a_bad_spec_before_returning_is_skipped_naming_it_and_the_fix(fresh):
+    reg, eps = fresh
+
+    @hookimpl
+    def builds_a_list():
+        return [_toy_spec("Lost-v0"), _dict_observation_spec("DictObs-v0")]
+
+    eps += [FakeEntryPoint("listed", Plugin(builds_a_list), "dist-listed"),
+            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine")]
+    with pytest.warns(registry.PluginLoadWarning) as caught:
+        specs = reg.specs()
+    assert list(specs) == ["Fine-v0"]
+    (message,) = [str(w.message) for w in caught]
+    for text in ("'listed'", "dist-listed", "'DictObs-v0'", "flatten_space", "lost with it"):
+        assert text in message, (text, message)
+
+
+@pytest.mark.parametrize("junk", ["not a spec", _toy_spec("Bare-v0")])
+def test_a_hook_that_returns_no_iterable_of_specs_is_one_warning(fresh, junk):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("bare", Plugin(hookimpl(lambda: junk)), "dist-bare")]
+    with pytest.warns(registry.PluginLoadWarning, match="bare.*dist-bare.*expected an iterable of EnvSpec") as caught:
+        assert reg.specs() == {}
+    assert len(caught) == 1
+
+
+@pytest.mark.parametrize(("env_id", "reason"), [("Bad Id-v0", "Malformed environment ID"),
+                                                ("Toy-v01", "'kernelgym/Toy-v1'"), ("Toy-v0 ", None)])
+def test_gymnasium_id_problem_says_why_gymnasium_cannot_hold_an_id(env_id, reason):
+    problem = registry.gymnasium_id_problem(env_id)
+    assert problem is not None and (reason is None or reason in problem)
+    assert registry.gymnasium_id_problem("Toy-v0") is None and registry.gymnasium_id_problem("Toy") is None
+
+
+# -------------------------------------------- ids that collide only in gymnasium
+def test_ids_that_collide_in_gymnasium_are_all_left_out_naming_both_distributions(fresh, monkeypatch):
+    reg, eps = fresh
+    eps += [FakeEntryPoint("unversioned", _plugin(_toy_spec("Foo"), _toy_spec("Bar-v0")), "dist-a"),
+            FakeEntryPoint("versioned", _plugin(_toy_spec("Foo-v0"), _toy_spec("Foo-v1")), "dist-b")]
+    with pytest.warns(registry.PluginLoadWarning) as caught:
+        specs = reg.specs()
+    assert list(specs) == ["Bar-v0"]
+    (message,) = [str(w.message) for w in caught]
+    for text in ("'Foo'", "'Foo-v0'", "'Foo-v1'", "dist-a", "dist-b", "collide in gymnasium"):
+        assert text in message, (text, message)
+    assert reg.conflict("Foo") == [("unversioned", "dist-a"), ("versioned", "dist-b"), ("versioned", "dist-b")]
+    assert reg.collisions("Foo-v0") == ["Foo", "Foo-v1"]
+    monkeypatch.setattr(registry, "_REGISTRY", reg)
+    with pytest.raises(KeyError, match=r"'Foo-v0' and \['Foo', 'Foo-v1'\] collide.*dist-a.*dist-b"):
+        kge.get_spec("Foo-v0")
+
+
+class FakeIdEntryPoint:
+    """An entry point of the ``kernelgym.envs.ids`` group: its name is a declared id."""
+
+    def __init__(self, name, distribution):
+        self.name, self.value = name, "fake.module"
+        self.dist = types.SimpleNamespace(name=distribution)
+
+
+def test_malformed_and_colliding_declared_ids_are_left_out_naming_their_distributions(monkeypatch):
+    declared = [FakeIdEntryPoint(env_id, distribution) for env_id, distribution in [
+        ("Good-v0", "dist-x"), ("Bad Id-v0", "dist-x"), ("Foo", "dist-a"), ("Foo-v0", "dist-b"),
+        ("Shared-v0", "dist-a"), ("Shared-v0", "dist-b")]]
+    monkeypatch.setattr(registry, "entry_points",
+                        lambda group: declared if group == hookspecs.ID_ENTRY_POINT_GROUP else [])
+    monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
+    reg = registry._Registry()
+    ids, problems = reg.checked_declarations()
+    # an id two distributions declare is still one gymnasium id; the registry settles who provides it
+    assert ids == {"Good-v0": ["dist-x"], "Shared-v0": ["dist-a", "dist-b"]}
+    assert reg.declared_ids() == ["Good-v0", "Shared-v0"]
+    malformed, collision = sorted(problems, key=lambda problem: "Malformed" not in problem)
+    assert "'Bad Id-v0'" in malformed and "'dist-x'" in malformed
+    for text in ("'Foo'", "'Foo-v0'", "'dist-a'", "'dist-b'", "collide in gymnasium"):
+        assert text in collision, (text, collision)

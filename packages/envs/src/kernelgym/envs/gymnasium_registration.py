@@ -11,18 +11,26 @@ registered without it and completed in place when the plugins load, which
 ``gymnasium.make`` does before it reads the limit (creating the env loads them). The
 entry points are import strings, so gymnasium imports the adapters only when an env is
 made. This module reads the kernelgym registry; the registry never imports it.
+
+No plugin's id can break the import or another id: malformed and colliding declared ids
+are left out with a `PluginLoadWarning` (`kernelgym.envs.registry`), and an id gymnasium
+still refuses (one that collides with an id already in gymnasium's registry) is left out
+of gymnasium with a warning naming its distribution.
 """
 
 from __future__ import annotations
 
+import warnings
+
 import gymnasium
+from gymnasium import error as gymnasium_error
 from gymnasium.envs.registration import registry as gymnasium_registry
 
 from kernelgym.envs import registry
 
 __all__ = ["ENTRY_POINT", "GYMNASIUM_NAMESPACE", "VECTOR_ENTRY_POINT", "install", "register_gymnasium_envs"]
 
-GYMNASIUM_NAMESPACE = "kernelgym"
+GYMNASIUM_NAMESPACE = registry.GYMNASIUM_NAMESPACE
 ENTRY_POINT = "kernelgym.envs.gymnasium_env:KernelGymnasiumEnv"
 VECTOR_ENTRY_POINT = "kernelgym.envs.gymnasium_adapter:KernelGymnasiumVectorEnv"
 
@@ -44,24 +52,41 @@ def register_gymnasium_envs(env_ids=None) -> list[str]:
     """
     if env_ids is None:
         env_ids = registry.list_envs()
-    return [f"{GYMNASIUM_NAMESPACE}/{env_id}" for env_id in env_ids
-            if _register(env_id, registry.get_spec(env_id).resolve().max_episode_steps)]
+    registered = []
+    for env_id in env_ids:
+        spec = registry.get_spec(env_id)
+        provider = f"plugin {spec.plugin!r} (distribution {spec.distribution!r})"
+        if _register(env_id, spec.resolve().max_episode_steps, provider):
+            registered.append(f"{GYMNASIUM_NAMESPACE}/{env_id}")
+    return registered
 
 
-def _register(env_id: str, max_episode_steps: int | None) -> bool:
-    """Register one id, or complete its time limit if it is there already; True if new."""
+def _register(env_id: str, max_episode_steps: int | None, provider: str) -> bool:
+    """Register one id, or complete its time limit if it is there already; True if new.
+
+    An id gymnasium refuses is left out of gymnasium with a warning naming ``provider``.
+    """
     gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
     registered = gymnasium_registry.get(gymnasium_id)
     if registered is not None:
         registered.max_episode_steps = max_episode_steps
         return False
-    gymnasium.register(id=gymnasium_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
-                       max_episode_steps=max_episode_steps, kwargs={"env_id": env_id})
+    try:
+        gymnasium.register(id=gymnasium_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
+                           max_episode_steps=max_episode_steps, kwargs={"env_id": env_id})
+    except gymnasium_error.Error as error:  # one id must not break the import or the other ids
+        warnings.warn(f"env id {env_id!r} of {provider} is left out of gymnasium's registry (kernelgym's own "
+                      f"make still has it): gymnasium refused {gymnasium_id!r}: {error}",
+                      registry.PluginLoadWarning, stacklevel=3)
+        return False
     return True
 
 
 def install() -> None:
     """Register the declared ids now and complete them (and add new ids) when the plugins load."""
-    for env_id in registry.declared_env_ids():
-        _register(env_id, max_episode_steps=None)
+    declared, problems = registry._REGISTRY.checked_declarations()
+    for problem in problems:
+        warnings.warn(problem, registry.PluginLoadWarning, stacklevel=2)
+    for env_id, distributions in sorted(declared.items()):
+        _register(env_id, None, f"distribution {registry._distributions(distributions)}")
     registry._REGISTRY.add_listener(register_gymnasium_envs)

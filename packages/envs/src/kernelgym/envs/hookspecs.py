@@ -13,6 +13,15 @@ given explicitly to `kernelgym.envs.register_plugin`::
 
 The hook must be cheap: build `EnvSpec` objects only; never compile kernels here.
 
+Each spec the hook returns is checked on its own: one that is not an `EnvSpec`, or whose
+id gymnasium refuses or another plugin claims, is left out with a
+`kernelgym.envs.PluginLoadWarning` naming its id and the plugin, and the plugin's other
+specs still load. The limit: an `EnvSpec` whose construction raises (a Dict observation
+space, say) raises inside the module's import or the hook, before anything is returned,
+so the warning can name only the plugin and the error, and the plugin's other specs are
+lost with it. A hook that yields its specs one by one (a generator) keeps those yielded
+before the error; a plugin module per env keeps the others whole.
+
 A plugin also declares its env ids in its metadata, one entry point per id in the
 ``kernelgym.envs.ids`` group (name: the id; value: the plugin module, for the reader)::
 

@@ -7,13 +7,23 @@ make of a ``kernelgym/<id>``), once per process.
 
 One bad plugin never takes the others down:
 
-- a plugin that fails to import, or whose hook raises or returns something other than
-  `EnvSpec` objects, is skipped with a `PluginLoadWarning` naming it and its distribution.
-  ``SystemExit`` raised by a plugin (``sys.exit`` at import) counts as such a failure;
-  ``KeyboardInterrupt`` is the user's and always propagates;
+- a plugin that fails to import, or whose hook raises, is skipped with a
+  `PluginLoadWarning` naming it and its distribution (the specs a generator hook
+  yielded before it raised are kept). ``SystemExit`` raised by a plugin (``sys.exit`` at
+  import) counts as such a failure; ``KeyboardInterrupt`` is the user's and always
+  propagates;
+- each spec a hook returns is checked on its own: one that is not an `EnvSpec`, fails
+  the `EnvSpec` checks, or has an id gymnasium refuses (`gymnasium_id_problem`) is left
+  out with a warning naming its id, its plugin and its distribution, and the plugin's
+  other specs still load;
 - an env id claimed by two plugins is dropped (neither claim is kept, so neither one is
   used silently), with a warning naming both distributions; `get_spec` and `make` of
-  that id raise a `KeyError` naming both; every other id still works.
+  that id raise a `KeyError` naming both; every other id still works. Ids that only
+  gymnasium tells apart from each other collide the same way: an unversioned ``Foo``
+  and a versioned ``Foo-v0`` (gymnasium refuses to hold both) are both dropped;
+- likewise for the ids distributions declare in the ``kernelgym.envs.ids`` group: a
+  malformed or colliding declaration is left out of gymnasium with a warning naming the
+  distribution (`checked_declarations`), so it never breaks ``import kernelgym.envs``.
 
 Set ``KERNELGYM_NO_PLUGIN_AUTOLOAD=1`` to skip third-party entry points; plugins given to
 `register_plugin` still work then.
@@ -30,14 +40,18 @@ from importlib.metadata import entry_points
 from typing import Callable
 
 import pluggy
+from gymnasium import error as gymnasium_error
+from gymnasium.envs.registration import get_env_id, parse_env_id
 
 from kernelgym.envs import hookspecs
 from kernelgym.envs.spec import EnvSpec
 
-__all__ = ["PluginLoadWarning", "declared_env_ids", "get_spec", "list_envs", "make", "register_plugin"]
+__all__ = ["PluginLoadWarning", "declared_env_ids", "get_spec", "gymnasium_id_problem", "list_envs", "make",
+           "register_plugin"]
 
 NO_AUTOLOAD_ENV_VAR = "KERNELGYM_NO_PLUGIN_AUTOLOAD"
 BUILTIN_DISTRIBUTION = "kernelgym-envs"
+GYMNASIUM_NAMESPACE = "kernelgym"  # every id is "kernelgym/<id>" in gymnasium's registry
 
 # What a plugin may raise that is reported instead of propagated: every error, and
 # SystemExit (a plugin calling sys.exit must not end the user's program). KeyboardInterrupt
@@ -55,6 +69,44 @@ def _describe(error: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
+def _warn(message: str) -> None:
+    warnings.warn(message, PluginLoadWarning, stacklevel=3)
+
+
+def gymnasium_id_problem(env_id: str) -> str | None:
+    """Why gymnasium cannot hold ``env_id`` as ``"kernelgym/<env_id>"``, or None when it can.
+
+    gymnasium refuses an id that its ``[namespace/]name[-vN]`` pattern does not match (a
+    space, say), and stores a non-canonical version under another key (``Foo-v01`` as
+    ``Foo-v1``), so such an id is refused too.
+    """
+    gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
+    try:
+        canonical = get_env_id(*parse_env_id(gymnasium_id))
+    except gymnasium_error.Error as error:
+        return str(error)
+    if canonical != gymnasium_id:
+        return f"gymnasium would hold {gymnasium_id!r} as {canonical!r}; write the version as in {canonical!r}"
+    return None
+
+
+def _gymnasium_collisions(env_ids) -> list[list[str]]:
+    """Groups of ids gymnasium cannot hold together: an unversioned id and a versioned one of one name.
+
+    ``env_ids`` must be ids without a `gymnasium_id_problem`.
+    """
+    by_name: dict[str, list[tuple[int | None, str]]] = {}
+    for env_id in env_ids:
+        _, name, version = parse_env_id(f"{GYMNASIUM_NAMESPACE}/{env_id}")
+        by_name.setdefault(name, []).append((version, env_id))
+    return [sorted(env_id for _, env_id in group) for group in by_name.values()
+            if any(version is None for version, _ in group) and any(version is not None for version, _ in group)]
+
+
+COLLISION = ("collide in gymnasium (it cannot hold an unversioned id next to a versioned id of the same "
+             "name)")
+
+
 class _Registry:
     def __init__(self):
         self._manager = pluggy.PluginManager(hookspecs.PROJECT_NAME)
@@ -62,8 +114,11 @@ class _Registry:
         self._lock = threading.RLock()
         self._autoloaded = False
         self._specs: dict[str, EnvSpec] | None = None
-        # env id -> the (plugin, distribution) pairs that claimed it, for ids claimed twice
+        # env id -> the (plugin, distribution) pairs that claimed it (or an id it collides with), for
+        # ids claimed twice or colliding in gymnasium
         self._conflicts: dict[str, list[tuple[str, str | None]]] = {}
+        # env id -> the other ids it collides with in gymnasium
+        self._collisions: dict[str, list[str]] = {}
         # plugin object -> (plugin name, distribution name or None)
         self._origins: dict[int, tuple[str, str | None]] = {}
         self._listeners: list[Callable[[list[str]], None]] = []
@@ -120,15 +175,39 @@ class _Registry:
                 )
 
     def declared_ids(self) -> list[str]:
-        """The ids that distributions declare in the ``kernelgym.envs.ids`` group (nothing imported)."""
-        return sorted({ep.name for ep in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)})
+        """The ids declared in the ``kernelgym.envs.ids`` group that gymnasium can hold (nothing imported)."""
+        return sorted(self.checked_declarations()[0])
+
+    def checked_declarations(self) -> tuple[dict[str, list[str | None]], list[str]]:
+        """The declared ids gymnasium can hold (with the distributions declaring each), and a message per id left out.
+
+        Left out: a malformed id (`gymnasium_id_problem`) and every id of a group that
+        collides in gymnasium (``Foo`` and ``Foo-v0``), each message naming the
+        distributions that declare it.
+        """
+        declared: dict[str, list[str | None]] = {}
+        for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
+            distribution = entry_point.dist.name if entry_point.dist is not None else None
+            declared.setdefault(entry_point.name, []).append(distribution)
+        problems = []
+        for env_id in sorted(declared):
+            problem = gymnasium_id_problem(env_id)
+            if problem is not None:
+                problems.append(f"env id {env_id!r} declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points "
+                                f"of distribution {_distributions(declared[env_id])} is left out: {problem}")
+                del declared[env_id]
+        for group in _gymnasium_collisions(declared):
+            who = " and ".join(f"{env_id!r} (distribution {_distributions(declared.pop(env_id))})" for env_id in group)
+            problems.append(f"env ids {who}, declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points, "
+                            f"{COLLISION}; they are left out: rename one or uninstall all but one of them")
+        return declared, problems
 
     # -------------------------------------------------------------------- specs
     def specs(self) -> dict[str, EnvSpec]:
         with self._lock:
             self._autoload()
             if self._specs is None:
-                self._specs, self._conflicts = self._collect()
+                self._specs, self._conflicts, self._collisions = self._collect()
                 self._warn_about_undelivered_declarations()
                 for listener in self._listeners:
                     listener(sorted(self._specs))
@@ -148,45 +227,87 @@ class _Registry:
             return self._conflicts.get(env_id)
 
     def _provided_specs(self, plugin, name: str, distribution: str | None) -> list[EnvSpec]:
-        """What ``plugin``'s hook returns, or [] (with a warning) when it raises or returns junk."""
+        """The good specs ``plugin``'s hook returns; each bad one, or a hook that raises, is warned about."""
+        where = f"kernelgym env plugin {name!r} (distribution {distribution!r})"
+        specs = []
         try:
-            provided = list(plugin.kernelgym_register_envs())
-            bad = [spec for spec in provided if not isinstance(spec, EnvSpec)]
-            if bad:
-                raise TypeError(f"expected EnvSpec objects, got {bad!r}")
+            provided = plugin.kernelgym_register_envs()
+            if isinstance(provided, (str, bytes, EnvSpec)):
+                raise TypeError(f"expected an iterable of EnvSpec objects, got {provided!r}")
+            for item in provided:  # one at a time: a bad spec hides only itself
+                spec = _checked_spec(item, where, name, distribution)
+                if spec is not None:
+                    specs.append(spec)
         except PLUGIN_FAILURES as error:  # a broken plugin is reported, others still work
-            warnings.warn(
-                f"kernelgym env plugin {name!r} (distribution {distribution!r}) failed in "
-                f"kernelgym_register_envs and was skipped: {_describe(error)}",
-                PluginLoadWarning,
-                stacklevel=2,
-            )
-            return []
-        return [dataclasses.replace(spec, distribution=distribution, plugin=name) for spec in provided]
+            kept = f"its specs yielded before the error are kept: {[spec.id for spec in specs]}" if specs else \
+                "it was skipped"
+            _warn(f"{where} failed in kernelgym_register_envs and {kept}: {_describe(error)} (an EnvSpec whose "
+                  f"construction raises ends the hook before it returns, so the plugin's other specs are lost "
+                  f"with it; see kernelgym.envs.hookspecs)")
+        return specs
 
-    def _collect(self) -> tuple[dict[str, EnvSpec], dict[str, list[tuple[str, str | None]]]]:
+    def _collect(self):
+        """(specs by id, claimants of each id left out, the ids each colliding id collides with)."""
         claims: dict[str, list[EnvSpec]] = {}
         for registered_name, plugin in self._manager.list_name_plugin():  # registration order
             name, distribution = self._origins.get(id(plugin), (registered_name, None))
             for spec in self._provided_specs(plugin, name, distribution):
                 claims.setdefault(spec.id, []).append(spec)
-        specs, conflicts = {}, {}
+        conflicts, collisions = {}, {}
+        for group in _gymnasium_collisions(claims):
+            claimed = [spec for env_id in group for spec in claims[env_id]]
+            who = " and ".join(f"{env_id!r} from {_claimants([(s.plugin, s.distribution) for s in claims[env_id]])}"
+                               for env_id in group)
+            _warn(f"env ids {who} {COLLISION}; they are left out (the other ids still work): rename one or "
+                  f"uninstall all but one of them")
+            for env_id in group:
+                conflicts[env_id] = [(spec.plugin, spec.distribution) for spec in claimed]
+                collisions[env_id] = [other for other in group if other != env_id]
+        specs = {}
         for env_id, claimed in claims.items():
+            if env_id in conflicts:
+                continue
             if len(claimed) == 1:
                 specs[env_id] = claimed[0]
                 continue
             conflicts[env_id] = [(spec.plugin, spec.distribution) for spec in claimed]
-            warnings.warn(
-                f"env id {env_id!r} is claimed by {len(claimed)} plugins: {_claimants(conflicts[env_id])}; "
-                f"it is left out (the other ids still work): uninstall all but one of them",
-                PluginLoadWarning,
-                stacklevel=2,
-            )
-        return specs, conflicts
+            _warn(f"env id {env_id!r} is claimed by {len(claimed)} plugins: {_claimants(conflicts[env_id])}; "
+                  f"it is left out (the other ids still work): uninstall all but one of them")
+        return specs, conflicts, collisions
+
+    def collisions(self, env_id: str) -> list[str]:
+        """The ids ``env_id`` collides with in gymnasium (``Foo`` for ``Foo-v0``); [] when none."""
+        with self._lock:
+            self.specs()
+            return self._collisions.get(env_id, [])
+
+
+def _checked_spec(provided, where: str, name: str, distribution: str | None) -> EnvSpec | None:
+    """``provided`` as the registry keeps it, or None (with a warning naming it) when it is bad."""
+    if not isinstance(provided, EnvSpec):
+        _warn(f"{where} returned {provided!r}, expected EnvSpec objects: it is left out (the plugin's other "
+              f"specs still load)")
+        return None
+    try:  # replace() runs every EnvSpec check again, on this spec alone
+        spec = dataclasses.replace(provided, distribution=distribution, plugin=name)
+    except PLUGIN_FAILURES as error:
+        _warn(f"{where}: env {provided.id!r} is invalid and left out (the plugin's other specs still load): "
+              f"{_describe(error)}")
+        return None
+    problem = gymnasium_id_problem(spec.id)
+    if problem is not None:
+        _warn(f"{where}: env id {spec.id!r} is left out (the plugin's other specs still load), gymnasium "
+              f"cannot register it: {problem}")
+        return None
+    return spec
 
 
 def _claimants(claims: list[tuple[str, str | None]]) -> str:
     return " and ".join(f"plugin {plugin!r} (distribution {distribution!r})" for plugin, distribution in claims)
+
+
+def _distributions(names: list[str | None]) -> str:
+    return " and ".join(repr(name) for name in dict.fromkeys(names))
 
 
 _REGISTRY = _Registry()
@@ -213,7 +334,9 @@ def declared_env_ids() -> list[str]:
 
     A plugin declares an id with an entry point in the ``kernelgym.envs.ids`` group whose
     name is the id (see `kernelgym.envs.hookspecs`). These are what gymnasium learns at
-    ``import kernelgym.envs``; `list_envs` is the authority once plugins are loaded.
+    ``import kernelgym.envs``; `list_envs` is the authority once plugins are loaded. A
+    malformed id, or ids that collide in gymnasium, are left out (``import kernelgym.envs``
+    warns about them).
     """
     return _REGISTRY.declared_ids()
 
@@ -239,6 +362,10 @@ def get_spec(env_id: str) -> EnvSpec:
     if key in specs:
         return specs[key]
     claims = _REGISTRY.conflict(key)
+    collides = _REGISTRY.collisions(key)
+    if collides:
+        raise KeyError(f"env_id: {env_id!r} and {collides} {COLLISION}; claimed by {_claimants(claims)}, so "
+                       f"none is used; rename one or uninstall all but one of them")
     if claims:
         raise KeyError(f"env_id: {env_id!r} is claimed by {_claimants(claims)}, so neither is used; "
                        f"uninstall all but one of them")

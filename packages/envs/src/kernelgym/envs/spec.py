@@ -284,7 +284,9 @@ class EnvSpec:
         if not isinstance(action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete)):
             raise TypeError(f"{where} action_space: expected Box, Discrete or MultiDiscrete, got {action_space}")
         if not isinstance(observation_space, spaces.Box):
-            raise TypeError(f"{where} observation_space: expected a Box, got {observation_space}")
+            fix = (f"; flatten it into a Box (gymnasium.spaces.flatten_space) until {type(observation_space).__name__} "
+                   f"spaces are supported" if isinstance(observation_space, (spaces.Dict, spaces.Tuple)) else "")
+            raise TypeError(f"{where} observation_space: expected a Box, got {observation_space}{fix}")
         limit = self.max_episode_steps(params) if callable(self.max_episode_steps) else self.max_episode_steps
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
             raise ValueError(f"{where} max_episode_steps: expected None or an int >= 1, got {limit!r}")
