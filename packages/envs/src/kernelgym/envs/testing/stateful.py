@@ -2,7 +2,10 @@
 
 The machine drives one `KernelVectorEnv` and an `EpisodeModel` side by side; after
 every rule the env must agree with the model and the CPU reference, observations must
-lie in the observation space and the spec's invariants must hold in every env.
+lie in the observation space and the spec's invariants must hold in every env. A bad
+step is refused as the env's value check promises (`refusals`): with a deferred check
+(cuda, sim) the envs with good actions step and the model follows them, and the fault
+is read within the rule, so that the machine stays deterministic.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from kernelgym.core import rng
-from kernelgym.envs.testing import strategies
+from kernelgym.envs.testing import refusals, strategies
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.harness import env_slice, fail_on
 
@@ -65,15 +68,24 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def refused_step(self, bad):
             if bad.expected == "clip":
                 return  # clipping is a successful step; the invalid_actions check covers it
-            before = self.env.get_state()
-            try:
-                self.env.step(bad.actions)
-            except bad.expected:
-                pass
-            else:
-                raise AssertionError(f"step({bad.kind} actions) raised nothing, expected {bad.expected.__name__}")
-            changed = [name for name, value in self.env.get_state().items() if not np.array_equal(value, before[name])]
-            assert not changed, f"a refused step changed state {changed}"
+            before, streams = self.env.get_state(), self.env.get_rng_states()
+            before_outputs = [np.array(view) for view in self.env.numpy()]
+            # refuse reads a deferred fault at once: none may surface in a later rule
+            outputs = refusals.refuse(self.env, bad, space)
+            refused = range(NUM_ENVS) if outputs is None else refusals.bad_envs(space, bad.actions)
+            after, after_outputs = self.env.get_state(), self.env.numpy()
+            for index in refused:
+                changed = [name for name, value in after.items()
+                           if not np.array_equal(value[index], before[name][index])]
+                changed += [name for name, old, new in zip(("obs", "rewards", "terminated", "truncated"),
+                                                             before_outputs, after_outputs)
+                            if not np.array_equal(old[index], new[index], equal_nan=True)]
+                assert not changed, f"env {index}: a refused step changed {changed}"
+            if outputs is not None:  # deferred: the envs with good actions stepped
+                stepped = [index for index in range(NUM_ENVS) if index not in refused]
+                result = refusals.step_result(self.env, outputs)
+                fail_on(self.model.step_problems(before, streams, bad.actions, result, envs=stepped),
+                        "the envs with good actions in a deferred refused step")
 
         @invariant()
         def spec_invariants_hold(self):
