@@ -70,17 +70,17 @@ def refuse(env, bad, space: spaces.Space):
     """
     value_fault = is_value_fault(bad)
     later = value_fault and deferred(env)
-    where = "step"
+    stepped = where = f"step({bad.kind} actions)"
     outputs = None
     try:
         outputs = env.step(bad.actions)
         if later:
-            where = "check_actions() after the step"
+            where = f"check_actions() after {stepped}"
             env.check_actions()
     except bad.expected as error:
-        if later and where == "step":
-            raise AssertionError(f"step({bad.kind} actions) raised {type(error).__name__} in the step: {error}; a "
-                                 "deferred check must raise it at the next read of results") from error
+        if later and where == stepped:
+            raise AssertionError(f"{stepped} raised {type(error).__name__} in the step: {error}; a deferred "
+                                 "check must raise it at the next read of results") from error
         message = str(error)
         assert "actions" in message, f"the error does not name the argument 'actions': {message}"
         if value_fault:
@@ -88,10 +88,10 @@ def refuse(env, bad, space: spaces.Space):
             index = tuple(int(k) for k in np.unravel_index(first, np.shape(bad.actions)))
             assert f"at index {index}" in message, f"the error does not name the bad index {index}: {message}"
     except Exception as error:  # noqa: BLE001 - any other error is the finding
-        raise AssertionError(f"{where}({bad.kind} actions) raised {type(error).__name__}: {error}; "
+        raise AssertionError(f"{where} raised {type(error).__name__}: {error}; "
                              f"expected {bad.expected.__name__}") from error
     else:
-        raise AssertionError(f"{where}({bad.kind} actions) raised nothing; expected {bad.expected.__name__}")
+        raise AssertionError(f"{where} raised nothing; expected {bad.expected.__name__}")
     if not later:
         return None
     try:
