@@ -364,20 +364,14 @@ def check_invalid_actions(harness: EnvHarness, config: CheckConfig) -> None:
                 )
             return
         harness.load_batch(env, batch, seed)
-        before = env.get_state()
-        before_outputs = [np.array(view) for view in env.numpy()]
-        before_rng = env.get_rng_states()
+        before = refusals.snapshot(env)
         outputs = refusals.refuse(env, bad, harness.action_space)
         # a "sync" refusal steps no env; a deferred one only the envs with a bad action
         refused_envs = list(range(batch.num_envs)) if outputs is None else refusals.bad_envs(
             harness.action_space, bad.actions)
-        after, after_outputs, after_rng = env.get_state(), env.numpy(), env.get_rng_states()
+        after = refusals.snapshot(env)
         for index in refused_envs:
-            changed = [name for name, value in after.items() if not np.array_equal(value[index], before[name][index])]
-            changed += [name for name, old, new in zip(("obs", "rewards", "terminated", "truncated"), before_outputs,
-                                                         after_outputs)
-                        if not np.array_equal(old[index], new[index], equal_nan=True)]
-            changed += [] if np.array_equal(after_rng[index], before_rng[index]) else ["rng stream"]
+            changed = refusals.changes(before, after, index)
             assert not changed, f"env {index}: a refused step({bad.kind} actions) changed {changed}"
         refused_run = None if outputs is None else refusals.step_result(env, outputs)
         after_refusal = harness.step(env, batch.actions)

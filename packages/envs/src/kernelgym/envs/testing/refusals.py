@@ -18,7 +18,9 @@ from gymnasium import spaces
 from kernelgym.envs.runtime.actions import check_mode
 from kernelgym.envs.testing.harness import StepResult
 
-__all__ = ["bad_envs", "bad_positions", "deferred", "is_value_fault", "refuse", "step_result"]
+__all__ = ["bad_envs", "bad_positions", "changes", "deferred", "is_value_fault", "refuse", "snapshot", "step_result"]
+
+OUTPUTS = ("obs", "rewards", "terminated", "truncated")
 
 # the InvalidAction kinds whose values only the in-launch check can see
 VALUE_KINDS = ("out_of_range", "non_finite")
@@ -107,3 +109,17 @@ def step_result(env, outputs) -> StepResult:
     arrays = tuple(tensor.numpy(force=True) for tensor in (obs, rewards, terminated, truncated))
     return StepResult(env, (*arrays, {key: value.numpy(force=True) for key, value in info.items()
                                       if key in ("final_obs", "_final_obs")}))
+
+
+def snapshot(env) -> tuple[dict, list, np.ndarray]:
+    """Host copies of ``env``'s state, outputs and RNG streams (what a refusal leaves alone)."""
+    return env.get_state(), [np.array(view) for view in env.numpy()], env.get_rng_states()
+
+
+def changes(before: tuple, after: tuple, index: int) -> list[str]:
+    """What differs for env ``index`` between two snapshots (`snapshot`)."""
+    (state, outputs, streams), (new_state, new_outputs, new_streams) = before, after
+    found = [name for name, value in new_state.items() if not np.array_equal(value[index], state[name][index])]
+    found += [name for name, old, new in zip(OUTPUTS, outputs, new_outputs)
+              if not np.array_equal(old[index], new[index], equal_nan=True)]
+    return found + ([] if np.array_equal(new_streams[index], streams[index]) else ["rng stream"])

@@ -68,23 +68,19 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         def refused_step(self, bad):
             if bad.expected == "clip":
                 return  # clipping is a successful step; the invalid_actions check covers it
-            before, streams = self.env.get_state(), self.env.get_rng_states()
-            before_outputs = [np.array(view) for view in self.env.numpy()]
+            before = refusals.snapshot(self.env)
             # refuse reads a deferred fault at once: none may surface in a later rule
             outputs = refusals.refuse(self.env, bad, space)
             refused = range(NUM_ENVS) if outputs is None else refusals.bad_envs(space, bad.actions)
-            after, after_outputs = self.env.get_state(), self.env.numpy()
+            after = refusals.snapshot(self.env)
             for index in refused:
-                changed = [name for name, value in after.items()
-                           if not np.array_equal(value[index], before[name][index])]
-                changed += [name for name, old, new in zip(("obs", "rewards", "terminated", "truncated"),
-                                                             before_outputs, after_outputs)
-                            if not np.array_equal(old[index], new[index], equal_nan=True)]
-                assert not changed, f"env {index}: a refused step changed {changed}"
+                changed = refusals.changes(before, after, index)
+                assert not changed, f"env {index}: a refused step({bad.kind} actions) changed {changed}"
             if outputs is not None:  # deferred: the envs with good actions stepped
                 stepped = [index for index in range(NUM_ENVS) if index not in refused]
                 result = refusals.step_result(self.env, outputs)
-                fail_on(self.model.step_problems(before, streams, bad.actions, result, envs=stepped),
+                state, _, streams = before
+                fail_on(self.model.step_problems(state, streams, bad.actions, result, envs=stepped),
                         "the envs with good actions in a deferred refused step")
 
         @invariant()
