@@ -335,12 +335,10 @@ def check_invariants(harness: EnvHarness, config: CheckConfig) -> str | None:
 
 # -------------------------------------------------------------------- bad input
 def check_invalid_actions(harness: EnvHarness, config: CheckConfig) -> None:
-    """Invalid actions raise the documented error (or are clipped) and corrupt nothing.
-
-    With the env's ``"deferred"`` value check (cuda, sim) a bad value must not raise in
-    the step but at the next ``check_actions()``; the envs with good actions step as in
-    a step where the bad env's action was good, and the bad env is left as it was.
-    """
+    """Invalid actions raise the documented error (or are clipped) and corrupt nothing."""
+    # with the env's "deferred" value check (cuda, sim) a bad value raises at the next
+    # check_actions(), not in the step: the bad env is left as it was, and the envs with
+    # good actions step as if the bad env's action had been good (`refusals`)
     from kernelgym.envs.testing import refusals
 
     batches = strategies.batches(harness.spec, harness.params, harness.backend)
