@@ -1,6 +1,6 @@
 """No silent freeze: a bad action raises by the end of its fragment, with one fault read per fragment.
 
-With the env's ``"deferred"`` action check (the cuda default; the simulator runs the same
+With the env's ``"deferred"`` action check (the cuda and sim default; the simulator runs the same
 kernels) the env that got a bad action does not step and nothing synchronizes per step;
 before this, ``DeviceCollector`` went on collecting fragments of a frozen env and never
 raised. The fault reads are counted at `ActionLoader.raise_fault`, the one place the env

@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernelgym.envs as kge
+from kernelgym.envs.runtime.actions import check_mode
 
 
 def _kernelgym_traces(snapshot):
@@ -95,6 +96,23 @@ def test_other_dtypes_and_layouts_are_copied_once_and_checked_alike():
     assert all(np.array_equal(a, b) for a, b in zip(got[:4], want[:4]))
     with pytest.raises(ValueError, match=r"got -3 at index \(1,\)"):
         env.step(np.array([1, -3, 0, 0], dtype=np.int8))
+
+
+@pytest.mark.parametrize("backend, mode", [("cpu", "sync"), ("sim", "deferred"), ("cuda", "deferred")])
+def test_check_action_values_true_is_sync_on_cpu_and_deferred_on_the_simulator_as_on_cuda(backend, mode):
+    # the simulator models the GPU: a test green there must meet the deferred error cuda gives
+    assert check_mode(True, backend) == mode
+    assert check_mode("sync", backend) == "sync" and check_mode("deferred", backend) == "deferred"
+    assert check_mode(False, backend) is None
+
+
+@pytest.mark.sim
+def test_the_simulator_defers_a_bad_action_by_default():
+    env = kge.make("CartPole-v1", 3, backend="sim", seed=0)
+    env.reset()
+    env.step(torch.tensor([0, 9, 1]))  # returns, as on cuda
+    with pytest.raises(ValueError, match=r"got 9 at index \(1,\)"):
+        env.check_actions()
 
 
 @pytest.mark.sim

@@ -371,7 +371,9 @@ def test_same_step_autoreset_in_simulator_matches_cpu():
 
 @pytest.mark.sim
 def test_simulator_buffers_stay_in_place_and_bad_actions_change_nothing():
-    env = kge.make("CartPole-v1", 4, backend="sim", seed=2)
+    # "sync": the contract that nothing changes (the sim default, "deferred", steps the
+    # good envs: test_step_hot_path)
+    env = kge.make("CartPole-v1", 4, backend="sim", seed=2, check_action_values="sync")
     obs, _ = env.reset(seed=2)
     pointer = obs.data_ptr()
     start = obs.clone()

@@ -9,7 +9,7 @@ episodes are handled with masks, never with ``if fin.any()``.
 
 A bad action (out of the action space, or not finite) raises by the end of the fragment
 in which the policy gave it: the env's ``"sync"`` check raises in that step, and its
-``"deferred"`` check (the cuda default: the env with the bad action does not step, with
+``"deferred"`` check (the cuda and sim default: the env with the bad action does not step, with
 no host synchronization) is read once per fragment, after the last step
 (``env.check_actions()``: one host read of the env's fault record, none per step).
 """

@@ -13,7 +13,8 @@ vectorizes on cpu; a failing env's actions are kept in a per-env slot
 buffer (`kernelgym.core.binding.Precondition`) and runs no env whose action is bad (on
 cpu: no env at all). The host turns a recorded fault into today's error message
 (`ActionLoader.raise_fault`), right after the launch (``"sync"``) or at the next read of
-results (``"deferred"``, the cuda default: no host synchronization per step).
+results (``"deferred"``, the cuda and sim default: no host synchronization per step; the
+simulator models the GPU, so that what passes there holds on cuda).
 """
 
 from __future__ import annotations
@@ -35,13 +36,17 @@ CHECK_MODES = (True, False, "sync", "deferred")
 
 
 def check_mode(value, backend: str):
-    """``"sync"``, ``"deferred"`` or None (no check) for a ``check_action_values`` argument."""
+    """``"sync"``, ``"deferred"`` or None (no check) for a ``check_action_values`` argument.
+
+    True picks the backend's default: ``"deferred"`` on cuda and on sim (the simulator
+    models the GPU, deferred errors included), ``"sync"`` on cpu.
+    """
     if not any(value is mode or (isinstance(value, str) and value == mode) for mode in CHECK_MODES):
         raise TypeError(f"check_action_values: expected True, False, 'sync' or 'deferred', got {value!r}")
     if value is False:
         return None
     if value is True:
-        return "deferred" if backend == "cuda" else "sync"
+        return "sync" if backend == "cpu" else "deferred"
     return value
 
 

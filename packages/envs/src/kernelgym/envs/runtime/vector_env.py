@@ -88,8 +88,9 @@ class KernelVectorEnv(StateIO):
         step, and the error (the smallest bad index since the last check) is raised at
         the next read of results: ``numpy()``, ``reset()``, ``get_state()``,
         ``close()`` or ``check_actions()`` (on cpu, where a read costs nothing, it is
-        raised at once, as with "sync"). True (default): "deferred" on cuda, "sync"
-        on cpu and sim. False: no value check (types and shapes are always checked).
+        raised at once, as with "sync"). True (default): "deferred" on cuda and sim
+        (the simulator models the GPU), "sync" on cpu. False: no value check (types
+        and shapes are always checked).
     episode_statistics : bool
         Keep each finished episode's return and length in ``info`` (default True);
         False saves their upkeep in every step.
@@ -278,7 +279,7 @@ class KernelVectorEnv(StateIO):
         TypeError, ValueError
             Bad actions (type, shape, dtype, device: before any kernel runs;
             out-of-range or non-finite values: see ``check_action_values``). With a
-            "sync" check (the default on cpu and sim) no env state changes.
+            "sync" check (the default on cpu) no env state changes.
         RuntimeError
             ``step`` before the first ``reset`` (or a ``set_state`` of every env).
         """

@@ -76,13 +76,16 @@ class EpisodeModel:
                 found.append(harness.env_problem(index, problems))
         return found
 
-    def step_problems(self, prev: dict, streams: np.ndarray, actions: np.ndarray, result: StepResult) -> list[str]:
+    def step_problems(self, prev: dict, streams: np.ndarray, actions: np.ndarray, result: StepResult,
+                      envs=None) -> list[str]:
         """Check one step of every env against the model and the reference; advance the model.
 
         ``prev`` and ``streams`` are the state and RNG stream rows before the step.
+        ``envs``: the followed envs that stepped (default all; a deferred refusal steps
+        only the envs with good actions).
         """
         found = []
-        for index in self.envs:
+        for index in self.envs if envs is None else [index for index in self.envs if index in envs]:
             prev_env = env_slice(prev, index)
             problems = self._env_step(index, prev_env, streams[index], actions[index], result)
             if problems:
