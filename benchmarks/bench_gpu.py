@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu_check"))
-from parts import timed_median  # noqa: E402 - the GPU check's timing, one source
+from parts import cartpole_collector, timed_median  # noqa: E402 - the GPU check's, one source
 
 # results/gpu.md holds the whole GPU check's section (benchmarks/gpu_check); this script's
 # narrower throughput table is a section of its own
@@ -61,24 +61,12 @@ def collector_rate(num_envs: int, backend: str, n_steps: int, repeats: int) -> f
     """DeviceCollector env-steps/s on CartPole with a 4-32-2 MLP actor (fragments of ``n_steps``)."""
     import torch
 
-    import kernelgym.envs as kge
-    from kernelgym.collectors import DeviceCollector
-    from kernelgym.collectors.rollout.actor import Actor
-
-    class MLPActor(Actor):
-        def __init__(self):
-            super().__init__()
-            self.net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
-
-        def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
-            logits = self.net(obs)
-            return torch.distributions.Categorical(logits=logits).sample(), (), {}
-
-    env = kge.make("CartPole-v1", num_envs=num_envs, backend=backend, seed=0, autoreset_mode="same_step",
-                   check_action_values=False)
-    collector = DeviceCollector(env, MLPActor().to(env.device), n_steps, seed=0)
-    with torch.no_grad():
-        return median_rate(collector.collect, num_envs * n_steps, repeats, backend)
+    env, collector = cartpole_collector(num_envs, n_steps, backend)
+    try:
+        with torch.no_grad():
+            return median_rate(collector.collect, num_envs * n_steps, repeats, backend)
+    finally:
+        env.close()
 
 
 def device_name(backend: str) -> str:

@@ -222,7 +222,7 @@ def _collector_sync() -> None:
 
     from kernelgym.collectors import DeviceCollector
 
-    env, collector = _cartpole_collector(4096, 16)
+    env, collector = cartpole_collector(4096, 16)
     with torch.no_grad():
         collector.collect()
         torch.cuda.synchronize()
@@ -241,7 +241,9 @@ def _collector_sync() -> None:
     env.close()
 
 
-def _cartpole_collector(num_envs: int, n_steps: int, backend: str = "cuda"):
+def cartpole_collector(num_envs: int, n_steps: int, backend: str = "cuda"):
+    """A CartPole env (same-step autoreset) and a `DeviceCollector` with a 4-32-2 MLP actor
+    that acts by argmax (no sampling op that could synchronize)."""
     import torch
 
     import kernelgym.envs as kge
@@ -254,9 +256,7 @@ def _cartpole_collector(num_envs: int, n_steps: int, backend: str = "cuda"):
             self.net = torch.nn.Sequential(torch.nn.Linear(4, 32), torch.nn.Tanh(), torch.nn.Linear(32, 2))
 
         def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
-            logits = self.net(obs)
-            # argmax: no sampling op that could synchronize
-            return logits.argmax(-1), (), {}
+            return self.net(obs).argmax(-1), (), {}
 
     env = kge.make("CartPole-v1", num_envs=num_envs, backend=backend, seed=0, autoreset_mode="same_step")
     return env, DeviceCollector(env, MLPActor().to(env.device), n_steps, seed=0)
@@ -412,7 +412,7 @@ def part_collector(backend: str, tiny: bool) -> None:
     import torch
 
     num_envs, n_steps = (64, 4) if tiny else (2**16, 16)
-    env, collector = _cartpole_collector(num_envs, n_steps, backend)
+    env, collector = cartpole_collector(num_envs, n_steps, backend)
     with torch.no_grad():
         seconds = timed_median(collector.collect, backend, 3 if tiny else 7)
     emit("collector", envs=num_envs, n_steps=n_steps, env_steps_per_s=num_envs * n_steps / seconds)
@@ -467,7 +467,7 @@ def part_short_run(backend: str, tiny: bool) -> None:
         emit("short_run", env=env_id, ok=True)
         env.close()
     if backend == "cuda":
-        env, collector = _cartpole_collector(64, 4)
+        env, collector = cartpole_collector(64, 4)
         import torch
 
         with torch.no_grad():
