@@ -86,10 +86,10 @@ def test_the_header_states_backend_precision_fast_math_examples_and_what_was_com
     text = format_report(Report("Walk-v0", "cpu", 20, 42, (passed,), 3.5, precision="float32", fast_math=True,
                                 rtol=1e-5, atol=1e-6))
     assert "backend cpu, precision float32, fast-math build checked too; 20 hypothesis examples per check" in text
-    assert "floats within rtol 1e-05, atol 1e-06 (check_env's rtol and atol" in text
+    assert "floats within rtol 1e-05, atol 1e-06 (check_env's rtol/atol; 0 for exact)" in text
     assert "RNG stream rows exactly" in text and "fewer than cpu" not in text
     exact = format_report(_report(passed))
-    assert "precision env has no precision choice;" in exact and "fast-math" not in exact
+    assert "precision none (env has no precision choice);" in exact and "fast-math" not in exact
     assert "compared with the reference: floats exactly (NaN equal to NaN)" in exact
     cuda = format_report(Report("Walk-v0", "cuda", 20, 1, (passed,), 1.0, rtol=1e-5, atol=1e-6))
     assert "CUDA_TOLERANCE: libdevice's transcendental functions differ from libm" in cuda

@@ -104,11 +104,11 @@ def format_report(report: Report) -> str:
     """A readable text report: one line per check, then each failure with its shrunk example."""
     width = max((len(result.name) for result in report.results), default=10)
     verdict = "PASSED" if report.passed else f"FAILED ({len(report.failures)} of {len(report.results)} checks)"
-    precision = report.precision or "env has no precision choice"
-    fast_math = ", fast-math build checked too" if report.fast_math else ""
+    precision = report.precision or "none (env has no precision choice)"
+    fast_math_note = ", fast-math build checked too" if report.fast_math else ""
     lines = [
         f"kernelgym check {report.env_id} on backend {report.backend!r}: {verdict}",
-        f"  backend {report.backend}, precision {precision}{fast_math}; {report.max_examples} hypothesis "
+        f"  backend {report.backend}, precision {precision}{fast_math_note}; {report.max_examples} hypothesis "
         f"examples per check, seed {report.seed}, {report.seconds:.1f} s "
         f"(python {platform.python_version()}, {platform.machine()})",
         "  " + _guarantee(report),
@@ -144,11 +144,11 @@ def format_report(report: Report) -> str:
 
 def _guarantee(report: Report) -> str:
     """What "agrees with the reference" meant in this run, in one line."""
-    exactly = "integers, bools and RNG stream rows exactly; replays, batch sizes and agent orders bitwise"
+    exactly = "ints, bools and RNG stream rows exactly; replays, batch sizes and agent orders bitwise"
     if report.rtol == report.atol == 0.0:
         return f"compared with the reference: floats exactly (NaN equal to NaN), {exactly}"
-    why = ("CUDA_TOLERANCE: libdevice's transcendental functions differ from libm in the last bits"
-           if report.backend == "cuda" else "check_env's rtol and atol; 0 and 0 compare floats exactly")
+    why = ("check_env's rtol/atol, by default the kit's CUDA_TOLERANCE: libdevice's transcendental functions "
+           "differ from libm" if report.backend == "cuda" else "check_env's rtol/atol; 0 for exact")
     return (f"compared with the reference: floats within rtol {report.rtol:g}, atol {report.atol:g} "
             f"({why}), {exactly}")
 
