@@ -15,7 +15,7 @@ def max_examples_help() -> str:
     from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
     return (f"hypothesis examples per check (default: {DEFAULT_MAX_EXAMPLES['cpu']}, {DEFAULT_MAX_EXAMPLES['sim']} "
-            "on sim, which the report then says)")
+            "on sim, whose report then says it ran fewer than cpu)")
 
 
 def precision_problem(spec, precision: str | None) -> str | None:
