@@ -310,6 +310,23 @@ def test_check_prints_the_kits_report_and_exits_by_its_verdict(capsys):
     assert code in (0, 1) and verdict in out
 
 
+def test_check_precision_runs_that_precision_and_the_report_says_so(capsys):
+    code, out, err = run(capsys, "check", "CartPole-v1", "--precision", "float32", "--max-examples", "2",
+                         "--checks", "parity", "--seed", "3")
+    assert code == 0, out + err
+    assert "backend cpu, precision float32; 2 hypothesis examples per check, seed 3" in out, out
+
+
+def test_check_help_states_the_example_counts_the_kit_runs(capsys):
+    from kernelgym.envs.testing import DEFAULT_MAX_EXAMPLES
+
+    code, out, _ = run(capsys, "check", "--help")
+    out = " ".join(out.split())
+    assert code == 0
+    assert f"default: {DEFAULT_MAX_EXAMPLES['cpu']}, {DEFAULT_MAX_EXAMPLES['sim']} on sim" in out, out
+    assert "--precision {float64,float32}" in out and "--fast-math" in out
+
+
 @pytest.mark.parametrize(
     ("argv", "argument", "expected", "received"),
     [
@@ -318,6 +335,9 @@ def test_check_prints_the_kits_report_and_exits_by_its_verdict(capsys):
         (["CartPole-v1", "--max-examples", "0"], "--max-examples", "expected an integer >= 1", "'0'"),
         (["CartPole-v1", "--seed", "-1"], "--seed", "expected an integer >= 0", "'-1'"),
         (["CartPole-v1", "--backend", "tpu"], "--backend", "choose from", "'tpu'"),
+        (["CartPole-v1", "--precision", "float16"], "--precision", "choose from", "'float16'"),
+        (["GoRight-v0", "--precision", "float32"], "--precision", "expected no --precision for GoRight-v0",
+         "'float32'"),
     ],
 )
 def test_check_bad_arguments(capsys, argv, argument, expected, received):

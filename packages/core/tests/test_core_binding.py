@@ -85,6 +85,21 @@ def test_an_unknown_name_is_refused_at_bind_time_naming_kernel_parameter_and_nam
         bind(Branch("flags", then=[affine]), {**values, "shift": 0.0}, backend="cpu", num_envs=3)
 
 
+def test_an_unknown_name_lists_the_users_names_before_the_internal_ones_and_suggests_the_closest():
+    values = {"x": np.zeros((3, 2)), "out": np.zeros((3, 2)), "scale": 1.0, "shfit": 0.0,
+              "_fault": np.zeros(1, np.int32), "_reset_mask": np.zeros(3, np.uint8)}
+    with pytest.raises(BindingError) as error:
+        bind(affine, values, backend="cpu", num_envs=3)
+    message = str(error.value)
+    assert "available: ['out', 'scale', 'shfit', 'x'], then the runtime's ['_fault', '_reset_mask']" in message
+    assert message.index("'x'") < message.index("'_fault'")
+    assert message.endswith("did you mean 'shfit'?")
+    # no close name: no suggestion
+    with pytest.raises(BindingError) as error:
+        bind(affine, {"x": values["x"], "out": values["out"], "scale": 1.0}, backend="cpu", num_envs=3)
+    assert "did you mean" not in str(error.value)
+
+
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(0, 6), num_envs=st.integers(1, 8))
 def test_too_few_rows_is_refused_before_anything_runs(rows, num_envs):

@@ -15,6 +15,7 @@ import sys
 __all__ = ["main", "build_parser"]
 
 BACKENDS = ("auto", "cuda", "cpu", "sim")
+PRECISIONS = ("float64", "float32")
 DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
 DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 
@@ -79,6 +80,8 @@ def png_path(text: str) -> str:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``kernelgym`` command and its subcommands."""
+    from kernelgym.envs.testing.cli import max_examples_help
+
     parser = argparse.ArgumentParser(
         prog="kernelgym",
         description="Reinforcement-learning environments as Numba kernels (GPU or CPU).",
@@ -119,11 +122,15 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("envs", nargs="+", metavar="ENV", help="registered env ids (see `kernelgym list`)")
     check.add_argument("--backend", choices=BACKENDS, default="cpu",
                        help="where the kernels run (default: %(default)s; sim re-runs under the simulator)")
-    check.add_argument("--max-examples", type=positive_int,
-                       help="hypothesis examples per check (default: the kit's, 20; 4 on sim)")
+    check.add_argument("--max-examples", type=positive_int, help=max_examples_help())
     check.add_argument("--checks", type=comma_separated, metavar="NAME,NAME",
                        help="only these checks (default: all; names in the report)")
     check.add_argument("--seed", type=non_negative_int, help="reproduce a run (each report prints its seed)")
+    check.add_argument("--precision", choices=PRECISIONS,
+                       help="check the kernels compiled for this precision, for envs that declare the choice "
+                            "(default: the env's own; see `kernelgym list`)")
+    check.add_argument("--fast-math", action="store_true",
+                       help="also check the fast-math build (FMA contraction on) within its stated tolerance")
 
     demo = commands.add_parser(
         "demo", help="train PPO on CartPole-v1 and plot the learning curve",
@@ -209,10 +216,15 @@ def run_bench(args, parser) -> int:
 
 
 def run_check(args, parser) -> int:
+    from kernelgym.envs import get_spec
     from kernelgym.envs.testing import check_names, main_check
+    from kernelgym.envs.testing.cli import precision_problem
 
     for env_id in args.envs:
         check_env_id(parser, env_id)
+        problem = precision_problem(get_spec(env_id), args.precision)
+        if problem:
+            parser.error(problem)
     unknown = [name for name in args.checks or () if name not in check_names()]
     if unknown:
         parser.error(f"argument --checks: expected names among {check_names()}, received {unknown}")
@@ -224,6 +236,10 @@ def run_check(args, parser) -> int:
         forwarded += ["--checks", ",".join(args.checks)]
     if args.seed is not None:
         forwarded += ["--seed", str(args.seed)]
+    if args.precision is not None:
+        forwarded += ["--precision", args.precision]
+    if args.fast_math:
+        forwarded.append("--fast-math")
     return main_check(forwarded)
 
 

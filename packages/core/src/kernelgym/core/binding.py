@@ -61,6 +61,7 @@ A cuda launch runs on torch's current CUDA stream, read at each call
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import math
@@ -337,6 +338,15 @@ def _items(program) -> list:
         ) from None
 
 
+def _available_names(name: str, values) -> str:
+    """The names a parameter may take, the user's before the runtime's ``_`` ones, and the closest."""
+    own = sorted(key for key in values if not key.startswith("_"))
+    internal = sorted(key for key in values if key.startswith("_"))
+    text = f"available: {own}" + (f", then the runtime's {internal}" if internal else "")
+    close = difflib.get_close_matches(name, own + internal, n=1)
+    return text + (f"; did you mean {close[0]!r}?" if close else "")
+
+
 def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
@@ -345,9 +355,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     def position_of(name: str, needed_by: str) -> str:
         # statements hold names until every name is known: per-call ones go last
         if name not in values:
-            raise BindingError(
-                f"{needed_by}: parameter {name!r} matches no available name; available: {sorted(values)}"
-            )
+            raise BindingError(f"{needed_by}: parameter {name!r} matches no available name; "
+                               + _available_names(name, values))
         if name not in names:
             if name not in checked:
                 checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)

@@ -7,10 +7,29 @@ import os
 import subprocess
 import sys
 
-__all__ = ["main_check"]
+__all__ = ["main_check", "max_examples_help", "precision_problem"]
+
+
+def max_examples_help() -> str:
+    """``--max-examples``'s help, from the kit's defaults (what a run without it uses)."""
+    from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
+
+    return (f"hypothesis examples per check (default: {DEFAULT_MAX_EXAMPLES['cpu']}, {DEFAULT_MAX_EXAMPLES['sim']} "
+            "on sim, whose report then says it ran fewer than cpu)")
+
+
+def precision_problem(spec, precision: str | None) -> str | None:
+    """Why ``--precision precision`` does not fit ``spec`` (an argparse error text), or None."""
+    if precision is None or precision in spec.precisions:
+        return None
+    if not spec.precisions:
+        return (f"argument --precision: expected no --precision for {spec.id} (it declares no precision "
+                f"choice: its EnvSpec.precisions is empty), received {precision!r}")
+    return f"argument --precision: expected one of {list(spec.precisions)} for {spec.id}, received {precision!r}"
 
 
 def _parser() -> argparse.ArgumentParser:
+    from kernelgym.envs.spec import PRECISIONS
     from kernelgym.envs.testing.runner import check_names
 
     parser = argparse.ArgumentParser(
@@ -22,13 +41,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "sim", "cuda"],
                         help="where the kernels run (default: auto, i.e. cuda if a GPU is usable, else cpu; "
                              "sim re-runs the check under NUMBA_ENABLE_CUDASIM=1)")
-    parser.add_argument("--max-examples", type=int, default=None,
-                        help="hypothesis examples per check (default: 20, 10 on sim)")
+    parser.add_argument("--max-examples", type=int, default=None, help=max_examples_help())
     parser.add_argument("--checks", default=None,
                         help=f"comma-separated subset of: {','.join(check_names())}, or the opt-in fast_math")
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")
-    parser.add_argument("--precision", default=None,
-                        help="float64 or float32, for envs that declare the choice (default: the env's own)")
+    parser.add_argument("--precision", default=None, choices=list(PRECISIONS),
+                        help="for envs that declare the choice (default: the env's own)")
     parser.add_argument("--fast-math", action="store_true",
                         help="also check the fast-math build (FMA contraction on) against its stated tolerance, "
                              "on the cpu's FMA-contracting twin")
@@ -49,7 +67,9 @@ def main_check(argv=None) -> int:
     int
         The process exit code: 0 every check passed, 1 otherwise.
     """
-    args = _parser().parse_args(sys.argv[1:] if argv is None else list(argv))
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
+    _check_precision(parser, args.env_ids, args.precision)
     if args.backend == "sim" and not _simulator_on():
         return _rerun_in_simulator(argv)
     from kernelgym.core import BackendUnavailableError
@@ -61,7 +81,8 @@ def main_check(argv=None) -> int:
     for env_id in args.env_ids:
         try:
             report = check_env(_env(env_id), backend=args.backend, max_examples=args.max_examples,
-                               checks=checks, seed=args.seed, precision=args.precision, fast_math=args.fast_math)
+                               checks=checks, seed=args.seed, precision=args.precision, fast_math=args.fast_math,
+                               progress=True)
         except (ImportError, AttributeError, KeyError, TypeError, ValueError, BackendUnavailableError) as error:
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             print(f"kernelgym check {env_id}: {message}", file=sys.stderr)
@@ -71,6 +92,25 @@ def main_check(argv=None) -> int:
         if not report.passed:
             exit_code = 1
     return exit_code
+
+
+def _check_precision(parser: argparse.ArgumentParser, env_ids, precision: str | None) -> None:
+    """Exit with code 2 if an env does not declare ``--precision`` (an env that fails to load is
+    reported by the check loop)."""
+    if precision is None:
+        return
+    from kernelgym.envs.registry import get_spec
+    from kernelgym.envs.spec import EnvSpec
+
+    for env_id in env_ids:
+        try:
+            spec = _env(env_id)
+            spec = get_spec(spec) if isinstance(spec, str) else spec
+        except (ImportError, AttributeError, KeyError, TypeError, ValueError):
+            continue
+        problem = precision_problem(spec, precision) if isinstance(spec, EnvSpec) else None
+        if problem:
+            parser.error(problem)
 
 
 def _env(env_id: str):

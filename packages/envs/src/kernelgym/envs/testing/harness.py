@@ -24,9 +24,10 @@ import functools
 import numpy as np
 
 from kernelgym.core import resolve_backend
-from kernelgym.envs.runtime.streams import env_streams, seed_env_streams
+from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
+from kernelgym.envs.testing.stream_hint import stream_hint
 
 __all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
 
@@ -286,7 +287,7 @@ class EnvHarness:
                     for text in self.state_differences(state, expected)]
         if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
             problems.append(f"rng_states row {_show(rng_after)} after the reset, the reference's reset "
-                            f"leaves {_show(expected_rng)} (the kernel drew a different number of values)")
+                            f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})")
         return problems
 
     def step_problems(self, prev: dict, action, rng_row, new_state: dict, obs, reward, terminated,
@@ -299,7 +300,7 @@ class EnvHarness:
             problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
         if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
             problems.append(f"rng_states row {_show(rng_after)} after the step, the reference's step "
-                            f"leaves {_show(expected_rng)} (the kernel drew a different number of values)")
+                            f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})")
         return problems + self.observation_problems(obs, new_state)
 
     def final_step_problems(self, prev: dict, action, rng_row, final_obs, reward, terminated) -> list[str]:
@@ -314,6 +315,9 @@ class EnvHarness:
         if bool(terminated) != expected_terminated:
             problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
         return problems, expected_rng
+
+    def _stream_hint(self, before, kernel_after, reference_after) -> str:
+        return stream_hint(before, kernel_after, reference_after, per_agent_streams(self.spec))
 
     def _reward_problems(self, reward, expected) -> list[str]:
         # rewards are stored as float32: the reference's reward is compared as stored

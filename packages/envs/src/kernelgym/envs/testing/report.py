@@ -5,7 +5,11 @@ from __future__ import annotations
 import dataclasses
 import platform
 
-__all__ = ["CheckResult", "CheckSkipped", "Report", "format_report"]
+__all__ = ["DEFAULT_MAX_EXAMPLES", "CheckResult", "CheckSkipped", "Report", "format_report"]
+
+# Hypothesis examples per check (the simulator runs every thread as Python, so fewer);
+# here, not in the runner, so that the command's --help reads it without importing numba.
+DEFAULT_MAX_EXAMPLES = {"cpu": 20, "cuda": 20, "sim": 10}
 
 PASSED, FAILED, ERROR, NOT_RUN, SKIPPED = "passed", "failed", "error", "not run", "skipped"
 
@@ -61,6 +65,12 @@ class Report:
     results : tuple of CheckResult
     seconds : float
         Wall time of all checks (compilation included).
+    precision : str or None
+        The precision checked, or None for an env with no precision choice.
+    fast_math : bool
+        Whether the opt-in ``fast_math`` check ran.
+    rtol, atol : float
+        The tolerances of float comparisons with the reference (0: exact).
     """
 
     env_id: str
@@ -69,6 +79,10 @@ class Report:
     seed: int
     results: tuple[CheckResult, ...]
     seconds: float
+    precision: str | None = None
+    fast_math: bool = False
+    rtol: float = 0.0
+    atol: float = 0.0
 
     @property
     def passed(self) -> bool:
@@ -90,12 +104,20 @@ def format_report(report: Report) -> str:
     """A readable text report: one line per check, then each failure with its shrunk example."""
     width = max((len(result.name) for result in report.results), default=10)
     verdict = "PASSED" if report.passed else f"FAILED ({len(report.failures)} of {len(report.results)} checks)"
+    precision = report.precision or "none (env has no precision choice)"
+    fast_math_note = ", fast-math build checked too" if report.fast_math else ""
     lines = [
         f"kernelgym check {report.env_id} on backend {report.backend!r}: {verdict}",
-        f"  {report.max_examples} examples per check, seed {report.seed}, {report.seconds:.1f} s "
+        f"  backend {report.backend}, precision {precision}{fast_math_note}; {report.max_examples} hypothesis "
+        f"examples per check, seed {report.seed}, {report.seconds:.1f} s "
         f"(python {platform.python_version()}, {platform.machine()})",
-        "",
+        "  " + _guarantee(report),
     ]
+    full = DEFAULT_MAX_EXAMPLES["cpu"]
+    if report.backend == "sim" and report.max_examples < full:
+        lines.append(f"  sim: {report.max_examples} examples per check, fewer than cpu's {full} "
+                     f"(rare bugs may pass; --max-examples {full} runs as many)")
+    lines.append("")
     for result in report.results:
         mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR ", NOT_RUN: "--  ", SKIPPED: "skip"}[result.status]
         line = f"  [{mark}] {result.name:<{width}}  {result.seconds:7.2f} s"
@@ -114,9 +136,21 @@ def format_report(report: Report) -> str:
     lines += [f"skipped: {result.name}: {result.message}" for result in report.results if result.status == SKIPPED]
     if not report.passed:
         fast_math = " --fast-math" if any(result.name == "fast_math" for result in report.results) else ""
+        precision = f" --precision {report.precision}" if report.precision else ""
         lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
-                      f"--max-examples {report.max_examples} --seed {report.seed}{fast_math}"]
+                      f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}"]
     return "\n".join(lines)
+
+
+def _guarantee(report: Report) -> str:
+    """What "agrees with the reference" meant in this run, in one line."""
+    exactly = "ints, bools and RNG stream rows exactly; replays, batch sizes and agent orders bitwise"
+    if report.rtol == report.atol == 0.0:
+        return f"compared with the reference: floats exactly (NaN equal to NaN), {exactly}"
+    why = ("check_env's rtol/atol, by default the kit's CUDA_TOLERANCE: libdevice's transcendental functions "
+           "differ from libm" if report.backend == "cuda" else "check_env's rtol/atol; 0 for exact")
+    return (f"compared with the reference: floats within rtol {report.rtol:g}, atol {report.atol:g} "
+            f"({why}), {exactly}")
 
 
 def _indent(text: str, spaces: int = 2) -> str:

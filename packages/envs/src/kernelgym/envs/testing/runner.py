@@ -11,12 +11,20 @@ from hypothesis.errors import FlakyFailure
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
-from kernelgym.envs.testing.report import ERROR, FAILED, NOT_RUN, PASSED, SKIPPED, CheckResult, CheckSkipped, Report
+from kernelgym.envs.testing.progress import compile_progress
+from kernelgym.envs.testing.report import (
+    DEFAULT_MAX_EXAMPLES,
+    ERROR,
+    FAILED,
+    NOT_RUN,
+    PASSED,
+    SKIPPED,
+    CheckResult,
+    CheckSkipped,
+    Report,
+)
 
 __all__ = ["DEFAULT_MAX_EXAMPLES", "check_env", "check_names"]
-
-# Hypothesis examples per check (the simulator runs every thread as Python).
-DEFAULT_MAX_EXAMPLES = {"cpu": 20, "cuda": 20, "sim": 10}
 
 
 def check_names() -> list[str]:
@@ -26,7 +34,7 @@ def check_names() -> list[str]:
 
 def check_env(env, backend: str | None = "auto", max_examples: int | None = None, checks=None,
               seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6,
-              precision: str | None = None, fast_math: bool = False) -> Report:
+              precision: str | None = None, fast_math: bool = False, progress: bool = False) -> Report:
     """Property-test an env: every check of the kit, each a hypothesis search.
 
     Parameters
@@ -36,7 +44,8 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
     backend : {"auto", "cpu", "sim", "cuda"} or None
         ``sim`` needs ``NUMBA_ENABLE_CUDASIM=1`` set before numba is imported.
     max_examples : int, optional
-        Hypothesis examples per check; default 20 (10 on ``sim``).
+        Hypothesis examples per check; default `DEFAULT_MAX_EXAMPLES` of the backend
+        (20, 10 on ``sim``: the report then says it ran fewer than cpu).
     checks : iterable of str, optional
         Names of the checks to run (`check_names`, or the opt-in ``"fast_math"``);
         default all of `check_names`.
@@ -53,6 +62,9 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         Also run the opt-in ``fast_math`` check: the fast-math build (FMA contraction
         on) within its stated tolerance of the default build, proven on the cpu's
         FMA-contracting twin (`kernelgym.envs.testing.fast_math`).
+    progress : bool
+        Say on stderr when a check compiles the env's kernels (a first run takes
+        minutes; later runs load them from the cache), with the seconds it took.
 
     Returns
     -------
@@ -69,8 +81,9 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         The backend cannot run in this process.
     """
     selected = _select(checks)
-    if not isinstance(fast_math, bool):
-        raise TypeError(f"fast_math: expected True or False, got {type(fast_math).__name__} {fast_math!r}")
+    for name, value in (("fast_math", fast_math), ("progress", progress)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
     if fast_math and FAST_MATH_CHECK not in selected:
         selected.append(FAST_MATH_CHECK)
     if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
@@ -90,9 +103,12 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
         if harness.memory_unsafe:
             results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
             continue
-        results.append(_run_one(check, harness, config))
+        with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
+            results.append(_run_one(check, harness, config))
     results = tuple(results)
-    return Report(harness.spec.id, harness.backend, examples, seed, results, time.perf_counter() - started)
+    return Report(harness.spec.id, harness.backend, examples, seed, results, time.perf_counter() - started,
+                  precision=harness.precision, fast_math=FAST_MATH_CHECK in selected, rtol=harness.rtol,
+                  atol=harness.atol)
 
 
 def _select(checks) -> list:
