@@ -30,9 +30,10 @@ def test_bad_positions_find_exactly_the_poked_value(data, space, count, agents):
         return
     positions = refusals.bad_positions(space, bad.actions)
     assert positions.size == 1
-    per_env = bad.actions.reshape(count, -1)
+    # one env's actions keep the space's own trailing axes (MultiDiscrete's bounds broadcast over them)
+    per_env = bad.actions.reshape(count, -1, *space.shape)
     envs = [index for index in range(count) if refusals.bad_positions(space, per_env[index]).size]
-    assert refusals.bad_envs(space, bad.actions) == envs == [int(positions[0]) // per_env.shape[1]]
+    assert refusals.bad_envs(space, bad.actions) == envs == [int(positions[0]) // per_env[0].size]
 
 
 def cartpole(backend, mode):
