@@ -10,7 +10,8 @@ keeps what it printed), keeps each step's log as ``DIR/logs/<step>.log`` (``--lo
 prints a short table last (also ``DIR/summary.md``). The timed steps run alone, one after
 the other; the correctness steps 5-7 then run at the same time. The steps:
 
-1. ``info``: versions, the device, and a launcher's PTX checked for contraction.
+1. ``info``: versions and the device; ``rounding``: each backend's affine kernel and
+   float32 draws against numpy's two roundings, with fma counts and each launcher's LTO flag.
 2. ``parity``: cpu against cuda trajectories (4 classic envs, float64 and float32).
 3. ``sync``: host synchronizations per ``step()`` and per collector fragment.
 4. ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``tag``,
@@ -52,7 +53,8 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     part = [*python, str(PARTS)]
     flags = ["--backend", backend] + (["--tiny"] if tiny else [])
     measured = [(name, [*part, name, *flags], limit) for name, limit in (
-        ("info", 60), ("parity", 120), ("sync", 60), ("bandwidth", 30), ("cartpole", 90), ("launch", 60),
+        ("info", 60), ("rounding", 60), ("parity", 120), ("sync", 60), ("bandwidth", 30), ("cartpole", 90),
+        ("launch", 60),
         ("tag", 90), ("collector", 60))]
     kit = ("kit", [*part, "kit", *flags], 240)
     if backend == "cuda":
