@@ -506,6 +506,7 @@ def part_rounding(backend: str, tiny: bool) -> None:
     emit("rounding", kernel="uniform_range_as float32", differs_cpu_vs_backend=int(np.sum(draws["cpu"] != draws[backend])),
          of=draws["cpu"].size, first=[(float(a), float(b)) for a, b in zip(draws["cpu"].ravel(), draws[backend].ravel())
                                       if a != b][:3])
+    _compare_sines(backend)
     for kernel in (affine_rows, draw_float32):
         module = kernel._module(4)
         cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
@@ -522,6 +523,41 @@ def part_rounding(backend: str, tiny: bool) -> None:
             cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
             emit("rounding", module=name[-60:], ptx_fma=ptx.count("fma.rn"),
                  cpu_vfmadd=len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)))
+
+
+def _compare_sines(backend: str) -> None:
+    """sin and cos on cpu against the backend, the math library's and `portable_math`'s, in
+    float64 and float32: the library's may differ (libdevice is not glibc), portable ones must not."""
+    import math
+
+    from kernelgym.core import env_kernel
+    from kernelgym.core.arrays import to_backend
+    from kernelgym.core.portable_math import sincos
+
+    @env_kernel
+    def library_sines(i, x, out):
+        out[i, 0] = math.sin(x[i])
+        out[i, 1] = math.cos(x[i])
+
+    @env_kernel
+    def portable_sines(i, x, out):
+        out[i, 0], out[i, 1] = sincos(x[i])
+
+    for dtype in (np.float64, np.float32):
+        x = np.random.default_rng(1).uniform(-20.0, 20.0, 30_000).astype(dtype)
+        for kernel in (library_sines, portable_sines):
+            results = {}
+            for where in ("cpu", backend):
+                out = np.zeros((x.size, 2), dtype)
+                if where == "cpu":
+                    kernel.launch("cpu", x.size, x, out)
+                else:
+                    device_out = to_backend(out, where)
+                    kernel.launch(where, x.size, to_backend(x, where), device_out)
+                    out = device_out.copy_to_host()
+                results[where] = out
+            emit("rounding", kernel=f"{kernel.__qualname__.split('.')[-1]} {np.dtype(dtype).name}",
+                 differs_cpu_vs_backend=int(np.sum(results["cpu"] != results[backend])), of=results["cpu"].size)
 
 
 PARTS = {name[len("part_"):]: function for name, function in globals().items() if name.startswith("part_")}

@@ -1,6 +1,9 @@
 """Kernels shared by the core tests (module level, so each compiles once per process)."""
 
+import numpy as np
+
 from kernelgym.core import agent_kernel, atomic_add, env_kernel, rng
+from kernelgym.core.portable_math import sincos, sincos_as
 
 
 @env_kernel
@@ -89,3 +92,15 @@ def stamp(i, clock, when):
     """Each env notes when it ran on a clock shared by all envs: order-dependent on purpose."""
     when[i] = clock[0]
     clock[0] += 1
+
+
+@env_kernel
+def portable_sines(i, x, out):
+    """``out[i] = (sin, cos)`` of ``x[i]`` by `kernelgym.core.portable_math`."""
+    out[i, 0], out[i, 1] = sincos(x[i])
+
+
+@env_kernel
+def portable_sines_float32(i, x, out):
+    """``out[i] = (sin, cos)`` of ``x[i]`` in float32 arithmetic (`sincos_as`)."""
+    out[i, 0], out[i, 1] = sincos_as(x[i], np.float32)

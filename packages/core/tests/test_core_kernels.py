@@ -129,6 +129,43 @@ def test_second_process_loads_the_cpu_build_from_the_disk_cache(tmp_path):
     assert [path.name.startswith("env_double_1_") for path in launchers] == [True]
 
 
+HELPER_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, sys.argv[1])
+    from body_module import scale_all
+
+    x = np.arange(4.0)
+    scale_all.launch("cpu", 4, x)
+    print(json.dumps(x.tolist()))
+    """
+)
+
+
+@pytest.mark.parametrize("helper_place", ["same module", "another module"])
+def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_place):
+    # the disk cache once kept the old code: the key covered the body's own source only
+    helper = "import numba\n\n@numba.njit(inline='always')\ndef factor():\n    return {}\n"
+    body = "from kernelgym.core import env_kernel\n{}\n\n@env_kernel\ndef scale_all(i, x):\n    x[i] *= factor()\n"
+    script = tmp_path / "run.py"
+    script.write_text(HELPER_SCRIPT)
+    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    results = []
+    for value in (2.0, 3.0):
+        if helper_place == "same module":
+            (tmp_path / "body_module.py").write_text(body.format(helper.format(value)))
+        else:
+            (tmp_path / "helpers.py").write_text(helper.format(value))
+            (tmp_path / "body_module.py").write_text(body.format("from helpers import factor"))
+        result = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
+                                env=env, timeout=300)
+        assert result.returncode == 0, result.stderr
+        results.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    assert results == [[2.0 * v for v in range(4)], [3.0 * v for v in range(4)]]
+
+
 @pytest.mark.sim
 @settings(max_examples=10)
 @given(

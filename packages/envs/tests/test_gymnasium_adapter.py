@@ -150,3 +150,24 @@ def test_each_adapter_owns_its_spaces():
     second.single_action_space.seed(0)
     first.single_action_space.seed(1)  # seeding one adapter's space leaves the other's alone
     assert [second.single_action_space.sample() for _ in range(20)] == draws
+
+
+@pytest.mark.parametrize("env_id", ["TagGridWorld-v0", "TagContinuous-v0"])
+def test_a_multi_agent_vector_envs_spaces_agree_with_what_it_returns(env_id):
+    from gymnasium.vector.utils import batch_space
+
+    envs = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=3, vectorization_mode="vector_entry_point",
+                              backend="cpu", seed=0)
+    try:
+        num_agents = envs.unwrapped.env.num_agents
+        assert envs.single_observation_space.shape[0] == num_agents
+        assert batch_space(envs.single_observation_space, 3) == envs.observation_space
+        assert batch_space(envs.single_action_space, 3) == envs.action_space
+        obs, _ = envs.reset(seed=1)
+        assert obs in envs.observation_space and all(row in envs.single_observation_space for row in obs)
+        envs.action_space.seed(0)
+        obs, rewards, terminated, truncated, _ = envs.step(envs.action_space.sample())
+        assert obs in envs.observation_space
+        assert rewards.shape == (3, num_agents) and terminated.shape == truncated.shape == (3,)
+    finally:
+        envs.close()

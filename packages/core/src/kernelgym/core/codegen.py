@@ -240,7 +240,8 @@ def _core_device_code_fingerprint() -> bytes:
 
 
 def body_key(fn) -> str:
-    """A key that changes whenever the body's source, name or captured values change."""
+    """A key that changes whenever the body's source, name or captured values change, or the
+    source of a module whose functions it calls (`_source_files`)."""
     try:
         source = inspect.getsource(fn).encode()
     except (OSError, TypeError):
@@ -250,7 +251,60 @@ def body_key(fn) -> str:
         digest.update(part)
         digest.update(b"\0")
     digest.update(_closure_fingerprint(fn))
+    for path in sorted(_source_files(fn)):
+        digest.update(_file_digest(path))
     return digest.hexdigest()[:24]
+
+
+def _source_files(fn) -> set[str]:
+    """The source files of ``fn``'s module and of every module whose functions it calls,
+    followed through those functions (a launcher inlines them all): editing an env's physics
+    helper, in its own file or another, must not leave a cached launcher running the old code."""
+    files: set[str] = set()
+    seen: set[int] = set()
+    pending = [fn]
+    while pending:
+        item = pending.pop()
+        function = getattr(item, "py_func", item)  # a numba dispatcher: its Python source
+        if (not isinstance(function, types.FunctionType) or id(function) in seen
+                or not _is_own_source(function.__code__.co_filename)):
+            continue
+        seen.add(id(function))
+        files.add(function.__code__.co_filename)
+        names = _names_used(function.__code__)
+        for name in names:
+            value = function.__globals__.get(name)
+            if isinstance(value, types.ModuleType):  # `rng.uniform(...)`: the module's functions it names
+                if _is_own_source(getattr(value, "__file__", None)):
+                    files.add(value.__file__)
+                    pending.extend(getattr(value, attribute, None) for attribute in names)
+            else:
+                pending.append(value)
+    return files
+
+
+def _names_used(code) -> set[str]:
+    """Every global or attribute name a code object (and the code nested in it) uses."""
+    names = set(code.co_names)
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            names |= _names_used(constant)
+    return names
+
+
+def _is_own_source(path: str | None) -> bool:
+    """A Python file of the user's or kernelgym's; not numba, numpy or the standard library,
+    whose changes come with a new install of their own version."""
+    if not path or not path.endswith(".py") or not os.path.isfile(path):
+        return False
+    outside = (f"{os.sep}numba{os.sep}", f"{os.sep}numba_cuda{os.sep}", f"{os.sep}numpy{os.sep}")
+    return not any(part in path for part in outside) and not path.startswith(sys.base_prefix)
+
+
+@functools.lru_cache(maxsize=None)
+def _file_digest(path: str) -> bytes:
+    """A file's content hash, read once per process."""
+    return hashlib.sha256(Path(path).read_bytes()).digest()
 
 
 def register_body(key: str, body) -> None:

@@ -14,8 +14,11 @@ Every registered id is also registered with gymnasium as ``"kernelgym/<id>"`` (s
 
 from __future__ import annotations
 
+import copy
+
 import gymnasium
 import numpy as np
+from gymnasium.vector.utils import batch_space
 
 from kernelgym.envs import registry
 # the registration lives in its own module (it never imports this one); re-exported here
@@ -39,6 +42,11 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     ``info`` holds only ``final_obs``/``_final_obs`` (same_step mode); wrap it in
     ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for episode returns (TorchRL's
     info reader cannot stack the nested ``info["episode"]`` dict).
+
+    A multi-agent env's ``single_observation_space`` and ``single_action_space`` are one
+    env's joint ones, ``(num_agents, ...)`` (the per-agent spaces batched over its agents),
+    its rewards ``(num_envs, num_agents)``: ``observation_space`` is then gymnasium's
+    ``batch_space(single_observation_space, num_envs)``, as for any vector env.
 
     Parameters
     ----------
@@ -64,8 +72,11 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
                                  **kwargs)
         self.num_envs = self.env.num_envs
-        self.single_observation_space = self.env.single_observation_space
-        self.single_action_space = self.env.single_action_space
+        # one env's observation and action: for a multi-agent env, its agents' (A, ...) joint ones,
+        # so that batching them over num_envs gives the spaces of what step returns and takes
+        agents = self.env.num_agents if self.env.multi_agent else None
+        self.single_observation_space = _joint(self.env.single_observation_space, agents)
+        self.single_action_space = _joint(self.env.single_action_space, agents)
         self.observation_space = self.env.observation_space
         self.action_space = self.env.action_space
         self.render_mode = render_mode
@@ -97,3 +108,8 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
 
     def close_extras(self, **kwargs):
         self.env.close()
+
+
+def _joint(space, agents: int | None):
+    """``space`` batched over an env's agents (a copy of ``space`` for a single-agent env)."""
+    return copy.deepcopy(space) if agents is None else batch_space(space, agents)

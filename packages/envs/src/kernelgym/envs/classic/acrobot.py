@@ -21,6 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.core.portable_math import cos_as, sin_as, sincos_as
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
@@ -61,16 +62,16 @@ def _derivatives(theta1, theta2, dtheta1, dtheta2, torque, real):
     i1 = real(LINK_MOI)
     i2 = real(LINK_MOI)
     g = real(GRAVITY)
-    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + real(2.0) * l1 * lc2 * math.cos(theta2)) + i1 + i2
-    d2 = m2 * (lc2**2 + l1 * lc2 * math.cos(theta2)) + i2
-    phi2 = m2 * lc2 * g * math.cos(theta1 + theta2 - real(math.pi / 2.0))
+    d1 = m1 * lc1**2 + m2 * (l1**2 + lc2**2 + real(2.0) * l1 * lc2 * cos_as(theta2, real)) + i1 + i2
+    d2 = m2 * (lc2**2 + l1 * lc2 * cos_as(theta2, real)) + i2
+    phi2 = m2 * lc2 * g * cos_as(theta1 + theta2 - real(math.pi / 2.0), real)
     phi1 = (
-        -m2 * l1 * lc2 * dtheta2**2 * math.sin(theta2)
-        - real(2.0) * m2 * l1 * lc2 * dtheta2 * dtheta1 * math.sin(theta2)
-        + (m1 * lc1 + m2 * l1) * g * math.cos(theta1 - real(math.pi / 2.0))
+        -m2 * l1 * lc2 * dtheta2**2 * sin_as(theta2, real)
+        - real(2.0) * m2 * l1 * lc2 * dtheta2 * dtheta1 * sin_as(theta2, real)
+        + (m1 * lc1 + m2 * l1) * g * cos_as(theta1 - real(math.pi / 2.0), real)
         + phi2
     )
-    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * math.sin(theta2) - phi2) / (
+    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin_as(theta2, real) - phi2) / (
         m2 * lc2**2 + i2 - d2**2 / d1
     )
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
@@ -117,20 +118,22 @@ def acrobot_transition(theta1, theta2, dtheta1, dtheta2, torque, dt, real):
     theta2 = _wrap(theta2, -real(math.pi), real(math.pi))
     dtheta1 = min(max(dtheta1, -real(MAX_VEL_1)), real(MAX_VEL_1))
     dtheta2 = min(max(dtheta2, -real(MAX_VEL_2)), real(MAX_VEL_2))
-    terminated = -math.cos(theta1) - math.cos(theta2 + theta1) > real(1.0)
+    terminated = -cos_as(theta1, real) - cos_as(theta2 + theta1, real) > real(1.0)
     return theta1, theta2, dtheta1, dtheta2, terminated
 
 
 @numba.njit(inline="always")
-def observation(theta1, theta2, dtheta1, dtheta2):
+def observation(theta1, theta2, dtheta1, dtheta2, real):
     """``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of a stored state, in the type of its arguments."""
-    return math.cos(theta1), math.sin(theta1), math.cos(theta2), math.sin(theta2), dtheta1, dtheta2
+    sin1, cos1 = sincos_as(theta1, real)
+    sin2, cos2 = sincos_as(theta2, real)
+    return cos1, sin1, cos2, sin2, dtheta1, dtheta2
 
 
 @device_function
 def _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real):
     # computed from the stored (float32) state, after a step and after a reset alike
-    values = observation(real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]))
+    values = observation(real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]), real)
     for k in range(6):
         obs[i, k] = values[k]
 
@@ -177,7 +180,7 @@ def reference_step(params, state, action, rng_states=None, real=np.float64):
 
 def reference_observe(params, state, real=np.float64):
     """Observation ``(cos t1, sin t1, cos t2, sin t2, dt1, dt2)`` of one env state, computed in ``real``."""
-    return np.array(observation(*(real(state[name]) for name in STATE_NAMES)), dtype=np.float32)
+    return np.array(observation(*(real(state[name]) for name in STATE_NAMES), real), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)

@@ -24,6 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.core.portable_math import sincos_as
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
@@ -61,7 +62,8 @@ def _cos_sin(angle, real):
     While an episode runs the pole angle stays within about 0.21 rad. There a Taylor
     polynomial (Horner form, error below 1e-18 for |angle| <= 0.5) is several times
     cheaper than libm's cos and sin, which took most of a step's time; other angles go
-    to libm. Plain multiply-adds also give the simulator the very same bits.
+    to `kernelgym.core.portable_math` (libm's would differ from libdevice's on a GPU). Plain
+    multiply-adds also give the simulator the very same bits.
     """
     if real(-0.5) <= angle <= real(0.5):
         a2 = angle * angle
@@ -72,7 +74,8 @@ def _cos_sin(angle, real):
             real(1.0 / 362880.0) + a2 * (real(-1.0 / 39916800.0) + a2 * (real(1.0 / 6227020800.0) + a2 * (
                 real(-1.0 / 1307674368000.0)))))))))
         return cos, sin
-    return math.cos(angle), math.sin(angle)
+    sin, cos = sincos_as(angle, real)
+    return cos, sin
 
 
 @numba.njit(inline="always", cache=True)

@@ -11,13 +11,13 @@ precision) or in float32 with ``make(..., precision="float32")``: the physics ta
 """
 
 import dataclasses
-import math
 
 import numba
 import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.core.portable_math import cos_as
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
@@ -57,7 +57,7 @@ def mountain_car_transition(position, velocity, action, force, gravity, goal_pos
     -------
     (new_position, new_velocity, terminated)
     """
-    velocity += real(action - 1) * force + math.cos(real(3.0) * position) * (-gravity)
+    velocity += real(action - 1) * force + cos_as(real(3.0) * position, real) * (-gravity)
     velocity = min(max(velocity, -real(MAX_SPEED)), real(MAX_SPEED))
     position += velocity
     position = min(max(position, real(MIN_POSITION)), real(MAX_POSITION))

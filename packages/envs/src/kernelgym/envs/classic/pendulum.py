@@ -22,6 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, env_kernel, rng
+from kernelgym.core.portable_math import sin_as, sincos_as
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
@@ -66,7 +67,7 @@ def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gra
     torque = min(max(torque, -max_torque), max_torque)
     cost = angle_normalize(theta, real) ** 2 + real(0.1) * theta_dot**2 + real(0.001) * torque**2
     new_theta_dot = theta_dot + (
-        real(3.0) * gravity / (real(2.0) * length) * math.sin(theta) + real(3.0) / (mass * length**2) * torque
+        real(3.0) * gravity / (real(2.0) * length) * sin_as(theta, real) + real(3.0) / (mass * length**2) * torque
     ) * dt
     new_theta_dot = min(max(new_theta_dot, -max_speed), max_speed)
     new_theta = theta + new_theta_dot * dt
@@ -74,15 +75,16 @@ def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gra
 
 
 @numba.njit(inline="always")
-def observation(theta, theta_dot):
+def observation(theta, theta_dot, real):
     """``(cos theta, sin theta, theta_dot)`` of a stored state, in the type of its arguments."""
-    return math.cos(theta), math.sin(theta), theta_dot
+    sin_theta, cos_theta = sincos_as(theta, real)
+    return cos_theta, sin_theta, theta_dot
 
 
 @device_function
 def _observe(i, obs, theta, theta_dot, real):
     # computed from the stored (float32) state, after a step and after a reset alike
-    obs[i, 0], obs[i, 1], obs[i, 2] = observation(real(theta[i]), real(theta_dot[i]))
+    obs[i, 0], obs[i, 1], obs[i, 2] = observation(real(theta[i]), real(theta_dot[i]), real)
 
 
 # ------------------------------------------------------------------------- kernels
@@ -130,7 +132,7 @@ def reference_step(params, state, action, rng_states=None, real=np.float64):
 
 def reference_observe(params, state, real=np.float64):
     """Observation ``(cos theta, sin theta, theta_dot)`` of one env state, computed in ``real``."""
-    return np.array(observation(real(state["theta"]), real(state["theta_dot"])), dtype=np.float32)
+    return np.array(observation(real(state["theta"]), real(state["theta_dot"]), real), dtype=np.float32)
 
 
 REFERENCE = CPUReference(reset=reference_reset, step=reference_step, observe=reference_observe)

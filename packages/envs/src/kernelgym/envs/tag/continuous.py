@@ -54,6 +54,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import agent_kernel, atomic_add, device_function, rng
+from kernelgym.core.portable_math import sincos
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 from kernelgym.envs.tag._common import check_game_invariants, one_env
@@ -159,8 +160,9 @@ def kinematics(x, y, speed, direction, acceleration, acceleration_index, turn_in
     new_speed = min(max(speed + accel, 0.0), top_speed)
     if new_speed <= 0.0 or new_speed >= top_speed:
         accel = 0.0
-    x = x + new_speed * math.cos(heading)
-    y = y + new_speed * math.sin(heading)
+    sin_heading, cos_heading = sincos(heading)
+    x = x + new_speed * cos_heading
+    y = y + new_speed * sin_heading
     crossed = x < 0.0 or x > grid_length or y < 0.0 or y > grid_length
     return min(max(x, 0.0), grid_length), min(max(y, 0.0), grid_length), new_speed, heading, accel, crossed
 
