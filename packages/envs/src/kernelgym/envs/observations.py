@@ -17,7 +17,6 @@ by name.
 
 from __future__ import annotations
 
-import keyword
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -99,7 +98,7 @@ def check_observation_space(where: str, space) -> tuple[Leaf, ...]:
             raise TypeError(f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}")
         if leaf.dtype.kind not in "biuf":
             raise TypeError(f"{label}: expected a bool, integer or float dtype, got {leaf.dtype}")
-        if not leaf.name.isidentifier() or keyword.iskeyword(leaf.name):
+        if not leaf.name.isidentifier():
             raise ValueError(f"{label}: the kernel name {leaf.name!r} derived from this key path is not a "
                              f"Python identifier; use keys made of letters, digits and '_'")
     if not found or any(_empty(node) for node in _nodes(space)):

@@ -45,6 +45,8 @@ def bad_positions(space: spaces.Space, actions: np.ndarray) -> np.ndarray:
     elif isinstance(space, spaces.MultiDiscrete):
         low = np.asarray(space.start, np.int64)  # broadcast over the leading (env, agent) axes
         high = low + np.asarray(space.nvec, np.int64) - 1
+    elif isinstance(space, spaces.MultiBinary):
+        low, high = 0, 1
     else:
         return np.flatnonzero(~np.isfinite(actions))
     return np.flatnonzero((actions < low) | (actions > high))

@@ -1,0 +1,166 @@
+"""Dict and Tuple observation spaces: leaf names, buffers, the kit, MultiBinary actions.
+
+The env with every leaf kind is kit_fixtures/dict_walk.py (nested Dict and Tuple,
+Box/Discrete/MultiBinary leaves of five dtypes, MultiBinary actions).
+"""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kit_fixtures import dict_walk, walk
+
+import kernelgym.envs as kge
+from kernelgym.core import BindingError, to_numpy
+from kernelgym.envs.observations import build_tree, check_observation_space, leaf_arrays, leaf_name, leaves
+from kernelgym.envs.runtime import KernelVectorEnv
+from kernelgym.envs.runtime.buffers import Buffers
+from kernelgym.envs.testing import check_env, format_report
+
+KEYS = ["a", "b", "a_b", "b_0", "0", "x-y", "class"]
+LEAVES = st.sampled_from([spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(0, 255, (1, 2, 2), np.uint8),
+                          spaces.Discrete(5), spaces.MultiBinary(3), spaces.Box(-3, 3, (), np.int16)])
+
+
+def _spaces(depth=2):
+    if depth == 0:
+        return LEAVES
+    child = st.one_of(LEAVES, st.deferred(lambda: _spaces(depth - 1)))
+    return st.one_of(
+        st.dictionaries(st.sampled_from(KEYS), child, min_size=1, max_size=3).map(spaces.Dict),
+        st.lists(child, min_size=1, max_size=3).map(lambda items: spaces.Tuple(tuple(items))),
+    )
+
+
+def _spec(observation_space, **changes):
+    return dataclasses.replace(walk.SPEC, observation_space=observation_space, **changes)
+
+
+@settings(max_examples=60, deadline=None)
+@given(space=_spaces(), num_envs=st.integers(1, 4))
+def test_leaf_names_are_unique_identifiers_and_buffers_match_the_batched_space(space, num_envs):
+    found = leaves(space)
+    names = [leaf.name for leaf in found]
+    clash = len(set(names)) != len(names)
+    if clash or not all(name.isidentifier() for name in names):
+        with pytest.raises(ValueError, match="kernel name"):
+            _spec(space)
+        return
+    spec = _spec(space)  # accepted
+    assert names == [leaf_name(leaf.path) for leaf in found] and all(name.startswith("obs_") for name in names)
+    buffers = Buffers(spec, {"position": (), "energy": ()}, num_envs, 1, (), space, spaces.Discrete(3), True, "cpu")
+    batched = batch_space(space, num_envs)
+    host = build_tree(space, {name: to_numpy(array) for name, array in buffers.obs_leaves.items()})
+    assert batched.contains(host)
+    for name, array in leaf_arrays(space, host).items():
+        leaf = {leaf.name: leaf for leaf in found}[name]
+        assert array.shape == (num_envs, *leaf.shape) and array.dtype == leaf.dtype
+    assert set(leaf_arrays(space, buffers.final_obs)) == set(names)
+
+
+def test_a_key_path_name_clash_is_refused_naming_both_paths():
+    space = spaces.Dict({"a_b": spaces.Discrete(2), "a": spaces.Dict({"b": spaces.Discrete(2)})})
+    with pytest.raises(ValueError, match=r"\['a', 'b'\].*\['a_b'\].*'obs_a_b'|\['a_b'\].*\['a', 'b'\].*'obs_a_b'"):
+        _spec(space)
+
+
+def test_a_key_that_makes_no_identifier_is_refused_naming_it():
+    with pytest.raises(ValueError, match=r"observation_space\['x-y'\].*'obs_x-y'.*not a Python identifier"):
+        _spec(spaces.Dict({"x-y": spaces.Discrete(2)}))
+
+
+@pytest.mark.parametrize("space, match", [
+    (spaces.Dict({"t": spaces.Text(4)}), r"\['t'\]: expected a Box, Discrete, MultiBinary, Dict or Tuple"),
+    (spaces.Dict({"m": spaces.MultiDiscrete([2, 3])}), r"\['m'\]: expected a Box, Discrete, MultiBinary"),
+    (spaces.Dict({"e": spaces.Dict({})}), "at least one space"),
+    (spaces.Discrete(3), "expected a Box, Dict or Tuple"),
+])
+def test_other_observation_spaces_are_refused_at_spec_validation(space, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        _spec(space)
+
+
+def test_check_observation_space_keeps_a_box_as_the_one_leaf_obs():
+    box = spaces.Box(-1.0, 1.0, (2,), np.float32)
+    assert [leaf.name for leaf in check_observation_space("here", box)] == ["obs"]
+
+
+def test_a_box_env_returns_one_array_and_a_dict_env_a_dict_of_batched_tensors():
+    env = KernelVectorEnv(walk.SPEC, 2, backend="cpu", seed=0)
+    obs, _ = env.reset()
+    assert tuple(obs.shape) == (2, 2)
+    env = KernelVectorEnv(dict_walk.SPEC, 3, backend="cpu", seed=0)
+    obs, _ = env.reset()
+    assert set(obs) == {"position", "flags", "nested"} and isinstance(obs["nested"]["pair"], tuple)
+    assert env.observation_space.contains({key: value for key, value in env.numpy().obs.items()})
+    assert tuple(obs["nested"]["pair"][1].shape) == (3, 2, 2) and obs["nested"]["count"].dtype.is_floating_point is False
+
+
+def test_same_step_final_obs_is_the_observation_of_the_last_state():
+    env = KernelVectorEnv(dict_walk.SPEC, 2, backend="cpu", seed=3, autoreset_mode="same_step")
+    env.reset()
+    right = np.array([[1, 0, 1], [1, 0, 0]], np.int8)
+    for _ in range(12):
+        before = env.get_state()
+        obs, rewards, terminated, truncated, info = env.step(right, numpy=True)
+        if info["_final_obs"].any():
+            break
+    index = int(np.flatnonzero(info["_final_obs"])[0])
+    state = {name: value[index] for name, value in before.items()}
+    last, _, _ = dict_walk._step(dict_walk.SPEC.params, state, right[index], None)
+    expected = dict_walk._observe(dict_walk.SPEC.params, last)
+    for name, value in leaf_arrays(dict_walk.OBSERVATION_SPACE, expected).items():
+        np.testing.assert_array_equal(leaf_arrays(dict_walk.OBSERVATION_SPACE, info["final_obs"])[name][index], value)
+
+
+def test_a_dict_env_kernel_naming_obs_is_told_the_leaf_names():
+    from kernelgym.core import env_kernel
+
+    @env_kernel
+    def writes_obs(i, obs):
+        obs[i, 0] = 0.0
+
+    with pytest.raises(BindingError, match="obs_flags"):
+        KernelVectorEnv(dataclasses.replace(dict_walk.SPEC, step_kernel=writes_obs), 2, backend="cpu")
+
+
+def test_a_state_array_named_as_a_leaf_is_refused():
+    state = (*dict_walk.STATE, kge.StateArray("obs_flags", np.int8))
+    with pytest.raises(ValueError, match="obs_flags"):
+        KernelVectorEnv(dataclasses.replace(dict_walk.SPEC, state=state), 2, backend="cpu")
+
+
+@pytest.mark.parametrize("value", [2, -1, 256, 2**40])
+def test_multibinary_actions_outside_zero_one_are_refused_with_their_index(value):
+    env = KernelVectorEnv(dict_walk.SPEC, 2, backend="cpu", seed=0)
+    env.reset()
+    actions = np.zeros((2, 3), np.int64)
+    actions[1, 2] = value
+    before = env.get_state()
+    with pytest.raises(ValueError, match=rf"expected values in MultiBinary\(3\), got {value} at index \(1, 2\)"):
+        env.step(actions)
+    # 256 would wrap to a valid 0 in the int8 buffer: refused before the copy, no env changed
+    for name, array in env.get_state().items():
+        np.testing.assert_array_equal(array, before[name])
+
+
+def test_the_kit_passes_the_nested_dict_env_on_cpu():
+    report = check_env(dict_walk.SPEC, backend="cpu", max_examples=3, seed=2)
+    assert report.passed, format_report(report)
+
+
+def test_the_kit_names_the_leaf_a_kernel_leaves_stale():
+    report = check_env(dict_walk.STALE_PAIR, backend="cpu", max_examples=4, seed=1, checks=["parity"])
+    assert not report.passed
+    assert "leaves ['obs_nested_pair_1'] differ" in format_report(report)
+
+
+@pytest.mark.sim
+def test_the_kit_passes_the_nested_dict_env_on_sim():
+    report = check_env(dict_walk.SPEC, backend="sim", max_examples=3, seed=2,
+                       checks=["parity", "autoreset", "observations", "invalid_actions", "out_of_bounds"])
+    assert report.passed, format_report(report)
