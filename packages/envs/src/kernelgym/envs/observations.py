@@ -29,6 +29,8 @@ __all__ = ["LEAF_SPACES", "Leaf", "build_tree", "check_observation_space", "is_s
 # The spaces a leaf may be, and the prefix of every leaf's kernel name.
 LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiBinary)
 PREFIX = "obs"
+# the fix a refusal of a space suggests
+FLATTEN = "flatten it into a Box (gymnasium.spaces.flatten_space)"
 
 
 class Leaf(NamedTuple):
@@ -90,12 +92,13 @@ def check_observation_space(where: str, space) -> tuple[Leaf, ...]:
     if isinstance(space, spaces.Box):
         return (Leaf((), PREFIX, space),)
     if not is_structured(space):
-        raise TypeError(f"{where} observation_space: expected a Box, Dict or Tuple, got {space}")
+        raise TypeError(f"{where} observation_space: expected a Box, Dict or Tuple, got {space}; {FLATTEN}")
     found = leaves(space)
     for leaf in found:
         label = f"{where} observation_space[{_show_path(leaf.path)}]"
         if is_structured(leaf.space) or not isinstance(leaf.space, LEAF_SPACES):
-            raise TypeError(f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}")
+            raise TypeError(f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}; "
+                            f"{FLATTEN}")
         if leaf.dtype.kind not in "biuf":
             raise TypeError(f"{label}: expected a bool, integer or float dtype, got {leaf.dtype}")
         if not leaf.name.isidentifier():
