@@ -7,6 +7,7 @@ Box/Discrete/MultiBinary leaves of five dtypes, MultiBinary actions).
 import dataclasses
 
 import numpy as np
+import torch
 import pytest
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
@@ -164,3 +165,32 @@ def test_the_kit_passes_the_nested_dict_env_on_sim():
     report = check_env(dict_walk.SPEC, backend="sim", max_examples=3, seed=2,
                        checks=["parity", "autoreset", "observations", "invalid_actions", "out_of_bounds"])
     assert report.passed, format_report(report)
+
+
+def _walk_right(obs):
+    """A policy on the Dict observation: step right, flag where the count is odd (torch ops only)."""
+    count = obs["nested"]["count"]
+    return torch.stack([torch.ones_like(count), torch.zeros_like(count), count % 2], dim=1).to(torch.int8)
+
+
+def test_a_captured_step_of_a_dict_env_replays_as_direct_calls():
+    """`capture_step` with the stand-in graph API (no GPU): the dict of leaf tensors is the buffer."""
+    from test_cuda_graph import Recorder
+
+    from kernelgym.envs.cuda_graph import capture_step
+
+    direct = KernelVectorEnv(dict_walk.SPEC, 4, backend="cpu", seed=7, check_action_values="deferred")
+    captured = KernelVectorEnv(dict_walk.SPEC, 4, backend="cpu", seed=7, check_action_values="deferred")
+    obs, _ = captured.reset()
+    recorder = Recorder()
+    with pytest.raises(ValueError, match="obs: expected the env's observation buffer"):
+        capture_step(captured, _walk_right, {**obs, "flags": obs["flags"].clone()}, api=recorder)
+    assert recorder.events == []
+    step = capture_step(captured, _walk_right, obs, warmup=2, api=recorder)
+    expected, _ = direct.reset()
+    for _ in range(2 + 1 + 5):  # warmup, capture, replays
+        expected = direct.step(_walk_right(expected))[0]
+    for _ in range(5):
+        step.replay()
+    for name, leaf in leaf_arrays(dict_walk.OBSERVATION_SPACE, step.obs).items():
+        assert torch.equal(leaf, leaf_arrays(dict_walk.OBSERVATION_SPACE, expected)[name]), name
