@@ -20,7 +20,7 @@ from kernelgym.core import BindingError, to_numpy
 from kernelgym.envs.observations import build_tree, check_observation_space, leaf_arrays, leaf_name, leaves
 from kernelgym.envs.runtime import KernelVectorEnv
 from kernelgym.envs.runtime.buffers import Buffers
-from kernelgym.envs.testing import check_env, format_report
+from kernelgym.envs.testing import check_env, check_names, format_report
 
 KEYS = ["a", "b", "a_b", "b_0", "0", "x-y", "class"]
 LEAVES = st.sampled_from([spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(0, 255, (1, 2, 2), np.uint8),
@@ -194,3 +194,29 @@ def test_a_captured_step_of_a_dict_env_replays_as_direct_calls():
         step.replay()
     for name, leaf in leaf_arrays(dict_walk.OBSERVATION_SPACE, step.obs).items():
         assert torch.equal(leaf, leaf_arrays(dict_walk.OBSERVATION_SPACE, expected)[name]), name
+
+
+def test_the_kit_passes_a_multi_agent_env_with_dict_observations_on_cpu():
+    from kit_fixtures import agent_dict_walk
+
+    # gpu_compile is left out: agent_walk's spec holds a lambda, which the compile child cannot unpickle
+    checks = [name for name in check_names() if name != "gpu_compile"]
+    report = check_env(agent_dict_walk.SPEC, backend="cpu", max_examples=3, seed=5, checks=checks)
+    assert report.passed, format_report(report)
+
+
+def test_pettingzoo_gives_each_agent_its_dict_and_passes_the_api_test():
+    from kit_fixtures import agent_dict_walk
+    from pettingzoo.test import parallel_api_test
+
+    from kernelgym.envs.pettingzoo_adapter import KernelParallelEnv
+
+    if agent_dict_walk.SPEC.id not in kge.list_envs():
+        kge.register_plugin(agent_dict_walk, name="agent_dict_walk")
+    env = KernelParallelEnv(agent_dict_walk.SPEC.id, seed=0)
+    observations, _ = env.reset(seed=3)
+    state = env.env.get_state(0)
+    for index, agent in enumerate(env.possible_agents):
+        assert env.observation_space(agent).contains(observations[agent])
+        assert observations[agent]["position"][0] == np.float32(state["position"][index] / 3)
+    parallel_api_test(env, num_cycles=50)
