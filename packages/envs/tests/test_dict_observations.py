@@ -5,6 +5,7 @@ Box/Discrete/MultiBinary leaves of five dtypes, MultiBinary actions).
 """
 
 import dataclasses
+import functools
 
 import numpy as np
 import torch
@@ -220,3 +221,28 @@ def test_pettingzoo_gives_each_agent_its_dict_and_passes_the_api_test():
         assert env.observation_space(agent).contains(observations[agent])
         assert observations[agent]["position"][0] == np.float32(state["position"][index] / 3)
     parallel_api_test(env, num_cycles=50)
+
+
+@functools.lru_cache(maxsize=1)
+def _dict_walk_env():
+    return KernelVectorEnv(dict_walk.SPEC, 4, backend="cpu", seed=0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(positions=st.lists(st.integers(-3, 3), min_size=4, max_size=4),
+       counts=st.lists(st.integers(0, 99), min_size=4, max_size=4),
+       actions=st.lists(st.lists(st.integers(0, 1), min_size=3, max_size=3), min_size=4, max_size=4))
+def test_kernel_observations_equal_the_references_leaf_by_leaf(positions, counts, actions):
+    env = _dict_walk_env()
+    state = {"position": np.array(positions, np.int32), "count": np.array(counts, np.int32),
+             "flags": np.zeros((4, 3), np.int8)}
+    env.set_state(state)
+    actions = np.array(actions, np.int8)
+    obs = env.step(actions, numpy=True)[0]
+    params = dict_walk.SPEC.params
+    for index in range(4):
+        one = {name: value[index] for name, value in state.items()}
+        expected = dict_walk._observe(params, dict_walk._step(params, one, actions[index], None)[0])
+        for name, value in leaf_arrays(dict_walk.OBSERVATION_SPACE, expected).items():
+            got = leaf_arrays(dict_walk.OBSERVATION_SPACE, obs)[name][index]
+            assert got.dtype == np.asarray(value).dtype and np.array_equal(got, value), (name, got, value)

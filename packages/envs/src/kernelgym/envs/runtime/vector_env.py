@@ -121,10 +121,14 @@ class KernelVectorEnv(StateIO):
     single_observation_space, single_action_space, observation_space, action_space
     multi_agent : bool
         Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
+        A ``Dict``/``Tuple`` observation space gives obs (and SAME_STEP
+        ``info["final_obs"]``) as a dict/tuple of such tensors, one per leaf, as
+        ``observation_space`` says (`kernelgym.envs.observations`).
     state : dict of str to backend array
         The env's state buffers by name.
     data_manager : kernelgym.core.CUDADataManager
-        Holds every buffer by name (state arrays, ``observations``, ``rewards``,
+        Holds every buffer by name (state arrays, ``observations`` or one per leaf of
+        a Dict/Tuple space by its kernel name, ``obs_<key>``, ``rewards``,
         ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
         ``_timestep_``, ...), each with a torch view.
     """
