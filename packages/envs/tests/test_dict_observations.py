@@ -8,8 +8,8 @@ import dataclasses
 import functools
 
 import numpy as np
-import torch
 import pytest
+import torch
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 from hypothesis import given, settings
@@ -108,7 +108,7 @@ def test_same_step_final_obs_is_the_observation_of_the_last_state():
     right = np.array([[1, 0, 1], [1, 0, 0]], np.int8)
     for _ in range(12):
         before = env.get_state()
-        obs, rewards, terminated, truncated, info = env.step(right, numpy=True)
+        info = env.step(right, numpy=True)[4]
         if info["_final_obs"].any():
             break
     index = int(np.flatnonzero(info["_final_obs"])[0])

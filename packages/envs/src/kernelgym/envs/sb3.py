@@ -91,7 +91,7 @@ class KernelSB3VecEnv(VecEnv):
         episode = info["episode"]
         for index in np.flatnonzero(dones):
             infos[index] = {
-                "terminal_observation": map_tree(lambda batch: np.array(batch[index]), info["final_obs"]),
+                "terminal_observation": map_tree(lambda batch, index=index: np.array(batch[index]), info["final_obs"]),
                 "TimeLimit.truncated": bool(truncated[index] and not terminated[index]),
                 "episode": {"r": float(episode["r"][index]), "l": int(episode["l"][index]), "t": elapsed},
             }

@@ -156,6 +156,7 @@ def keep_final_leaf(name: str):
     if not name.isidentifier():
         raise ValueError(f"keep_final_leaf name: expected a Python identifier, got {name!r}")
     namespace: dict = {}
+    # the source is the fixed template above with an identifier substituted: nothing else runs
     exec(compile(_KEEP_FINAL_LEAF.format(name=name), f"<kernelgym keep_final_{name}>", "exec"), namespace)
     body = namespace[f"keep_final_{name}"]
     body.__module__ = __name__
