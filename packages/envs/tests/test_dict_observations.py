@@ -246,3 +246,12 @@ def test_kernel_observations_equal_the_references_leaf_by_leaf(positions, counts
         for name, value in leaf_arrays(dict_walk.OBSERVATION_SPACE, expected).items():
             got = leaf_arrays(dict_walk.OBSERVATION_SPACE, obs)[name][index]
             assert got.dtype == np.asarray(value).dtype and np.array_equal(got, value), (name, got, value)
+
+
+def test_a_nan_in_a_leaf_is_found_and_located_in_the_kernel():
+    report = check_env(dict_walk.NAN_POSITION, backend="cpu", max_examples=10, seed=3, checks=["observations"])
+    observations = report["observations"]
+    assert observations.status == "failed", observations.message
+    assert "has NaN or inf" in observations.message, observations.message
+    assert "NaN/inf arises in step_nan_position at" in observations.message, observations.message
+    assert dict_walk.NAN_LINE in observations.message, observations.message

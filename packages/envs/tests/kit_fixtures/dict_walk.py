@@ -10,12 +10,14 @@ Observation leaves, one of each kind and several dtypes, bound by kernels by key
 - ``obs_nested_pair_0``: Box uint8 (2,), position + goal and the count;
 - ``obs_nested_pair_1``: Box float32 (2, 2), the flags halved.
 
-``step_stale_pair`` (a planted bug) never writes ``obs_nested_pair_1``.
+Planted bugs: ``step_stale_pair`` never writes ``obs_nested_pair_1``; ``step_nan_position``
+writes NaN into ``obs_position`` once the walker stands on 0 after a step (``NAN_LINE``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 from gymnasium import spaces
@@ -83,6 +85,25 @@ def step_stale_pair(i, actions, obs_position, obs_flags, obs_nested_count, obs_n
         obs_flags[i, k] = flags[i, k]
 
 
+NAN_LINE = "obs_position[i, 0] = math.nan"
+
+
+@env_kernel
+def step_nan_position(i, actions, obs_position, obs_flags, obs_nested_count, obs_nested_pair_0, obs_nested_pair_1,
+                      rewards, terminated, position, count, flags, goal):
+    """BUG: a NaN in the ``obs_position`` leaf where the walker stands on 0 after the step."""
+    position[i] += actions[i, 0] - actions[i, 1]
+    for k in range(3):
+        flags[i, k] = actions[i, k]
+    count[i] = min(count[i] + 1, 99)
+    terminated[i] = abs(position[i]) >= goal
+    rewards[i] = 1.0 if terminated[i] else -0.1
+    observe(i, obs_position, obs_flags, obs_nested_count, obs_nested_pair_0, obs_nested_pair_1, position, count,
+            flags, goal)
+    if position[i] == 0:
+        obs_position[i, 0] = math.nan
+
+
 @env_kernel
 def reset(i, rng_states, obs_position, obs_flags, obs_nested_count, obs_nested_pair_0, obs_nested_pair_1, position,
           count, flags, goal):
@@ -120,3 +141,4 @@ SPEC = EnvSpec(id="DictWalk-v0", observation_space=OBSERVATION_SPACE, action_spa
                step_kernel=step, reset_kernel=reset, reference=CPUReference(_reset, _step, _observe),
                params=DictWalkParams(), max_episode_steps=12)
 STALE_PAIR = dataclasses.replace(SPEC, id="DictWalkStalePair-v0", step_kernel=step_stale_pair)
+NAN_POSITION = dataclasses.replace(SPEC, id="DictWalkNanPosition-v0", step_kernel=step_nan_position)
