@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from kit_fixtures import dict_walk, walk
 
 import kernelgym.envs as kge
-from kernelgym.core import BindingError, to_numpy
+from kernelgym.core import BindingError, env_kernel, rng, to_numpy
 from kernelgym.envs.observations import build_tree, check_observation_space, leaf_arrays, leaf_name, leaves
 from kernelgym.envs.runtime import KernelVectorEnv
 from kernelgym.envs.runtime.buffers import Buffers
@@ -120,8 +120,6 @@ def test_same_step_final_obs_is_the_observation_of_the_last_state():
 
 
 def test_a_dict_env_kernel_naming_obs_is_told_the_leaf_names():
-    from kernelgym.core import env_kernel
-
     @env_kernel
     def writes_obs(i, obs):
         obs[i, 0] = 0.0
@@ -255,3 +253,51 @@ def test_a_nan_in_a_leaf_is_found_and_located_in_the_kernel():
     assert "has NaN or inf" in observations.message, observations.message
     assert "NaN/inf arises in step_nan_position at" in observations.message, observations.message
     assert dict_walk.NAN_LINE in observations.message, observations.message
+
+
+# A Tuple observation at the top: its items are the leaves obs_0 and obs_1.
+TUPLE_SPACE = spaces.Tuple((spaces.Box(-10.0, 10.0, (1,), np.float32), spaces.Discrete(2)))
+
+
+@env_kernel
+def tuple_step(i, actions, obs_0, obs_1, rewards, terminated, position):
+    position[i] += actions[i] - 1
+    obs_0[i, 0] = position[i]
+    obs_1[i] = position[i] > 0
+    rewards[i] = 0.5
+    terminated[i] = abs(position[i]) >= 3
+
+
+@env_kernel
+def tuple_reset(i, rng_states, obs_0, obs_1, position):
+    position[i] = rng.randint(rng_states, i, 3) - 1
+    obs_0[i, 0] = position[i]
+    obs_1[i] = position[i] > 0
+
+
+def _tuple_reference():
+    def reset(params, rng_states):
+        return {"position": np.int32(rng.randint(rng_states, 0, 3) - 1).reshape(())}
+
+    def step(params, state, action, rng_states):
+        position = int(state["position"]) + int(action) - 1
+        return {"position": np.int32(position).reshape(())}, 0.5, abs(position) >= 3
+
+    def observe(params, state):
+        return np.array([state["position"]], np.float32), np.int64(state["position"] > 0)
+
+    return kge.CPUReference(reset, step, observe)
+
+
+TUPLE_SPEC = kge.EnvSpec(id="TupleWalk-v0", observation_space=TUPLE_SPACE, action_space=spaces.Discrete(3),
+                         state=(kge.StateArray("position", np.int32),), step_kernel=tuple_step,
+                         reset_kernel=tuple_reset, reference=_tuple_reference(), max_episode_steps=8)
+
+
+def test_a_tuple_observation_binds_its_items_by_index_and_passes_the_kit():
+    env = KernelVectorEnv(TUPLE_SPEC, 3, backend="cpu", seed=0)
+    obs, _ = env.reset()
+    assert isinstance(obs, tuple) and tuple(obs[0].shape) == (3, 1) and tuple(obs[1].shape) == (3,)
+    assert env.observation_space.contains(env.numpy().obs)
+    report = check_env(TUPLE_SPEC, backend="cpu", max_examples=3, seed=1, checks=["parity", "autoreset", "observations"])
+    assert report.passed, format_report(report)
