@@ -96,7 +96,7 @@ def check_observation_space(where: str, space) -> tuple[Leaf, ...]:
     found = leaves(space)
     for leaf in found:
         label = f"{where} observation_space[{_show_path(leaf.path)}]"
-        if is_structured(leaf.space) or not isinstance(leaf.space, LEAF_SPACES):
+        if not isinstance(leaf.space, LEAF_SPACES):
             raise TypeError(f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}; "
                             f"{FLATTEN}")
         if leaf.dtype.kind not in "biuf":
