@@ -154,6 +154,10 @@ def test_describe_space_is_short():
     assert describe_space(spaces.Discrete(5)) == "Discrete(5)"
     assert describe_space(spaces.MultiDiscrete([10, 10])) == "MultiDiscrete([10, 10])"
     assert describe_space(spaces.Box(-1, 1, (3, 2))) == "Box(3, 2) float32"
+    assert describe_space(spaces.MultiBinary(3)) == "MultiBinary(3)"
+    nested = spaces.Dict({"image": spaces.Box(0, 1, (2, 5, 5), "uint8"),
+                          "more": spaces.Tuple((spaces.Discrete(3), spaces.MultiBinary(2)))})
+    assert describe_space(nested) == "Dict(image: Box(2, 5, 5) uint8, more: Tuple(Discrete(3), MultiBinary(2)))"
 
 
 # ------------------------------------------------------------------------------- bench

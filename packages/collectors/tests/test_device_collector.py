@@ -226,3 +226,56 @@ def test_kernelgym_envs_of_other_shapes(env_id):
     assert torch.equal(fragment.actor["count"], state.stepno.float())
     kept = ~state.fin[1:]
     assert torch.equal(fragment.env["final_obs"][kept], state.obs[1:][kept])
+
+
+class TorchDictCounterVectorEnv(TorchCounterVectorEnv):
+    """`TorchCounterVectorEnv` with a Dict observation: ``{"count": [t, episodes], "image": (2, 2) uint8}``
+    (the image holds ``t`` in every pixel), as a kernelgym env with a Dict space returns it."""
+
+    single_observation_space = gym.spaces.Dict({
+        "count": gym.spaces.Box(0.0, 1e6, shape=(2,), dtype=np.float32),
+        "image": gym.spaces.Box(0, 255, shape=(2, 2), dtype=np.uint8),
+    })
+
+    def _tree(self, flat):
+        image = flat[:, :1, None].expand(-1, 2, 2).to(torch.uint8)
+        return {"count": flat.clone(), "image": image.contiguous()}
+
+    def reset(self, seed=None):
+        obs, info = super().reset(seed)
+        return self._tree(obs), info
+
+    def step(self, actions):
+        obs, reward, terminated, truncated, info = super().step(actions)
+        return self._tree(obs), reward, terminated, truncated, {**info, "final_obs": self._tree(info["final_obs"])}
+
+
+class DictPolicyActor(PolicyActor):
+    """`PolicyActor` reading the Dict observation's ``count`` leaf."""
+
+    def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+        return super().step(stepno, obs["count"], act, rew, fin, hx=hx, virtual=virtual)
+
+
+def test_dict_observations_are_recorded_leaf_by_leaf_and_go_into_a_memory_as_one_row():
+    memory_module = pytest.importorskip("kernelgym.memory")  # the `memory` extra
+    n_envs, n_steps = 3, 6
+    env = TorchDictCounterVectorEnv(n_envs, 3, 2)
+    collector = DeviceCollector(env, DictPolicyActor(), n_steps)
+    fragment = collector.collect()
+    state, finals = fragment.state, fragment.env["final_obs"]
+    assert set(state.obs) == {"count", "image"} and state.obs["image"].dtype == torch.uint8
+    assert state.obs["image"].shape == (n_steps + 1, n_envs, 2, 2) and finals["image"].shape == (n_steps, n_envs, 2, 2)
+    # each leaf's final observation is the step's own where no episode ended, the kept one where one did
+    ended = state.fin[1:]
+    assert torch.equal(finals["count"][~ended], state.obs["count"][1:][~ended])
+    assert torch.equal(finals["image"][..., 0, 0], finals["count"][..., 0].to(torch.uint8))
+    assert (finals["count"][ended][:, 0] > 0).all() and (state.obs["count"][1:][ended][:, 0] == 0).all()
+    memory = memory_module.Memory(memory_size=16, num_envs=n_envs, device="cpu")
+    memory.create_tensor("states", env.single_observation_space, torch.float32)
+    memory.create_tensor("next_states", env.single_observation_space, torch.float32)
+    collector.add_to(memory, {"states": "obs", "next_states": "final_obs"})
+    stored = memory.get_tensor_by_name("next_states")[:n_steps]
+    assert stored.shape == (n_steps, n_envs, 6)
+    assert torch.equal(stored[..., :2], finals["count"])
+    assert torch.equal(stored[..., 2:], finals["image"].reshape(n_steps, n_envs, 4).float())

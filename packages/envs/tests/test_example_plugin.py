@@ -36,7 +36,9 @@ def go_right():
 def test_pyproject_declares_the_entry_point_to_the_hook_module(go_right):
     project = tomllib.loads((PLUGIN_ROOT / "pyproject.toml").read_text())["project"]
     entry_points = project["entry-points"]["kernelgym.envs"]
-    assert entry_points == {"go_right": "kernelgym_example_plugin.go_right"}
+    # each env in its own module, each with its own entry point (GridGoal-v0: the Dict-observation example)
+    assert entry_points["go_right"] == "kernelgym_example_plugin.go_right"
+    assert entry_points["grid_goal"] == "kernelgym_example_plugin.grid_goal"
     assert hasattr(go_right, "kernelgym_register_envs")
     assert {"kernelgym-core", "kernelgym-envs"} <= {dep.split(">")[0].split("=")[0] for dep in project["dependencies"]}
 

@@ -31,6 +31,12 @@ def describe_space(space: spaces.Space) -> str:
         return f"MultiDiscrete({space.nvec.tolist()})"
     if isinstance(space, spaces.Box):
         return f"Box{space.shape} {space.dtype}"
+    if isinstance(space, spaces.MultiBinary):
+        return f"MultiBinary({space.n})"
+    if isinstance(space, spaces.Dict):
+        return "Dict(" + ", ".join(f"{key}: {describe_space(part)}" for key, part in space.spaces.items()) + ")"
+    if isinstance(space, spaces.Tuple):
+        return "Tuple(" + ", ".join(describe_space(part) for part in space.spaces) + ")"
     return str(space)
 
 

@@ -23,7 +23,7 @@ import torch
 
 from .rollout.actor import Actor
 from .rollout.core import check_positive, copy_, react, take_actions
-from .rollout.nested import leaves, suply
+from .rollout.nested import getitem, leaves, suply
 from .rollout.state import Fragment, State
 
 __all__ = ["DeviceCollector", "MEMORY_NAMES"]
@@ -99,7 +99,8 @@ class DeviceCollector:
         n_envs = int(env.num_envs)
 
         obs, _ = env.reset(seed=seed)
-        obs = torch.as_tensor(obs, device=self.device)
+        # a Dict/Tuple observation is a dict/tuple of tensors, kept so in every record
+        obs = suply(lambda x: torch.as_tensor(x, device=self.device), obs)
         space = env.single_action_space
         agents = (int(env.num_agents),) if getattr(env, "num_agents", 1) > 1 else ()
         act_shape = (n_envs, *agents, *(space.shape or ()))
@@ -112,7 +113,7 @@ class DeviceCollector:
         # the running context: 1 x N x ... (the actor's T x B x ... convention)
         self.ctx = State(
             stepno=zeros((n_envs,), torch.int64),
-            obs=obs.clone().unsqueeze(0),
+            obs=suply(lambda x: x.clone().unsqueeze(0), obs),
             act=zeros(act_shape, act_dtype),
             rew=zeros(reward_shape, torch.float32),
             fin=torch.ones((1, n_envs), dtype=torch.bool, device=self.device),
@@ -132,7 +133,7 @@ class DeviceCollector:
         self.fragment = Fragment(
             state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
             actor=suply(lambda x: timeline(x, n_steps + 1), info),
-            env={"final_obs": timeline(self.ctx.obs, n_steps)},
+            env={"final_obs": suply(lambda x: timeline(x, n_steps), self.ctx.obs)},
             hx=suply(torch.clone, self.hx),
         )
 
@@ -162,17 +163,16 @@ class DeviceCollector:
                 break  # the look-ahead reaction to record T is never acted upon
             take_actions(ctx.act, act, actor)
             obs, rew, terminated, truncated, env_info = env.step(ctx.act[0])
-            ctx.obs[0].copy_(obs)
+            copy_(ctx.obs, obs, at=0)
             ctx.rew[0].copy_(rew)
             ctx.terminated[0].copy_(terminated)
             ctx.truncated[0].copy_(truncated)
             torch.logical_or(ctx.terminated[0], ctx.truncated[0], out=fin)
             ctx.stepno.add_(1).masked_fill_(ctx.fin, 0)
-            final = out.env["final_obs"][t]
-            final.copy_(obs)
+            finals = getitem(out.env["final_obs"], index=t)
+            copy_(finals, obs)
             if "final_obs" in env_info:
-                mask = fin.view((-1,) + (1,) * (final.dim() - 1))
-                torch.where(mask, torch.as_tensor(env_info["final_obs"], device=self.device), final, out=final)
+                suply(self._keep_final, finals, env_info["final_obs"], fin=fin)
             if leaves(hx_):
                 hx_ = suply(_zero_where(fin), hx_) if self._zero_hx_by_mask else actor.reset(hx_, fin)
             copy_(hx, hx_)
@@ -186,6 +186,11 @@ class DeviceCollector:
                 )
                 raise
         return out
+
+    def _keep_final(self, final: torch.Tensor, kept, *, fin: torch.Tensor) -> None:
+        """Where an episode ended, the env's final observation (one leaf) replaces the reset one."""
+        mask = fin.view((-1,) + (1,) * (final.dim() - 1))
+        torch.where(mask, torch.as_tensor(kept, device=self.device), final, out=final)
 
     def add_to(self, memory: Any, names: Mapping[str, str] = MEMORY_NAMES) -> None:
         """Append the last fragment's ``n_steps`` transitions to a kernelgym memory.
@@ -217,12 +222,18 @@ class DeviceCollector:
 
         def row(field: str, t: int) -> torch.Tensor:
             if field == "obs":
-                data = state.obs[t]
+                data = getitem(state.obs, index=t)
             elif field == "final_obs":
-                data = self.fragment.env["final_obs"][t]
+                data = getitem(self.fragment.env["final_obs"], index=t)
             else:
                 data = getattr(state, field)[t + 1]
-            return data.reshape(n_envs, -1)
+            # a Dict/Tuple observation: its leaves side by side, in the space's order (as
+            # Memory.create_tensor sizes a Dict space), in the memory tensor's dtype
+            parts = [leaf.reshape(n_envs, -1) for leaf in leaves(data)]
+            return parts[0] if len(parts) == 1 else torch.cat([part.to(dtypes[field]) for part in parts], dim=1)
 
+        tensors = getattr(memory, "tensors", {})
+        dtypes = {field: tensors[name].dtype if name in tensors else torch.get_default_dtype()
+                  for name, field in names.items()}
         for t in range(self.n_steps):
             memory.add_samples(**{name: row(field, t) for name, field in names.items()})

@@ -41,6 +41,7 @@ from typing import Any, Callable
 
 import torch
 
+from kernelgym.envs.observations import is_structured, leaf_arrays
 from kernelgym.envs.runtime.actions import check_mode
 
 __all__ = ["CapturedStep", "TorchGraphs", "capture_step"]
@@ -113,8 +114,9 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
     policy : callable
         ``policy(obs) -> actions`` in torch ops (run under ``torch.no_grad()``), actions
         of the env's action shape and dtype on its device.
-    obs : torch.Tensor
-        The env's observation buffer: the tensor ``env.reset()`` and ``env.step()`` return.
+    obs : torch.Tensor, or a dict/tuple of them
+        The env's observation buffer: the tensor ``env.reset()`` and ``env.step()`` return
+        (for a Dict/Tuple observation space, the tree of leaf tensors they return).
     warmup : int
         Eager steps on a side stream before the capture (>= 1); they step the env.
     api : TorchGraphs-like, optional
@@ -143,9 +145,10 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
             "capture; expected 'deferred' (the cuda default) or False"
         )
 
-    if obs is not env.data_manager.data_on_device_via_torch("observations"):
+    if not _is_observation_buffer(env, obs):
         raise ValueError("obs: expected the env's observation buffer (the tensor env.reset() and env.step() "
-                         "return), got another tensor; a replay would not see new observations")
+                         "return; for a Dict/Tuple space, its tree of leaf tensors), got another tensor; a replay "
+                         "would not see new observations")
 
     def one_step():
         with torch.no_grad():
@@ -159,3 +162,16 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
     api.join(side)
     graph, (actions, outputs) = api.capture(one_step)
     return CapturedStep(graph, obs, actions, outputs, api)
+
+
+def _is_observation_buffer(env, obs) -> bool:
+    """Whether ``obs`` is the env's observation buffer: the tensor, or each leaf's for a Dict/Tuple space."""
+    tensor = env.data_manager.data_on_device_via_torch
+    space = env.single_observation_space
+    if not is_structured(space):
+        return obs is tensor("observations")
+    try:
+        given = leaf_arrays(space, obs)
+    except (KeyError, IndexError, TypeError):
+        return False
+    return all(value is tensor(name) for name, value in given.items())  # leaves are registered by kernel name

@@ -21,6 +21,7 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from kernelgym.envs import registry
+from kernelgym.envs.observations import map_tree
 # the registration lives in its own module (it never imports this one); re-exported here
 from kernelgym.envs.gymnasium_registration import GYMNASIUM_NAMESPACE, register_gymnasium_envs
 
@@ -38,7 +39,8 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     the libraries which consume a vector env expect (TorchRL refuses ``next_step``;
     skrl's and SB3's loops treat every step as a transition). It is announced in
     ``metadata``, which gymnasium's vector wrappers read, and as an attribute, which
-    TorchRL reads. Like gymnasium's own vector envs,
+    TorchRL reads. A ``Dict``/``Tuple`` observation (and ``final_obs``) is a dict/tuple of
+    batched arrays, as ``observation_space`` (gymnasium's ``batch_space``) says. Like gymnasium's own vector envs,
     ``info`` holds only ``final_obs``/``_final_obs`` (same_step mode); wrap it in
     ``gymnasium.wrappers.vector.RecordEpisodeStatistics`` for episode returns (TorchRL's
     info reader cannot stack the nested ``info["episode"]`` dict).
@@ -91,14 +93,15 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         """Reset every env; ``seed`` re-seeds the per-env streams."""
         super().reset(seed=seed)  # seeds the action space's sampler like gymnasium's own envs
         obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
-        return np.array(obs), {}
+        return map_tree(np.array, obs), {}
 
     def step(self, actions):
         """Step every env with a numpy (or array-like) batch of actions."""
         if not isinstance(actions, np.ndarray):
             actions = np.asarray(actions)
         obs, rewards, terminated, truncated, info = self.env.step(actions, numpy=True)
-        return np.array(obs), np.array(rewards), np.array(terminated), np.array(truncated), {key: np.array(info[key]) for key in _FINAL_OBS_KEYS if key in info}
+        return (map_tree(np.array, obs), np.array(rewards), np.array(terminated), np.array(truncated),
+                {key: map_tree(np.array, info[key]) for key in _FINAL_OBS_KEYS if key in info})
 
     def render(self):
         """A tuple of RGB frames, one per env, when ``render_mode="rgb_array"``."""

@@ -28,6 +28,7 @@ import gymnasium
 import numpy as np
 
 from kernelgym.envs import registry
+from kernelgym.envs.observations import map_tree
 
 __all__ = ["KernelGymnasiumEnv"]
 
@@ -103,13 +104,13 @@ class KernelGymnasiumEnv(gymnasium.Env):
         """
         super().reset(seed=seed)
         obs, _ = self.env.reset(seed=seed, options=options or None, numpy=True)
-        return np.array(obs[0]), {}
+        return map_tree(_first, obs), {}
 
     def step(self, action):
         """One step with one action (an int for discrete spaces, an array for Box)."""
         self._actions[0] = action
         obs, rewards, terminated, truncated, _ = self.env.step(self._actions, numpy=True)
-        return np.array(obs[0]), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), {}
+        return map_tree(_first, obs), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), {}
 
     def render(self):
         """An RGB ``(H, W, 3)`` uint8 frame when ``render_mode="rgb_array"``."""
@@ -119,3 +120,8 @@ class KernelGymnasiumEnv(gymnasium.Env):
 
     def close(self):
         self.env.close()
+
+
+def _first(batch) -> np.ndarray:
+    """The one env's observation (a copy the caller owns) from a batch of one."""
+    return np.array(batch[0])

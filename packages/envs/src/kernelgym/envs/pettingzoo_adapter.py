@@ -29,6 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     ) from error
 
 from kernelgym.envs import registry
+from kernelgym.envs.observations import map_tree
 
 __all__ = ["KernelParallelEnv"]
 
@@ -87,7 +88,7 @@ class KernelParallelEnv(ParallelEnv):
             for index, agent in enumerate(self.possible_agents):
                 self._action_spaces[agent].seed(seed + index)
         self.agents = list(self.possible_agents)
-        return self._per_agent(obs[0]), {agent: {} for agent in self.agents}
+        return self._per_agent(obs), {agent: {} for agent in self.agents}
 
     def step(self, actions: dict):
         if not self.agents:
@@ -102,7 +103,7 @@ class KernelParallelEnv(ParallelEnv):
             self._action_rows[index] = np.reshape(actions[agent], -1)
         obs, rewards, terminated, truncated, _ = self.env.step(self._action_buffer, numpy=True)
         agents = self.agents
-        observations = self._per_agent(obs[0])
+        observations = self._per_agent(obs)
         reward_row = rewards[0] if self._multi_agent else rewards[:1]
         rewards_out = {agent: float(reward_row[index]) for index, agent in enumerate(agents)}
         terminations = {agent: bool(terminated[0]) for agent in agents}
@@ -121,9 +122,11 @@ class KernelParallelEnv(ParallelEnv):
         self.env.close()
 
     def _per_agent(self, obs) -> dict:
+        """Each agent's copy of the one env's observation (a dict/tuple of arrays for a Dict/Tuple space)."""
         if self._multi_agent:
-            return {agent: np.array(obs[index]) for index, agent in enumerate(self.possible_agents)}
-        return {self.possible_agents[0]: np.array(obs)}
+            return {agent: map_tree(lambda batch, index=index: np.array(batch[0, index]), obs)
+                    for index, agent in enumerate(self.possible_agents)}
+        return {self.possible_agents[0]: map_tree(lambda batch: np.array(batch[0]), obs)}
 
     def _check_agent_name(self, agent):
         if agent not in self.possible_agents:

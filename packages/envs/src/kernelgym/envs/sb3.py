@@ -14,6 +14,7 @@ last observation is in ``infos[i]["terminal_observation"]``, a time-limit end is
 marked by ``infos[i]["TimeLimit.truncated"]``, and ``infos[i]["episode"]`` holds the
 episode's return ``"r"``, length ``"l"`` and the seconds since the VecEnv was made
 ``"t"`` (what SB3's ``Monitor`` reports, so ``ep_rew_mean`` is logged without one).
+A ``Dict`` observation is a dict of batched arrays, as SB3's ``MultiInputPolicy`` takes.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError("kernelgym.envs.sb3 needs Stable-Baselines3: pip install 'kernelgym-envs[sb3]'") from error
 
 from kernelgym.envs import registry
+from kernelgym.envs.observations import map_tree
 
 __all__ = ["KernelSB3VecEnv"]
 
@@ -76,7 +78,7 @@ class KernelSB3VecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
-        return np.array(obs)
+        return map_tree(np.array, obs)
 
     def step_async(self, actions: np.ndarray) -> None:
         self._actions = np.asarray(actions)
@@ -89,12 +91,12 @@ class KernelSB3VecEnv(VecEnv):
         episode = info["episode"]
         for index in np.flatnonzero(dones):
             infos[index] = {
-                "terminal_observation": np.array(info["final_obs"][index]),
+                "terminal_observation": map_tree(lambda batch, index=index: np.array(batch[index]), info["final_obs"]),
                 "TimeLimit.truncated": bool(truncated[index] and not terminated[index]),
                 "episode": {"r": float(episode["r"][index]), "l": int(episode["l"][index]), "t": elapsed},
             }
         # copies: SB3 keeps the last observation while it steps again
-        return np.array(obs), np.array(rewards), dones, infos
+        return map_tree(np.array, obs), np.array(rewards), dones, infos
 
     def close(self) -> None:
         self.env.close()

@@ -21,6 +21,9 @@ kernel, the parameter and every available name):
   per (env, agent): agent ``a`` of env ``i`` draws only from stream
   ``rng.agent_stream(i, a, num_agents)``, never from another agent's, since an env's
   agent threads run concurrently on a GPU; see `kernelgym.envs.runtime.streams`);
+- for a ``Dict``/``Tuple`` observation space, one buffer per leaf instead of ``obs``,
+  named by its key path: ``obs_<key>``, ``obs_<outer>_<inner>``, ``obs_<index>``
+  (`kernelgym.envs.observations`);
 - each `StateArray` by its name, ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
 - each params field by its field name, as a scalar.
 
@@ -47,10 +50,13 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
+from kernelgym.envs.observations import check_observation_space
+
 __all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "resolve_precision",
            "validate_params"]
 
 KERNEL_LAYOUTS = ("env", "agent")
+ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
 # The arithmetic an env's kernels may be compiled for, by name (see `EnvSpec.precisions`).
 PRECISIONS = {"float64": np.float64, "float32": np.float32}
 # The spec fields that may name an object lazily as "module:attr".
@@ -79,12 +85,14 @@ class CPUReference(NamedTuple):
         must not modify its input state. ``reward`` is a float (``(num_agents,)``
         array for multi-agent envs).
     observe : callable
-        ``observe(params, state) -> obs``.
+        ``observe(params, state) -> obs``: an array, or for a ``Dict``/``Tuple``
+        observation space a dict/tuple of arrays shaped as the space
+        (`kernelgym.envs.observations`).
     """
 
     reset: Callable[..., dict[str, np.ndarray]]
     step: Callable[..., tuple[dict[str, np.ndarray], Any, bool]]
-    observe: Callable[..., np.ndarray]
+    observe: Callable[..., Any]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -151,7 +159,10 @@ class EnvSpec:
     id : str
         e.g. ``"CartPole-v1"``; also registered with gymnasium as ``"kernelgym/<id>"``.
     observation_space, action_space : gymnasium.spaces.Space or callable(params) -> Space
-        One agent's spaces (``Box``, ``Discrete`` or ``MultiDiscrete``).
+        One agent's spaces. Observations: a ``Box``, or a ``Dict``/``Tuple`` (nested) of
+        ``Box``, ``Discrete`` and ``MultiBinary`` leaves, one buffer each, bound by
+        kernels as ``obs_<key>`` (`kernelgym.envs.observations`). Actions: ``Box``,
+        ``Discrete``, ``MultiDiscrete`` or ``MultiBinary``.
     state : tuple of StateArray
         The env's state buffers (kernels bind them by name).
     step_kernel, reset_kernel : kernel, tuple of kernels, or str
@@ -281,12 +292,10 @@ class EnvSpec:
             raise ValueError(f"{where} num_agents: expected an int >= 1, got {num_agents!r}")
         observation_space = _space(where, "observation_space", self.observation_space, params)
         action_space = _space(where, "action_space", self.action_space, params)
-        if not isinstance(action_space, (spaces.Box, spaces.Discrete, spaces.MultiDiscrete)):
-            raise TypeError(f"{where} action_space: expected Box, Discrete or MultiDiscrete, got {action_space}")
-        if not isinstance(observation_space, spaces.Box):
-            fix = (f"; flatten it into a Box (gymnasium.spaces.flatten_space) until {type(observation_space).__name__} "
-                   f"spaces are supported" if isinstance(observation_space, (spaces.Dict, spaces.Tuple)) else "")
-            raise TypeError(f"{where} observation_space: expected a Box, got {observation_space}{fix}")
+        if not isinstance(action_space, ACTION_SPACES):
+            raise TypeError(f"{where} action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, "
+                            f"got {action_space}")
+        check_observation_space(where, observation_space)
         limit = self.max_episode_steps(params) if callable(self.max_episode_steps) else self.max_episode_steps
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
             raise ValueError(f"{where} max_episode_steps: expected None or an int >= 1, got {limit!r}")

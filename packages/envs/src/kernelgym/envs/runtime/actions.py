@@ -131,7 +131,7 @@ class ActionLoader:
         self._buffer, self._buffer_t = actions, actions_tensor
         self.shape, self.dtype = tuple(actions.shape), np.dtype(actions.dtype)
         self._torch_dtype = actions_tensor.dtype
-        self.discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete))
+        self.discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
         # (num_envs, 1): the shape SB3 and skrl give Discrete batches, unambiguous for Discrete
         self._column_shape = (*self.shape, 1) if isinstance(space, spaces.Discrete) else None
         num_envs = self.shape[0]
@@ -211,8 +211,21 @@ class ActionLoader:
         if self.discrete:
             if dtype is None or dtype.kind not in "iu":
                 raise TypeError(f"actions: expected an integer dtype for {self.space}, got {actions.dtype}")
+            if not np.can_cast(dtype, self.dtype, casting="safe"):
+                self._check_cast(actions)
         elif dtype is None or dtype.kind not in "f":
             raise TypeError(f"actions: expected a float dtype for {self.space}, got {actions.dtype}")
+
+    def _check_cast(self, actions) -> None:
+        """Integer actions wider than the buffer (int64 into MultiBinary's int8): a value the buffer
+        cannot hold would wrap into a valid one in the copy, so it is refused here, on the host."""
+        values = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)
+        limits = np.iinfo(self.dtype)
+        outside = np.flatnonzero((values < limits.min) | (values > limits.max))
+        if outside.size:
+            position = tuple(int(k) for k in np.unravel_index(outside[0], values.shape))
+            raise ValueError(f"actions: expected values in {self.space}, got {values[position].item()!r} at index "
+                             f"{position} (outside {self.dtype}, the action buffer's dtype)")
 
     def _copy_into_buffer(self, actions) -> None:
         """One copy (casting) into the fixed buffer: a device copy on cuda, no host round trip."""
@@ -262,6 +275,9 @@ def _discrete_bounds(space):
     if isinstance(space, spaces.Discrete):
         low = np.array([space.start], dtype=np.int64)
         return low, low + space.n - 1
+    if isinstance(space, spaces.MultiBinary):
+        size = int(np.prod(space.shape))
+        return np.zeros(size, np.int64), np.ones(size, np.int64)
     low = np.asarray(space.start, dtype=np.int64).reshape(-1)
     return low, low + np.asarray(space.nvec, dtype=np.int64).reshape(-1) - 1
 

@@ -22,6 +22,8 @@ one reset mechanism for core and envs.
 
 from __future__ import annotations
 
+import functools
+
 from kernelgym.core import Branch, device_function, env_kernel
 from kernelgym.core.builtin_kernels import clear_episode, restore_saved_rows
 
@@ -132,6 +134,35 @@ def keep_final_obs(i, _done_, _obs_rows, _final_obs_rows, _final_obs_mask):
             _final_obs_rows[i, k] = _obs_rows[i, k]
 
 
+@env_kernel
+def mark_final_obs(i, _done_, _final_obs_mask):
+    """SAME_STEP, structured observations: which envs hold a final observation (leaves copied apart)."""
+    _final_obs_mask[i] = _done_[i] != 0
+
+
+# A kernel binds its values by parameter name, so each leaf of a Dict/Tuple observation gets
+# its own copy body, made from this source with the leaf's (identifier) kernel name.
+_KEEP_FINAL_LEAF = """
+def keep_final_{name}(i, _done_, _obs_rows_{name}, _final_obs_rows_{name}):
+    if _done_[i]:
+        for k in range(_obs_rows_{name}.shape[1]):
+            _final_obs_rows_{name}[i, k] = _obs_rows_{name}[i, k]
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def keep_final_leaf(name: str):
+    """SAME_STEP: `keep_final_obs` for the leaf ``name`` of a structured observation (made once per name)."""
+    if not name.isidentifier():
+        raise ValueError(f"keep_final_leaf name: expected a Python identifier, got {name!r}")
+    namespace: dict = {}
+    # the source is the fixed template above with an identifier substituted: nothing else runs
+    exec(compile(_KEEP_FINAL_LEAF.format(name=name), f"<kernelgym keep_final_{name}>", "exec"), namespace)
+    body = namespace[f"keep_final_{name}"]
+    body.__module__ = __name__
+    return env_kernel(body)
+
+
 def _fresh_episode(statistics: bool, per_agent_rewards: bool) -> list:
     """What a reset env shows: no reward, no flags, no finished episode, a step counter at 0."""
     if per_agent_rewards:
@@ -161,19 +192,20 @@ def reset_programs(reset, layout: str, restores: bool, statistics: bool, per_age
 
 
 def step_programs(step, reset, layout: str, same_step: bool, restores: bool, statistics: bool,
-                  per_agent_rewards: bool) -> list:
-    """Launches of one step with autoreset (see the module docstring)."""
+                  per_agent_rewards: bool, keep_final=(keep_final_obs,)) -> list:
+    """Launches of one step with autoreset (see the module docstring); ``keep_final``: the bodies
+    keeping a SAME_STEP final observation (`keep_final_obs`, or one per leaf of a structured one)."""
     count = _count(statistics, per_agent_rewards)
     if layout == "env":
         if same_step:
-            return [[*step, count, keep_final_obs,
+            return [[*step, count, *keep_final,
                      Branch(DONE, then=[*_restore(restores), *reset, clear_episode])]]
         return [[Branch(DONE, then=[*_restore(restores), *reset, *_fresh_episode(statistics, per_agent_rewards)],
                         otherwise=[*step, count])]]
     if same_step:
         return [
             *[[phase] for phase in step],
-            [count, keep_final_obs, *([Branch(DONE, then=[restore_saved_rows])] if restores else [])],
+            [count, *keep_final, *([Branch(DONE, then=[restore_saved_rows])] if restores else [])],
             *[[Branch(DONE, then=[phase])] for phase in reset],
             [Branch(DONE, then=[clear_episode])],
         ]

@@ -1,4 +1,10 @@
-"""The env's buffers: allocated once on the backend, registered with a core data manager."""
+"""The env's buffers: allocated once on the backend, registered with a core data manager.
+
+A ``Box`` observation is one buffer, ``observations``. A ``Dict``/``Tuple`` observation
+is one buffer per leaf, registered under the leaf's kernel name (``obs_image``; its
+SAME_STEP final copy ``final_obs_image``), see `kernelgym.envs.observations`; the
+obs attributes then hold trees of them (dicts/tuples, as the space).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,8 @@ import numpy as np
 
 from kernelgym.core import CUDADataManager, DataFeed, streams, to_numpy
 from kernelgym.core.data_manager import DONE, TIMESTEP
+from kernelgym.envs.observations import build_tree, is_structured, leaves
+from kernelgym.envs.runtime.autoreset import keep_final_leaf, keep_final_obs, mark_final_obs
 from kernelgym.envs.runtime.streams import stream_shape, stream_table
 
 __all__ = ["Buffers", "DATA_NAMES"]
@@ -36,11 +44,16 @@ class Buffers:
     def __init__(self, spec, state_shapes, num_envs, num_agents, agent_shape, observation_space, action_space,
                  same_step, backend):
         n = num_envs
-        clashes = sorted(set(state_shapes) & set(DATA_NAMES + (DONE, TIMESTEP)))
+        self.observation_space = observation_space
+        self.structured = is_structured(observation_space)
+        # one buffer per leaf: (data manager name, final copy's name, leaf)
+        self.leaves = [(leaf.name, "final_" + leaf.name, leaf) for leaf in leaves(observation_space)] \
+            if self.structured else [("observations", "final_observations", leaves(observation_space)[0])]
+        leaf_names = tuple(name for pair in self.leaves for name in pair[:2])
+        clashes = sorted(set(state_shapes) & set(DATA_NAMES + (DONE, TIMESTEP) + leaf_names))
         if clashes:
             raise ValueError(f"EnvSpec {spec.id!r} state: names {clashes} are reserved for the runtime")
         agents_layout = "per_agent" if agent_shape else "per_env"
-        obs_shape = (n, *agent_shape, *observation_space.shape)
         feed = DataFeed()
         for array in spec.state:
             # restore_on_reset arrays keep a copy of their initial rows: the data manager's
@@ -48,7 +61,8 @@ class Buffers:
             feed.add_data(array.name, np.full((n, *state_shapes[array.name]), array.initial, array.dtype),
                           layout="per_agent" if array.per_agent else "per_env",
                           save_copy_and_apply_at_reset=array.restore_on_reset)
-        feed.add_data("observations", np.zeros(obs_shape, observation_space.dtype), layout=agents_layout)
+        for name, _, leaf in self.leaves:
+            feed.add_data(name, np.zeros((n, *agent_shape, *leaf.shape), leaf.dtype), layout=agents_layout)
         feed.add_data("rewards", np.zeros((n, *agent_shape), np.float32), layout=agents_layout)
         feed.add_data("terminated", np.zeros(n, np.bool_), layout="per_env")
         feed.add_data("truncated", np.zeros(n, np.bool_), layout="per_env")
@@ -59,8 +73,8 @@ class Buffers:
         feed.add_data("rng_states", np.zeros(rng_shape, np.uint64),
                       layout="per_agent" if len(rng_shape) == 3 else "per_env")
         # NEXT_STEP never writes the final-observation buffers: one row will do
-        feed.add_data("final_observations", np.zeros(obs_shape if same_step else (1, *obs_shape[1:]),
-                                                     observation_space.dtype))
+        for _, final, leaf in self.leaves:
+            feed.add_data(final, np.zeros((n if same_step else 1, *agent_shape, *leaf.shape), leaf.dtype))
         feed.add_data("final_observation_mask", np.zeros(n if same_step else 1, np.bool_))
         # episode statistics, kept by the bookkeeping in the step's own launch: the return
         # sums of the running episodes, and the return and length of those that ended this
@@ -74,46 +88,72 @@ class Buffers:
         data = self.data_manager.device_data
         self.state = {array.name: data(array.name) for array in spec.state}
         self.restores = any(array.restore_on_reset for array in spec.state)
-        self.obs, self.rewards = data("observations"), data("rewards")
+        # the leaves by kernel name (a Box: {"obs": ...}) and the observation trees they make
+        self.obs_leaves = {leaf.name: data(name) for name, _, leaf in self.leaves}
+        self.final_obs_leaves = {leaf.name: data(final) for _, final, leaf in self.leaves}
+        self.obs, self.final_obs = self.tree(self.obs_leaves), self.tree(self.final_obs_leaves)
+        self.rewards = data("rewards")
         self.terminated, self.truncated = data("terminated"), data("truncated")
         self.reset_mask, self.timestep = data(DONE), data(TIMESTEP)
         self.rng_states, self.actions = data("rng_states"), data("actions")
-        self.final_obs, self.final_mask = data("final_observations"), data("final_observation_mask")
+        self.final_mask = data("final_observation_mask")
         self.statistics = {name: data(name) for name in
                            ("running_returns", "episode_returns", "episode_lengths", "episode_mask")}
         # Zero-copy torch views, made once: the buffers are never rebound.
         tensor = self.data_manager.data_on_device_via_torch
-        self.obs_t, self.rewards_t = tensor("observations"), tensor("rewards")
+        self.obs_t = self.tree({leaf.name: tensor(name) for name, _, leaf in self.leaves})
+        self.rewards_t = tensor("rewards")
         self.terminated_t, self.truncated_t = tensor("terminated"), tensor("truncated")
         self.actions_t = tensor("actions")
-        self.final_obs_t, self.final_mask_t = tensor("final_observations"), tensor("final_observation_mask")
+        self.final_obs_t = self.tree({leaf.name: tensor(final) for _, final, leaf in self.leaves})
+        self.final_mask_t = tensor("final_observation_mask")
         # gymnasium's RecordEpisodeStatistics conventions, as views the next step overwrites
         self.episode_info = {"episode": {"r": tensor("episode_returns"), "l": tensor("episode_lengths")},
                              "_episode": tensor("episode_mask")}
         self.same_step = same_step
 
+    def tree(self, leaf_values: dict):
+        """The observation tree of the space holding ``leaf_values`` (by kernel name)."""
+        return build_tree(self.observation_space, leaf_values)
+
     def kernel_buffers(self, max_episode_steps: int) -> dict:
         """The runtime's values by the names kernels bind (public ones and the bookkeeping's own)."""
-        n = self.obs.shape[0]
-        row = int(np.prod(self.obs.shape[1:]))
+        n = self.rewards.shape[0]
         values = {
-            "actions": self.actions, "obs": self.obs, "rewards": self.rewards, "terminated": self.terminated,
+            "actions": self.actions, **self.obs_leaves, "rewards": self.rewards, "terminated": self.terminated,
             "rng_states": stream_table(self.rng_states),
             DONE: self.reset_mask, TIMESTEP: self.timestep, "_truncated": self.truncated,
-            "_reward_rows": self.rewards.reshape(n, -1), "_obs_rows": self.obs.reshape(n, row),
-            "_final_obs_rows": self.final_obs.reshape(self.final_obs.shape[0], row),
+            "_reward_rows": self.rewards.reshape(n, -1),
             "_final_obs_mask": self.final_mask, "_max_episode_steps": max_episode_steps,
             "_running_return_rows": self.statistics["running_returns"].reshape(n, -1),
             "_episode_return_rows": self.statistics["episode_returns"].reshape(n, -1),
             "_episode_length": self.statistics["episode_lengths"], "_episode_mask": self.statistics["episode_mask"],
         }
+        # each leaf's rows and final rows, flat per env, for the SAME_STEP copy (`keep_final_kernels`)
+        for name, array in self.obs_leaves.items():
+            final = self.final_obs_leaves[name]
+            row = int(np.prod(array.shape[1:]))
+            values[self._rows_name(name)] = array.reshape(n, row)
+            values[self._rows_name(name, "_final")] = final.reshape(final.shape[0], row)
         if self.restores:
             values.update(self.data_manager.reset_rows())
         return values
 
+    def keep_final_kernels(self) -> list:
+        """SAME_STEP: the bodies that keep the last observation of an env whose episode ended."""
+        if not self.structured:
+            return [keep_final_obs]
+        return [mark_final_obs, *(keep_final_leaf(name) for name in self.obs_leaves)]
+
     def layouts(self) -> dict:
         """Final-observation buffers have one row in NEXT_STEP mode, where nothing writes them."""
-        return {} if self.same_step else {"_final_obs_rows": "shared", "_final_obs_mask": "shared"}
+        if self.same_step:
+            return {}
+        return {"_final_obs_mask": "shared", **{self._rows_name(name, "_final"): "shared" for name in self.obs_leaves}}
+
+    def _rows_name(self, leaf: str, prefix: str = "") -> str:
+        """``_obs_rows`` / ``_final_obs_rows`` for a Box; ``_obs_rows_<leaf>``, ... per leaf of a structured space."""
+        return f"{prefix}_obs_rows" + (f"_{leaf}" if self.structured else "")
 
     def read(self, array) -> np.ndarray:
         """The host values of a backend array: the array itself on cpu and sim, a copy on

@@ -4,7 +4,8 @@ An env kernel's body names what it uses after its layout parameters (``i``, or
 ``env, agent, num_agents``), in any order and any subset:
 
 - ``actions``, ``obs``, ``rewards``, ``terminated``, ``rng_states``: the runtime's
-  buffers (`RUNTIME_NAMES`);
+  buffers (`RUNTIME_NAMES`); for a ``Dict``/``Tuple`` observation space one buffer per
+  leaf, ``obs_<key>`` (`kernelgym.envs.observations`), in place of ``obs``;
 - each `StateArray` by its name;
 - each params field by its field name (a scalar);
 - ``real``: the scalar type of the env's arithmetic (``numpy.float64`` or
@@ -20,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 from kernelgym.core import bind_launches
+from kernelgym.envs.observations import is_structured, leaves
 from kernelgym.envs.runtime.streams import stream_table
 from kernelgym.envs.spec import PRECISIONS, resolve_precision
 
@@ -28,7 +30,9 @@ __all__ = ["RUNTIME_NAMES", "bind_env_programs", "check_names", "kernel_values",
 # What the runtime offers env kernels, and what each holds.
 RUNTIME_NAMES = {
     "actions": "(num_envs, [num_agents,] *action_shape) this step's actions (read only)",
-    "obs": "(num_envs, [num_agents,] *obs_shape) observations the kernel writes",
+    "obs": "(num_envs, [num_agents,] *obs_shape) observations the kernel writes (a Box observation space)",
+    "obs_<key>": "(num_envs, [num_agents,] *leaf_shape) one leaf of a Dict/Tuple observation space, by key path "
+                 "(obs_<outer>_<inner>, obs_<index> for Tuple items)",
     "rewards": "(num_envs[, num_agents]) float32 rewards the step kernel writes",
     "terminated": "(num_envs,) bool, set by the step kernel when the episode ends",
     "rng_states": "uint64 stream table, (num_envs, 2): env i draws from stream i with kernelgym.core.rng; "
@@ -41,7 +45,7 @@ RUNTIME_NAMES = {
 def check_names(spec) -> None:
     """State array and params field names must differ from each other and the runtime's names."""
     fields = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
-    taken = {name: "runtime buffer" for name in RUNTIME_NAMES}
+    taken = {name: "runtime buffer" for name in (*RUNTIME_NAMES, *observation_names(spec.resolve().observation_space))}
     for kind, names in (("state array", [array.name for array in spec.state]), ("params field", fields)):
         for name in names:
             if name in taken or name.startswith("_"):
@@ -49,6 +53,11 @@ def check_names(spec) -> None:
                 raise ValueError(f"EnvSpec {spec.id!r}: {kind} {name!r} is a name reserved for the runtime "
                                  f"or already taken ({clash}); rename it")
             taken[name] = kind
+
+
+def observation_names(space) -> tuple[str, ...]:
+    """The names kernels bind observations by: ``("obs",)`` for a Box, each leaf's for a Dict/Tuple."""
+    return tuple(leaf.name for leaf in leaves(space)) if is_structured(space) else ("obs",)
 
 
 def kernel_values(spec, params, buffers: dict, state: dict, precision: str | None = None) -> dict:
@@ -63,11 +72,14 @@ def kernel_values(spec, params, buffers: dict, state: dict, precision: str | Non
     return {**buffers, **state, **fields, "real": real}
 
 
-def per_agent_layouts(spec, multi_agent: bool) -> dict:
-    """Which kernel values are per agent (dim 1 is the agent axis) for the extent checks."""
+def per_agent_layouts(spec, multi_agent: bool, observation_space=None) -> dict:
+    """Which kernel values are per agent (dim 1 is the agent axis) for the extent checks
+    (``observation_space``: the resolved one, for its leaf names; default the spec's)."""
     layouts = {array.name: "per_agent" for array in spec.state if array.per_agent}
     if multi_agent:
-        layouts.update(actions="per_agent", obs="per_agent", rewards="per_agent")
+        space = spec.resolve().observation_space if observation_space is None else observation_space
+        layouts.update(actions="per_agent", rewards="per_agent",
+                       **{name: "per_agent" for name in observation_names(space)})
     return layouts
 
 
@@ -80,7 +92,7 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, p
     kit's canary buffers, one-step tests): ``programs`` are launches as
     `kernelgym.core.bind_launches` takes them, e.g.
     ``[[Branch("reset_mask", then=spec.load_kernels("reset_kernel"), otherwise=spec.load_kernels("step_kernel"))]]``.
-    ``num_envs`` is the leading dim of ``arrays["obs"]``; ``arrays["rng_states"]`` is shaped
+    ``num_envs`` is the leading dim of ``arrays["rewards"]``; ``arrays["rng_states"]`` is shaped
     as the runtime's (`kernelgym.envs.runtime.streams`) and bound as its stream table.
     ``order`` (a `kernelgym.core.binding.LaunchOrder`, cpu only) runs the envs and agents
     in its order, in one thread (the kit's order check).
@@ -92,5 +104,5 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, p
         arrays = {**arrays, "rng_states": stream_table(arrays["rng_states"])}
     values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision))
     return bind_launches(programs, values, backend=backend,
-                         num_envs=arrays["obs"].shape[0], num_agents=resolved.num_agents,
-                         layouts=per_agent_layouts(spec, multi_agent), order=order)
+                         num_envs=arrays["rewards"].shape[0], num_agents=resolved.num_agents,
+                         layouts=per_agent_layouts(spec, multi_agent, resolved.observation_space), order=order)

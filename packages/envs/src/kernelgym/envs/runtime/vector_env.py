@@ -34,6 +34,7 @@ from gymnasium.vector.utils import batch_space
 
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.binding import NO_FAULT, check_fast_math
+from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
@@ -120,10 +121,14 @@ class KernelVectorEnv(StateIO):
     single_observation_space, single_action_space, observation_space, action_space
     multi_agent : bool
         Outputs carry an agent axis: obs ``(N, A, ...)``, rewards ``(N, A)``.
+        A ``Dict``/``Tuple`` observation space gives obs (and SAME_STEP
+        ``info["final_obs"]``) as a dict/tuple of such tensors, one per leaf, as
+        ``observation_space`` says (`kernelgym.envs.observations`).
     state : dict of str to backend array
         The env's state buffers by name.
     data_manager : kernelgym.core.CUDADataManager
-        Holds every buffer by name (state arrays, ``observations``, ``rewards``,
+        Holds every buffer by name (state arrays, ``observations`` or one per leaf of
+        a Dict/Tuple space by its kernel name, ``obs_<key>``, ``rewards``,
         ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
         ``_timestep_``, ...), each with a torch view.
     """
@@ -203,12 +208,14 @@ class KernelVectorEnv(StateIO):
         actions = self._actions
         values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision),
                   **actions.values}
-        layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts(), **actions.layouts}
+        layouts = {**per_agent_layouts(spec, self.multi_agent, self.single_observation_space),
+                   **self._buffers.layouts(), **actions.layouts}
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
                   "layouts": layouts, "fast_math": self.fast_math}
         restores = self._buffers.restores
         statistics = self.episode_statistics
-        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores, statistics, self.multi_agent)
+        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores, statistics, self.multi_agent,
+                                 self._buffers.keep_final_kernels())
         check = actions.precondition
         self._launch_check = None
         if check is not None and (self.backend == "cpu" or actions.mode == "deferred"):
@@ -253,7 +260,7 @@ class KernelVectorEnv(StateIO):
         self._launch_reset()
         self._unstarted = None
         if numpy:
-            return buffers.read(buffers.obs), {}
+            return buffers.tree({name: buffers.read(leaf) for name, leaf in buffers.obs_leaves.items()}), {}
         return buffers.obs_t, {}
 
     def step(self, actions, numpy: bool = False):
@@ -314,11 +321,11 @@ class KernelVectorEnv(StateIO):
         self._check_open()
         self._raise_deferred_fault()
         buffers = self._buffers
-        outputs = (buffers.obs, buffers.rewards, buffers.terminated, buffers.truncated)
+        outputs = (buffers.obs_leaves, buffers.rewards, buffers.terminated, buffers.truncated)
         if self.backend == "cuda":  # copies, read after the kernels queued on torch's current stream
-            return StepViews(*(buffers.read(a) for a in outputs))
+            return self._views(outputs, buffers.read)
         if self._numpy_views is None:
-            self._numpy_views = StepViews(*(to_numpy(a) for a in outputs))
+            self._numpy_views = self._views(outputs, to_numpy)
         return self._numpy_views
 
     def render(self, index: int = 0) -> np.ndarray:
@@ -364,14 +371,19 @@ class KernelVectorEnv(StateIO):
         if self._deferred_check:
             self._actions.raise_fault()
 
+    def _views(self, outputs, convert) -> StepViews:
+        """`StepViews` of the output buffers through ``convert``, observations as the space's tree."""
+        leaves, *flat = outputs
+        return StepViews(self._buffers.tree({name: convert(leaf) for name, leaf in leaves.items()}),
+                         *(convert(array) for array in flat))
+
     def _numpy_info(self) -> dict:
         return _numpy_tree(self._info)
 
 
 def _numpy_tree(info: dict) -> dict:
-    """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda)."""
-    return {key: _numpy_tree(value) if isinstance(value, dict) else value.numpy(force=True)
-            for key, value in info.items()}
+    """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda), trees kept."""
+    return map_tree(lambda tensor: tensor.numpy(force=True), info)
 
 
 def _batch(space, agents, num_envs):

@@ -72,11 +72,10 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     """
     spec, backend = harness.spec, harness.backend
     num_envs = actions.shape[0]
-    obs_shape = (num_envs, *harness.agent_shape, *harness.observation_space.shape)
     buffers = [
         _Padded("actions", actions),
         _Padded("rng_states", harness.seed_streams(seed, num_envs)),
-        _Padded("obs", np.zeros(obs_shape, dtype=harness.observation_space.dtype)),
+        *(_Padded(name, array) for name, array in harness.obs_buffers(num_envs).items()),
         _Padded("rewards", np.zeros((num_envs, *harness.agent_shape), dtype=np.float32)),
         _Padded("terminated", np.zeros(num_envs, dtype=np.bool_)),
     ]

@@ -21,7 +21,7 @@ from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
-from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
+from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
 from kernelgym.envs.testing.order_check import check_agent_order
 from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 
@@ -294,7 +294,7 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
     def rollout(start, seed, actions_seed, steps):
         count, start_states = start
         env = harness.make_env(count, seed)
-        first = _Reset(np.array(env.numpy().obs), env.get_state(), count, harness.agent_shape)
+        first = _Reset(flat_obs(harness.observation_space, env.numpy().obs), env.get_state(), count, harness.agent_shape)
         any_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
                                                 np.random.default_rng(0))
         fail_on(located(first, first.state, any_actions, rng.seed_streams(seed, count), np.ones(count, bool)),
@@ -327,7 +327,7 @@ class _Reset:
 
 def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
     """Observations lie in the observation space; no NaN or inf in observations, rewards or state."""
-    obs_shape = (*harness.agent_shape, *harness.observation_space.shape)
+    obs_shape = harness.obs_shape
 
     def inspect(result, index):
         problems = []

@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.checks import Check, CheckConfig
-from kernelgym.envs.testing.harness import EnvHarness, _fields
+from kernelgym.envs.testing.harness import EnvHarness, _fields, flat_obs
 from kernelgym.envs.testing.report import CheckSkipped
 
 __all__ = ["FAST_MATH_CHECK", "FAST_MATH_TOLERANCE", "HORIZON", "MAX_WARMUP_STEPS", "NO_FMA", "check_fast_math",
@@ -116,7 +116,8 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
 
     @given(seed=strategies.seeds(), warmup=st.integers(0, MAX_WARMUP_STEPS))
     def fast_math(seed, warmup):
-        resets = [env.reset(seed=seed, numpy=True)[0] for env in (envs[True], default)]
+        resets = [flat_obs(harness.observation_space, env.reset(seed=seed, numpy=True)[0])
+                  for env in (envs[True], default)]
         alive = np.ones(NUM_ENVS, bool)
         compare("reset observations", *resets, alive)
         generator = np.random.default_rng(seed)
@@ -130,7 +131,8 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
             actions = strategies.random_actions(harness.action_space, prefix, generator)
             (obs, rewards, terminated, truncated, _), (want_obs, want_rewards, want_terminated, _, _) = (
                 env.step(actions, numpy=True) for env in (envs[True], default))
-            compare(f"step {step + 1} observations", obs, want_obs, alive)
+            compare(f"step {step + 1} observations", flat_obs(harness.observation_space, obs),
+                    flat_obs(harness.observation_space, want_obs), alive)
             compare(f"step {step + 1} rewards", rewards, want_rewards, alive)
             # a state within the tolerance of a termination boundary may end in one build only:
             # compared no further (the next step resets it in one build)

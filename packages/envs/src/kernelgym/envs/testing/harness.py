@@ -13,6 +13,10 @@ one where the reference is finite is (and the checks say where the kernel's sour
 it, see `kernelgym.envs.testing.nonfinite`). An env that declares precisions (`EnvSpec.precisions`) is checked in one of
 them: its kernels are compiled for it and its reference runs with ``real`` set to it,
 so the comparison stays exact in float32 too.
+
+A ``Dict``/``Tuple`` observation (`kernelgym.envs.observations`) is compared as one flat
+row per env (`flat_obs`: its leaves, each flattened, side by side, as float64, which
+holds every leaf dtype's values exactly); a problem names the leaves that differ.
 """
 
 from __future__ import annotations
@@ -24,12 +28,13 @@ import functools
 import numpy as np
 
 from kernelgym.core import resolve_backend
+from kernelgym.envs.observations import is_structured, leaf_arrays, leaves
 from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
 from kernelgym.envs.testing.stream_hint import stream_hint
 
-__all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on"]
+__all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on", "flat_obs"]
 
 # (rtol, atol) of float comparisons with the reference on cuda; cpu and sim are exact
 CUDA_TOLERANCE = (1e-5, 1e-6)
@@ -69,6 +74,19 @@ def env_slice(state: dict, index: int) -> dict:
     return {name: value[index] for name, value in state.items()}
 
 
+def flat_obs(space, obs) -> np.ndarray:
+    """``obs`` as one array: a Box's as it is; a Dict/Tuple's leaves flattened past their leading
+    (batch, agent) axes and joined side by side as float64, in `kernelgym.envs.observations.leaves` order."""
+    if not is_structured(space):
+        return np.array(obs)
+    parts = []
+    for leaf in leaves(space):
+        value = np.asarray(leaf_arrays(space, obs)[leaf.name])
+        lead = value.shape[:value.ndim - len(leaf.shape)]
+        parts.append(value.astype(np.float64).reshape(*lead, -1))
+    return np.concatenate(parts, axis=-1)
+
+
 class StepResult:
     """Host copies of everything one ``step`` produced (outputs, info and the new state)."""
 
@@ -76,11 +94,12 @@ class StepResult:
 
     def __init__(self, env, outputs):
         obs, rewards, terminated, truncated, info = outputs
-        self.obs = np.array(obs)
+        space = env.single_observation_space
+        self.obs = flat_obs(space, obs)
         self.rewards = np.array(rewards)
         self.terminated = np.array(terminated)
         self.truncated = np.array(truncated)
-        self.final_obs = np.array(info["final_obs"]) if "final_obs" in info else None
+        self.final_obs = flat_obs(space, info["final_obs"]) if "final_obs" in info else None
         self.final_mask = np.array(info["_final_obs"]) if "_final_obs" in info else None
         self.state = env.get_state()
         self.rng = env.get_rng_states()
@@ -260,8 +279,52 @@ class EnvHarness:
                                      f"{np.shape(state[name])}; the spec says {shape}")
         return state, stream.reshape(np.shape(rng_row))
 
+    @property
+    def obs_shape(self) -> tuple[int, ...]:
+        """One env's observation shape as the checks see it (`flat_obs`: one row for a Dict/Tuple)."""
+        space = self.observation_space
+        if not is_structured(space):
+            return (*self.agent_shape, *space.shape)
+        return (*self.agent_shape, sum(int(np.prod(leaf.shape)) for leaf in leaves(space)))
+
+    def obs_buffers(self, num_envs: int, agent_shape=None) -> dict[str, np.ndarray]:
+        """Zeroed observation buffers for ``num_envs`` envs by the names kernels bind (``obs``, or each
+        leaf's), with ``agent_shape`` (default the harness's) after the env axis."""
+        space = self.observation_space
+        agents = self.agent_shape if agent_shape is None else tuple(agent_shape)
+        found = leaves(space) if is_structured(space) else [("", "obs", space)]
+        return {name: np.zeros((num_envs, *agents, *leaf_space.shape), leaf_space.dtype)
+                for _, name, leaf_space in found}
+
     def reference_observe(self, state: dict) -> np.ndarray:
-        return np.asarray(self.reference.observe(self.params, state))
+        observed = self.reference.observe(self.params, state)
+        if is_structured(self.observation_space):
+            self._check_observed_tree(observed)
+        return flat_obs(self.observation_space, observed)
+
+    def _check_observed_tree(self, observed) -> None:
+        """The reference's observation holds every leaf, each with the space's shape."""
+        space = self.observation_space
+        try:
+            found = leaf_arrays(space, observed)
+        except (KeyError, IndexError, TypeError) as error:
+            raise AssertionError(f"the CPU reference's observe returned {type(observed).__name__} {observed!r}; "
+                                 f"expected a tree shaped as {space} ({error!r})") from error
+        for leaf in leaves(space):
+            if np.shape(found[leaf.name]) != (*self.agent_shape, *leaf.shape):
+                raise AssertionError(f"the CPU reference's observe returned {leaf.name} of shape "
+                                     f"{np.shape(found[leaf.name])}; the space says {(*self.agent_shape, *leaf.shape)}")
+
+    def leaf_names_differing(self, obs, expected) -> list[str]:
+        """For a Dict/Tuple space: the leaves whose flat parts of ``obs`` and ``expected`` differ."""
+        names, start = [], 0
+        for leaf in leaves(self.observation_space):
+            size = int(np.prod(leaf.shape))
+            part = (..., slice(start, start + size))
+            if not self._close(np.asarray(obs, np.float64)[part], expected[part]):
+                names.append(leaf.name)
+            start += size
+        return names
 
     @functools.cached_property
     def random_start(self) -> bool:
@@ -340,7 +403,10 @@ class EnvHarness:
         """``obs`` is not ``reference.observe(state)``."""
         expected = self.reference_observe(state)
         if np.shape(obs) != expected.shape or not self._close(np.asarray(obs, np.float64), expected):
-            return [f"observation {_show(obs)}, reference.observe gives {_show(expected.astype(np.float32))}"]
+            where = ""
+            if is_structured(self.observation_space) and np.shape(obs) == expected.shape:
+                where = f" (leaves {self.leaf_names_differing(obs, expected)} differ; leaves side by side)"
+            return [f"observation {_show(obs)}, reference.observe gives {_show(expected.astype(np.float32))}{where}"]
         return []
 
     def state_differences(self, state: dict, expected: dict) -> list[str]:
@@ -359,6 +425,8 @@ class EnvHarness:
         obs = np.asarray(obs)
         if not np.all(np.isfinite(obs)):
             problems.append(f"observation {_show(obs)} has NaN or inf")
+        elif is_structured(self.observation_space):
+            problems += self._leaf_space_problems(obs)
         else:
             space = self.observation_space
             if obs.dtype != space.dtype:
@@ -367,6 +435,21 @@ class EnvHarness:
                 problems.append(f"observation {_show(obs)} outside the observation space {space}")
         if not np.all(np.isfinite(reward)):
             problems.append(f"reward {_show(reward)} has NaN or inf")
+        return problems
+
+    def _leaf_space_problems(self, obs) -> list[str]:
+        """A flat row (`flat_obs`) of a Dict/Tuple observation: each leaf inside its own space."""
+        problems, start = [], 0
+        rows = obs.reshape(-1, obs.shape[-1])  # one per agent
+        for leaf in leaves(self.observation_space):
+            size = int(np.prod(leaf.shape))
+            for row in rows:
+                value = row[start:start + size].reshape(leaf.shape).astype(leaf.dtype)
+                if not leaf.space.contains(value) or not np.array_equal(value, row[start:start + size].reshape(leaf.shape)):
+                    problems.append(f"observation leaf {leaf.name} {_show(row[start:start + size])} outside its "
+                                    f"space {leaf.space}")
+                    break
+            start += size
         return problems
 
     def nonfinite_state_problems(self, state: dict) -> list[str]:

@@ -68,8 +68,7 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
     num_envs = np.shape(actions)[0]
     buffers = {
         "actions": np.array(actions), "rng_states": np.array(rng_states, dtype=np.uint64),
-        "obs": np.zeros((num_envs, *harness.agent_shape, *harness.observation_space.shape),
-                        harness.observation_space.dtype),
+        **harness.obs_buffers(num_envs),
         "rewards": np.zeros((num_envs, *harness.agent_shape), np.float32),
         "terminated": np.zeros(num_envs, np.bool_),
     }

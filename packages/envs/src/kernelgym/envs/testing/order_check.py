@@ -236,11 +236,10 @@ def _inputs(harness, batch, seed: int) -> dict[str, np.ndarray]:
     """Host buffers as the runtime's, by kernel name: the batch's state and actions, seeded streams."""
     num_envs = batch.num_envs
     agents = (harness.num_agents,)
-    obs_space = harness.observation_space
     arrays = {
         "actions": np.array(batch.actions),
         "rng_states": harness.seed_streams(seed, num_envs),
-        "obs": np.zeros((num_envs, *agents, *obs_space.shape), obs_space.dtype),
+        **harness.obs_buffers(num_envs, agents),
         "rewards": np.zeros((num_envs, *agents), np.float32),
         "terminated": np.zeros(num_envs, np.bool_),
     }

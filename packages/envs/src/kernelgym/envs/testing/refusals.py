@@ -16,7 +16,8 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.envs.runtime.actions import check_mode
-from kernelgym.envs.testing.harness import StepResult
+from kernelgym.envs.observations import map_tree
+from kernelgym.envs.testing.harness import StepResult, flat_obs
 
 __all__ = ["bad_envs", "bad_positions", "changes", "deferred", "is_value_fault", "refuse", "snapshot", "step_result"]
 
@@ -44,6 +45,8 @@ def bad_positions(space: spaces.Space, actions: np.ndarray) -> np.ndarray:
     elif isinstance(space, spaces.MultiDiscrete):
         low = np.asarray(space.start, np.int64)  # broadcast over the leading (env, agent) axes
         high = low + np.asarray(space.nvec, np.int64) - 1
+    elif isinstance(space, spaces.MultiBinary):
+        low, high = 0, 1
     else:
         return np.flatnonzero(~np.isfinite(actions))
     return np.flatnonzero((actions < low) | (actions > high))
@@ -106,14 +109,20 @@ def refuse(env, bad, space: spaces.Space):
 def step_result(env, outputs) -> StepResult:
     """The `StepResult` of a deferred refusal's ``outputs`` (torch views, on the device on cuda)."""
     obs, rewards, terminated, truncated, info = outputs
-    arrays = tuple(tensor.numpy(force=True) for tensor in (obs, rewards, terminated, truncated))
-    return StepResult(env, (*arrays, {key: value.numpy(force=True) for key, value in info.items()
+    arrays = tuple(map_tree(_to_numpy, tensor) for tensor in (obs, rewards, terminated, truncated))
+    return StepResult(env, (*arrays, {key: map_tree(_to_numpy, value) for key, value in info.items()
                                       if key in ("final_obs", "_final_obs")}))
+
+
+def _to_numpy(tensor) -> np.ndarray:
+    return tensor.numpy(force=True)
 
 
 def snapshot(env) -> tuple[dict, list, np.ndarray]:
     """Host copies of ``env``'s state, outputs and RNG streams (what a refusal leaves alone)."""
-    return env.get_state(), [np.array(view) for view in env.numpy()], env.get_rng_states()
+    views = env.numpy()
+    return (env.get_state(), [flat_obs(env.single_observation_space, views.obs), *map(np.array, views[1:])],
+            env.get_rng_states())
 
 
 def changes(before: tuple, after: tuple, index: int) -> list[str]:

@@ -16,7 +16,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from kernelgym.envs.testing import refusals, strategies
 from kernelgym.envs.testing.episodes import EpisodeModel
-from kernelgym.envs.testing.harness import env_slice, fail_on
+from kernelgym.envs.testing.harness import env_slice, fail_on, flat_obs
 
 __all__ = ["env_state_machine"]
 
@@ -40,7 +40,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
 
         def _start(self, streams):
             """After a reset that drew from ``streams`` (the rows before it)."""
-            obs = np.array(self.env.numpy().obs)
+            obs = flat_obs(harness.observation_space, self.env.numpy().obs)
             self.model.restart()
             fail_on(self.model.start_problems(obs, self.env.get_state(), streams, self.env.get_rng_states()),
                     "after reset")

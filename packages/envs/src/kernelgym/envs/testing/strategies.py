@@ -81,6 +81,10 @@ def actions(space: spaces.Space) -> st.SearchStrategy[np.ndarray]:
         sizes = np.asarray(space.nvec, dtype=np.int64).reshape(-1)
         parts = [st.integers(int(s), int(s + n - 1)) for s, n in zip(starts, sizes)]
         return st.tuples(*parts).map(lambda a: np.array(a, dtype=np.int64).reshape(space.shape))
+    if isinstance(space, spaces.MultiBinary):
+        size = int(np.prod(space.shape))
+        return st.lists(st.integers(0, 1), min_size=size, max_size=size).map(
+            lambda a: np.array(a, dtype=space.dtype).reshape(space.shape))
     if isinstance(space, spaces.Box):
         low, high = _box_bounds(space)
         width = 32 if space.dtype == np.float32 else 64
@@ -89,7 +93,7 @@ def actions(space: spaces.Space) -> st.SearchStrategy[np.ndarray]:
             for lo, hi in zip(low.reshape(-1), high.reshape(-1))
         ]
         return st.tuples(*parts).map(lambda a: np.array(a, dtype=space.dtype).reshape(space.shape))
-    raise TypeError(f"space: expected Discrete, MultiDiscrete or Box, got {space}")
+    raise TypeError(f"space: expected Discrete, MultiDiscrete, MultiBinary or Box, got {space}")
 
 
 def batch_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> st.SearchStrategy[np.ndarray]:
@@ -112,6 +116,8 @@ def random_actions(space: spaces.Space, shape_prefix: tuple, generator: np.rando
     if isinstance(space, spaces.MultiDiscrete):
         start = np.asarray(space.start, dtype=np.int64)
         return start + generator.integers(0, space.nvec, size=(*shape_prefix, *space.shape), dtype=np.int64)
+    if isinstance(space, spaces.MultiBinary):
+        return generator.integers(0, 2, size=(*shape_prefix, *space.shape)).astype(space.dtype)
     low, high = _box_bounds(space)
     return generator.uniform(low, high, size=(*shape_prefix, *space.shape)).astype(space.dtype)
 
@@ -144,7 +150,7 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
     agents = (num_agents,) if num_agents > 1 else ()
     shape = (num_envs, *agents, *space.shape)
     valid = batch_actions(space, num_envs, num_agents)
-    discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete))
+    discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
     size = int(np.prod(shape))
 
     def poke(batch: np.ndarray, position: int, value) -> np.ndarray:
@@ -157,6 +163,8 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
         if isinstance(space, spaces.Discrete):
             lows = np.full(size, int(space.start))
             highs = np.full(size, int(space.start + space.n - 1))
+        elif isinstance(space, spaces.MultiBinary):
+            lows, highs = np.zeros(size, np.int64), np.ones(size, np.int64)
         else:
             lows = np.broadcast_to(np.asarray(space.start, np.int64), shape).reshape(-1)
             highs = lows + np.broadcast_to(np.asarray(space.nvec, np.int64), shape).reshape(-1) - 1
@@ -165,7 +173,10 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
             value = lows[where] - distance if below else highs[where] + distance
             return InvalidAction("out_of_range", poke(batch, where, value), ValueError)
 
-        out = st.builds(out_of_range, valid, position, st.booleans(), st.integers(1, 2**31))
+        # a value the actions' dtype holds (MultiBinary's is int8): out of the space, not a wrapped cast
+        limits = np.iinfo(_action_dtype(space))
+        farthest = min(2**31, int(limits.max) - int(highs.max()), int(lows.min()) - int(limits.min))
+        out = st.builds(out_of_range, valid, position, st.booleans(), st.integers(1, farthest))
         non_finite = st.builds(
             lambda batch, where, value: InvalidAction(
                 "non_finite", poke(batch.astype(np.float32), where, value), TypeError),
