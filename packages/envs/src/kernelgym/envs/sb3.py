@@ -47,12 +47,18 @@ class KernelSB3VecEnv(VecEnv):
     seed : int or None
         Seeds the per-env streams; SB3's ``seed()`` re-seeds them at the next reset.
     render_mode : {"rgb_array"} or None
+    agents_as_envs : bool
+        For a multi-agent env: SB3 sees every agent of every env as one env (``num_envs *
+        num_agents`` of them, env ``e``'s agent ``a`` at index ``e * num_agents + a``), so one
+        shared policy learns from all of them (parameter sharing). An env's episode ends for
+        all its agents at once; each agent reports its own return. False (default): a
+        multi-agent env is refused.
     **kwargs
         Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
     """
 
     def __init__(self, env_id: str, num_envs: int, backend: str | None = "auto", seed=None,
-                 render_mode: str | None = None, **kwargs):
+                 render_mode: str | None = None, agents_as_envs: bool = False, **kwargs):
         if "autoreset_mode" in kwargs:
             raise ValueError("autoreset_mode: KernelSB3VecEnv always uses 'same_step' (SB3's convention); "
                              f"got {kwargs['autoreset_mode']!r}")
@@ -64,13 +70,25 @@ class KernelSB3VecEnv(VecEnv):
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
         self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode="same_step", **kwargs)
-        if self.env.multi_agent:
+        if not isinstance(agents_as_envs, bool):
             self.env.close()
-            raise TypeError(f"env_id: {spec.id} is a multi-agent env; SB3 trains single-agent envs only")
+            raise TypeError(f"agents_as_envs: expected True or False, got {agents_as_envs!r}")
+        if self.env.multi_agent and not agents_as_envs:
+            self.env.close()
+            raise TypeError(f"env_id: {spec.id} is a multi-agent env ({self.env.num_agents} agents); SB3 trains "
+                            "single-agent envs: pass agents_as_envs=True to train one policy shared by every agent")
+        # SB3's envs are (env, agent) pairs: every batch is reshaped from (N, A, ...) to (N * A, ...)
+        self._agents = self.env.num_agents if self.env.multi_agent else 1
         self._env_attributes = {"render_mode": render_mode}  # what SB3 reads per env through get_attr
         self._actions = None
         self._start_time = time.time()
-        super().__init__(self.env.num_envs, self.env.single_observation_space, self.env.single_action_space)
+        super().__init__(self.env.num_envs * self._agents, self.env.single_observation_space,
+                         self.env.single_action_space)
+
+    def _flat(self, batch) -> np.ndarray:
+        """A copy of an ``(N, ...)`` batch as SB3's ``(N * A, ...)`` (the agent axis folded in)."""
+        batch = np.array(batch)
+        return batch if not self.env.multi_agent else batch.reshape(self.num_envs, *batch.shape[2:])
 
     def reset(self):
         """Reset every env (with the seed given to ``seed()``, if any) and return the observations."""
@@ -78,10 +96,13 @@ class KernelSB3VecEnv(VecEnv):
         self._reset_seeds()
         self._reset_options()
         self.reset_infos = [{} for _ in range(self.num_envs)]
-        return map_tree(np.array, obs)
+        return map_tree(self._flat, obs)
 
     def step_async(self, actions: np.ndarray) -> None:
-        self._actions = np.asarray(actions)
+        actions = np.asarray(actions)
+        if self.env.multi_agent and actions.ndim >= 1 and actions.shape[0] == self.num_envs:
+            actions = actions.reshape(self.env.num_envs, self._agents, *actions.shape[1:])
+        self._actions = actions
 
     def step_wait(self):
         obs, rewards, terminated, truncated, info = self.env.step(self._actions, numpy=True)
@@ -89,14 +110,24 @@ class KernelSB3VecEnv(VecEnv):
         infos = [{} for _ in range(self.num_envs)]
         elapsed = round(time.time() - self._start_time, 6)
         episode = info["episode"]
-        for index in np.flatnonzero(dones):
-            infos[index] = {
-                "terminal_observation": map_tree(lambda batch, index=index: np.array(batch[index]), info["final_obs"]),
-                "TimeLimit.truncated": bool(truncated[index] and not terminated[index]),
-                "episode": {"r": float(episode["r"][index]), "l": int(episode["l"][index]), "t": elapsed},
-            }
+        for env_index in np.flatnonzero(dones):
+            for agent in range(self._agents):
+                index = env_index * self._agents + agent
+                if self.env.multi_agent:
+                    final = map_tree(lambda batch, e=env_index, a=agent: np.array(batch[e][a]), info["final_obs"])
+                    episode_return = np.asarray(episode["r"][env_index]).reshape(-1)
+                    episode_return = episode_return[agent] if episode_return.size > 1 else episode_return[0]
+                else:
+                    final = map_tree(lambda batch, e=env_index: np.array(batch[e]), info["final_obs"])
+                    episode_return = episode["r"][env_index]
+                infos[index] = {
+                    "terminal_observation": final,
+                    "TimeLimit.truncated": bool(truncated[env_index] and not terminated[env_index]),
+                    "episode": {"r": float(episode_return), "l": int(episode["l"][env_index]), "t": elapsed},
+                }
         # copies: SB3 keeps the last observation while it steps again
-        return map_tree(np.array, obs), np.array(rewards), dones, infos
+        return (map_tree(self._flat, obs), self._flat(rewards).reshape(self.num_envs),
+                np.repeat(dones, self._agents), infos)
 
     def close(self) -> None:
         self.env.close()
@@ -104,7 +135,7 @@ class KernelSB3VecEnv(VecEnv):
     def get_images(self):
         if self.render_mode != "rgb_array":
             raise ValueError("get_images: this VecEnv was made with render_mode=None; pass render_mode='rgb_array'")
-        return [self.env.render(index) for index in range(self.num_envs)]
+        return [self.env.render(index // self._agents) for index in range(self.num_envs)]
 
     def get_attr(self, attr_name: str, indices=None) -> list:
         """An attribute of the underlying `KernelVectorEnv` (shared by every env), once per index."""
