@@ -50,7 +50,7 @@ _C5 = 2.08757232129817482790e-09
 _C6 = -1.13596475577881948265e-11
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def sincos(x):
     """``(sin(x), cos(x))`` as float64, the same bits on every backend.
 
@@ -88,13 +88,13 @@ def sincos(x):
     return -c, s
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def sin(x):
     """``sin(x)`` as float64, the same bits on every backend (see `sincos`)."""
     return sincos(x)[0]
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def cos(x):
     """``cos(x)`` as float64, the same bits on every backend (see `sincos`)."""
     return sincos(x)[1]
@@ -110,7 +110,7 @@ _ROUND_TO_INTEGER_F32 = 12582912.0
 _FLOAT32_LIMIT = 1024.0
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def sincos_as(x, real):
     """``(sin(x), cos(x))`` of type ``real`` (``numpy.float64`` or ``numpy.float32``), computed
     in that precision; the same bits on every backend.
@@ -143,13 +143,13 @@ def sincos_as(x, real):
     return real(s64), real(c64)
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def sin_as(x, real):
     """``sin(x)`` of type ``real``, computed in that precision (see `sincos_as`)."""
     return sincos_as(x, real)[0]
 
 
-@numba.njit(inline="always", cache=True)
+@numba.njit(cache=True)
 def cos_as(x, real):
     """``cos(x)`` of type ``real``, computed in that precision (see `sincos_as`)."""
     return sincos_as(x, real)[1]
