@@ -49,22 +49,21 @@ def test_rounded_to_float32_within_one_ulp_of_the_rounded_library_value(x):
 
 
 @settings(max_examples=2000, deadline=None)
-@given(st.floats(-1024, 1024, width=32))
-def test_float32_arithmetic_within_one_ulp_of_the_correctly_rounded_value(x):
+@given(st.floats(-65536, 65536, width=32))
+def test_float32_arithmetic_within_the_stated_absolute_error(x):
     x = np.float32(x)
     got = sincos_as(x, np.float32)
-    assert all(type(value) is float or np.asarray(value).dtype == np.float32 for value in got)
+    bound = 1.2e-7 if abs(x) <= 1024 else 1e-6
     for value, library in zip(got, (math.sin, math.cos)):
-        want = np.float32(library(float(x)))
-        assert abs(float(value) - float(want)) <= float(np.spacing(np.abs(want)))
+        assert abs(float(value) - library(float(x))) <= bound
     assert (sin_as(x, np.float32), cos_as(x, np.float32)) == got
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.floats(1024, 1e6, width=32, exclude_min=True), st.booleans())
-def test_float32_beyond_the_range_rounds_the_float64_functions(x, negative):
+@settings(max_examples=100, deadline=None)
+@given(st.floats(65536, float(np.finfo(np.float32).max), width=32, exclude_min=True), st.booleans())
+def test_float32_beyond_the_range_gives_nan(x, negative):
     x = np.float32(-x if negative else x)
-    assert sincos_as(x, np.float32) == tuple(np.float32(value) for value in sincos(float(x)))
+    assert all(math.isnan(value) for value in sincos_as(x, np.float32))
 
 
 @settings(max_examples=300, deadline=None)
@@ -73,9 +72,9 @@ def test_float64_as_is_the_float64_functions(x):
     assert sincos_as(x, np.float64) == sincos(x)
 
 
-@pytest.mark.parametrize("x", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("x", [math.nan, math.inf, -math.inf, 2.0**51, -1e30])
 @pytest.mark.parametrize("real", [np.float64, np.float32])
-def test_nan_and_infinity_give_nan(x, real):
+def test_nan_infinity_and_arguments_too_large_to_reduce_give_nan(x, real):
     assert all(math.isnan(value) for value in sincos(x))
     assert all(math.isnan(value) for value in sincos_as(real(x), real))
 
