@@ -33,7 +33,7 @@ import platformdirs
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "9"
+TEMPLATE_VERSION = "10"
 
 _BODIES: dict = {}
 
@@ -319,7 +319,7 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
 
 
 def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None,
-                            num_per_call: int = 0, fast_math: bool = False):
+                            num_per_call: int = 0, fast_math: bool = False, per_env=()):
     """Import (writing it first if needed) a launcher running a program of bodies per env.
 
     Parameters
@@ -352,6 +352,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         with ``-fma=1``) and its cpu launchers compile with numba's
         ``fastmath={"contract"}`` (LLVM may fuse ``a * b + c`` on the cpu too). False
         (default): no contraction on any backend, the same bits on cpu and cuda.
+    per_env : collection of int
+        Argument positions holding one value per env (`kernelgym.core.binding.PerEnvScalar`):
+        a body gets ``a<k>[env]``, that env's scalar, instead of the array.
 
     Returns
     -------
@@ -370,7 +373,8 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     constants = dict(constants or {})
     frozen = "\n".join(["import numpy"] * bool(constants)
                        + [f"a{k} = {_literal(value)}" for k, value in sorted(constants.items())])
-    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call))
+    per_env = tuple(sorted(per_env))
+    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call, per_env))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
     if fast_math:
@@ -389,12 +393,16 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     cpu_args = ", ".join(["bound", *per_call] if bound else per_call)
     unpack = "".join(f"    {name} = bound.{name}\n" for name in bound)
 
+    def argument(k: int) -> str:
+        # a per-env scalar: the body gets its env's entry (`env` is defined in both layouts' loops)
+        return f"a{k}[env]" if k in per_env else f"a{k}"
+
     def lines(block, depth):
         out = []
         for statement in block:
             if statement[0] == "call":
                 _, body, positions = statement
-                out.append(" " * depth + f"body{body}({', '.join([layout, *(f'a{k}' for k in positions)])})")
+                out.append(" " * depth + f"body{body}({', '.join([layout, *(argument(k) for k in positions)])})")
             else:
                 _, mask, then, otherwise = statement
                 out.append(" " * depth + f"if a{mask}[env]:")
@@ -435,9 +443,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
                                              loop=loop, no_fault=NO_FAULT)
     else:
         _, check, positions, fault, record = require
-        call = f"body{check}({', '.join(['env', *(f'a{k}' for k in positions)])})"
+        call = f"body{check}({', '.join(['env', *(argument(k) for k in positions)])})"
         keep = "" if record is None else (
-            f"body{record[0]}({', '.join(['env', *(f'a{k}' for k in record[1])])})")
+            f"body{record[0]}({', '.join(['env', *(argument(k) for k in record[1])])})")
 
         def count(loop: str, depth: int) -> str:
             pad = " " * depth
