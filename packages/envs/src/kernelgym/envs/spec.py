@@ -186,6 +186,14 @@ class EnvSpec:
     invariants : str or callable, optional
         ``check(params, state) -> None``, raising AssertionError when a single-env
         state breaks a rule the env promises (e.g. agents stay on the grid).
+    per_env_params : tuple of str
+        The float fields of ``params`` that may differ from env to env and change at run
+        time: ``make(..., field=array)``, ``env.set_params(...)`` and ``make(...,
+        randomize={field: (low, high)})``. Kernels read them as scalars, from a per-env
+        table (`kernelgym.envs.runtime.params`), so changing one needs no recompilation.
+        Leave out fields that other parts of the spec depend on (spaces, shapes, time
+        limit: those are computed from the scalar params). Empty (default): every field
+        is a compile-time constant.
     precisions : tuple of {"float64", "float32"}
         The arithmetic precisions the env's kernels can be compiled for, the default
         first; ``make(..., precision=...)`` picks one. An env that declares them writes
@@ -218,6 +226,7 @@ class EnvSpec:
     render_fps: int = 30
     state_strategy: Any = None
     invariants: Any = None
+    per_env_params: tuple[str, ...] = ()
     precisions: tuple[str, ...] = ()
     description: str = ""
     distribution: str | None = None
@@ -248,6 +257,7 @@ class EnvSpec:
         if self.params is not None:
             _check_params_record(where, self.params)
         _check_episode_step(where, self.episode_step, state)
+        object.__setattr__(self, "per_env_params", _check_per_env_params(where, self.per_env_params, self.params))
         object.__setattr__(self, "precisions", _check_precisions(where, self.precisions))
         # Resolve the params-dependent parts once, so a broken spec fails at registration.
         self.resolve(self.params)
@@ -433,6 +443,20 @@ def _check_episode_step(where, name, state):
     if array.dtype.kind not in "iu":
         raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, "
                         f"got {array.dtype}")
+
+
+def _check_per_env_params(where, names, params) -> tuple[str, ...]:
+    """Distinct names of float fields of ``params``."""
+    if isinstance(names, str):
+        raise TypeError(f"{where} per_env_params: expected a tuple of params field names, got the string {names!r}")
+    names = tuple(names)
+    floats = [field.name for field in dataclasses.fields(params)
+              if isinstance(getattr(params, field.name), (float, np.floating))] if params is not None else []
+    bad = [name for name in names if name not in floats]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"{where} per_env_params: expected distinct names of float params fields "
+                         f"(from {floats}), got {names!r}")
+    return tuple(name for name in floats if name in names)  # the record's order: the randomize draw order
 
 
 def _check_precisions(where, precisions) -> tuple[str, ...]:
