@@ -47,8 +47,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "resolve_precision",
-           "validate_params"]
+__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "reference_reset",
+           "resolve_precision", "validate_params"]
 
 KERNEL_LAYOUTS = ("env", "agent")
 # The arithmetic an env's kernels may be compiled for, by name (see `EnvSpec.precisions`).
@@ -73,7 +73,10 @@ class CPUReference(NamedTuple):
     Attributes
     ----------
     reset : callable
-        ``reset(params, rng_states) -> state``.
+        ``reset(params, rng_states) -> state``. For a spec with state arrays marked
+        ``keep_on_reset``: ``reset(params, rng_states, kept) -> state``, where ``kept``
+        holds those arrays' current values (what the env's reset kernel sees); the
+        returned state may leave them out (they keep their values).
     step : callable
         ``step(params, state, action, rng_states) -> (state, reward, terminated)``;
         must not modify its input state. ``reward`` is a float (``(num_agents,)``
@@ -108,6 +111,11 @@ class StateArray:
         Whether the runtime writes ``initial`` back for an env that is being reset,
         before the env's own reset logic runs (so env code needs not re-initialise
         counters and flags that always start at the same value).
+    keep_on_reset : bool
+        A value the trainer sets (``set_state``) and that survives resets: neither the
+        runtime (``reset()`` included) nor the env's reset kernel writes it; the reset
+        kernel may read it, and the reference's reset sees its current value (see
+        `CPUReference`). It holds ``initial`` until first set.
     """
 
     name: str
@@ -116,10 +124,14 @@ class StateArray:
     per_agent: bool = False
     initial: int | float | bool = 0
     restore_on_reset: bool = False
+    keep_on_reset: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"StateArray name: expected a python identifier, got {self.name!r}")
+        if self.keep_on_reset and self.restore_on_reset:
+            raise ValueError(f"StateArray {self.name!r}: keep_on_reset and restore_on_reset exclude each other "
+                             f"(kept across resets, or written back at each)")
         try:
             dtype = np.dtype(self.dtype)
         except TypeError as error:
@@ -398,6 +410,25 @@ def resolve_precision(spec: EnvSpec, precision: str | None) -> str | None:
     return precision
 
 
+def reference_reset(spec: EnvSpec, reset, params, rng_states, kept: dict | None = None) -> dict:
+    """Call a reference's ``reset`` as the spec's kept arrays require (see `CPUReference`).
+
+    ``kept`` holds the current values of the ``keep_on_reset`` arrays (one env's);
+    None: their ``initial`` values. They are passed to ``reset`` (for a spec that has
+    any) and put into the returned state, which they survive unchanged.
+    """
+    arrays = [array for array in spec.state if array.keep_on_reset]
+    if not arrays:
+        return reset(params, rng_states)
+    shapes = spec.resolve(params).state_shapes
+    if kept is None:
+        kept = {array.name: np.full(shapes[array.name], array.initial, array.dtype) for array in arrays}
+    kept = {array.name: np.array(kept[array.name], dtype=array.dtype) for array in arrays}
+    state = dict(reset(params, rng_states, {name: value.copy() for name, value in kept.items()}))
+    state.update(kept)
+    return state
+
+
 def load_reference(reference: str):
     """Import ``"module:attr"`` (``attr`` may be dotted)."""
     module_name, _, attr = reference.partition(":")
@@ -438,6 +469,9 @@ def _check_episode_step(where, name, state):
         raise ValueError(f"{where} episode_step: expected None or the name of a state array "
                          f"(one of {sorted(arrays)}), got {name!r}")
     array = arrays[name]
+    if array.keep_on_reset:
+        raise ValueError(f"{where} episode_step: the state array {name!r} restarts at each reset; it cannot be "
+                         f"keep_on_reset")
     if array.per_agent:
         raise ValueError(f"{where} episode_step: the state array {name!r} must be per env, got per_agent=True")
     if array.dtype.kind not in "iu":

@@ -271,7 +271,8 @@ class KernelVectorEnv(StateIO):
                 raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
             buffers.write(buffers.rng_states, seed_env_streams(self.spec, int(seed), self.num_envs, self.num_agents))
         for array in self.spec.state:
-            buffers.write(self.state[array.name], array.initial)
+            if not array.keep_on_reset:  # a trainer-set value survives resets
+                buffers.write(self.state[array.name], array.initial)
         buffers.write(buffers.final_mask, False)
         buffers.write(buffers.reset_mask, 1)  # the reset launch resets every env, then clears it
         self._launch_reset()

@@ -114,7 +114,8 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
             prev_env = env_slice(prev, index)
             if batch.pending[index]:
-                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index])
+                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index],
+                                               previous=prev_env)
                 found = ["reset branch: " + text for text in found]
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
