@@ -173,8 +173,11 @@ class EnvSpec:
     reference : CPUReference or str
         The exact single-env reference (``"module:attr"`` is loaded lazily).
     params : frozen dataclass instance or None
-        Default params (gymnax style). Every field is an int, float or bool scalar;
-        ``make(**kwargs)`` overrides fields through `validate_params`.
+        Default params (gymnax style). Every field is an int, float or bool scalar, or
+        a numpy array of numbers: a constant table (a maze layout, a lookup table),
+        bound by name as one read-only array shared by every env (give it a
+        ``dataclasses.field(default_factory=...)``); ``make(**kwargs)`` overrides
+        fields through `validate_params`.
     num_agents : int or callable(params) -> int
     max_episode_steps : int, None or callable(params) -> int or None
         Episodes are truncated after this many steps (None: never).
@@ -371,12 +374,15 @@ def validate_params(spec: EnvSpec, overrides: dict):
                 f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
                 f"got {type(value).__name__} {value!r}"
             )
+        if isinstance(default, np.ndarray):
+            if default.dtype.kind == "f" and np.all(np.isfinite(default)) and not np.all(np.isfinite(value)):
+                raise ValueError(f"make({spec.id!r}) param {name!r}: expected finite values, got a NaN or infinity")
+            continue
         if isinstance(default, (float, np.floating)) and math.isfinite(default) and not math.isfinite(value):
             raise ValueError(
                 f"make({spec.id!r}) param {name!r}: expected a finite number, got {value!r}"
             )
-    cast = {name: (float(value) if isinstance(getattr(spec.params, name), float) else value)
-            for name, value in overrides.items()}
+    cast = {name: _cast(getattr(spec.params, name), value) for name, value in overrides.items()}
     # the params dataclass checks physical ranges in its __post_init__ (e.g. masses > 0)
     return dataclasses.replace(spec.params, **cast)
 
@@ -440,6 +446,11 @@ def load_reference(reference: str):
 
 # ---------------------------------------------------------------------------- helpers
 def _same_kind(default, value) -> bool:
+    if isinstance(default, np.ndarray):
+        return isinstance(value, np.ndarray) and value.ndim == default.ndim and np.can_cast(
+            value.dtype, default.dtype, casting="same_kind")
+    if isinstance(value, np.ndarray):
+        return False
     if isinstance(default, (bool, np.bool_)):
         return isinstance(value, (bool, np.bool_))
     if isinstance(value, (bool, np.bool_)):
@@ -449,6 +460,18 @@ def _same_kind(default, value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating))
 
 
+def _cast(default, value):
+    """An override in its default's type: a float for a float field, a read-only array of the default's
+    dtype for a constant table."""
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, np.ndarray):
+        table = np.array(value, dtype=default.dtype, copy=True)
+        table.flags.writeable = False
+        return table
+    return value
+
+
 def _check_params_record(where, params):
     if not dataclasses.is_dataclass(params) or isinstance(params, type):
         raise TypeError(f"{where} params: expected a dataclass instance, got {params!r}")
@@ -456,8 +479,14 @@ def _check_params_record(where, params):
         raise TypeError(f"{where} params: the params dataclass {type(params).__name__} must be frozen")
     for field in dataclasses.fields(params):
         value = getattr(params, field.name)
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biuf" or value.ndim == 0:
+                raise TypeError(f"{where} params.{field.name}: a constant table must be a numpy array of numbers "
+                                f"with at least one axis, got dtype {value.dtype} shape {value.shape}")
+            continue
         if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
-            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, got {value!r}")
+            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, or a numpy array "
+                            f"(a constant table), got {value!r}")
 
 
 def _check_episode_step(where, name, state):

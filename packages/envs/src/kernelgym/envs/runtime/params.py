@@ -48,8 +48,12 @@ def split_params(spec, params: dict) -> tuple[dict, dict]:
         An array (or list) for a field that is a compile-time constant of the env.
     """
     scalars, arrays = {}, {}
+    tables = {field.name for field in dataclasses.fields(spec.params)
+              if isinstance(getattr(spec.params, field.name), np.ndarray)} if spec.params is not None else set()
     for name, value in params.items():
-        if isinstance(value, (np.ndarray, list, tuple)) or (hasattr(value, "shape") and getattr(value, "ndim", 0)):
+        if name in tables:  # a constant table: one array for every env, validated as the record's field
+            scalars[name] = value
+        elif isinstance(value, (np.ndarray, list, tuple)) or (hasattr(value, "shape") and getattr(value, "ndim", 0)):
             if name not in spec.per_env_params:
                 raise TypeError(
                     f"make({spec.id!r}) param {name!r}: got an array, but {name!r} is a compile-time constant "

@@ -219,7 +219,8 @@ class KernelVectorEnv(StateIO):
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
         actions = self._actions
-        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision),
+        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision,
+                                  self.backend),
                   **actions.values}
         layouts = {**per_agent_layouts(spec, self.multi_agent), **self._buffers.layouts(), **actions.layouts}
         table = self._params_table
