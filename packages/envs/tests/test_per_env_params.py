@@ -222,3 +222,17 @@ def test_sim_per_env_params_and_randomize_equal_cpu(lengths, seed):
         assert results[0][0][name].tobytes() == results[1][0][name].tobytes()
     for name in results[0][1]:
         assert results[0][1][name].tobytes() == results[1][1][name].tobytes()
+
+
+def test_the_gymnasium_adapters_pass_randomize_and_per_env_arrays_through():
+    # SB3's adapter: tests/clients/test_training.py trains on a randomized CartPole
+    single = gymnasium.make("kernelgym/CartPole-v1", randomize={"length": (0.4, 0.6)}, masspole=0.2)
+    single.reset(seed=0)
+    assert single.unwrapped.env.randomize == {"length": (0.4, 0.6)}
+    assert 0.4 <= single.unwrapped.env.get_params()["length"][0] < 0.6
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point",
+                                length=np.array([0.3, 0.5, 0.7]))
+    np.testing.assert_array_equal(vector.unwrapped.env.get_params()["length"], [0.3, 0.5, 0.7])
+    with pytest.raises(TypeError, match="'x_threshold' is a compile-time constant"):
+        gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
+                           x_threshold=np.ones(2))
