@@ -23,6 +23,7 @@ from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on
 from kernelgym.envs.testing.order_check import check_agent_order
+from kernelgym.envs.testing.per_env import check_per_env_params
 from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
@@ -463,6 +464,7 @@ CHECKS: tuple[Check, ...] = tuple(
         # first: on cpu and cuda an out-of-bounds write corrupts memory the later checks use
         ("out_of_bounds", check_out_of_bounds),
         ("parity", check_parity),
+        ("per_env_params", check_per_env_params),
         ("determinism", check_determinism),
         ("batch_invariance", check_batch_invariance),
         ("no_cross_talk", check_no_cross_talk),

@@ -1,0 +1,101 @@
+"""The cost of per-env params (issue 24): CartPole env-steps/s with its physics params as
+compile-time constants against the per-env table, and the host time of ``set_params``.
+
+At each N, round after round (so load changes hit both alike), the composed step launch
+(``env._launch_step``, what ``step()`` runs after its action checks) of:
+
+- ``constants``: CartPole-v1 with ``per_env_params=()`` (every param a constant of the
+  launcher, as before issue 24);
+- ``per-env table``: CartPole-v1 as registered (gravity, masses, length, force, tau and
+  the reset bound read from the ``(F, N)`` table at each step);
+- ``table, randomize``: the same made with ``randomize={"length": (0.4, 0.6)}`` (a draw in
+  the reset branch).
+
+Then ``set_params(length=array)`` host time (median of 2000 calls) at each N. Medians of
+``--repeats`` rounds; writes benchmarks/results/per_env_params.md.
+
+    .venv/bin/python benchmarks/bench_per_env_params.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+import kernelgym.envs as kge
+from kernelgym.envs.runtime.vector_env import KernelVectorEnv
+
+SIZES = (4_096, 1_048_576)
+RESULTS = Path(__file__).resolve().parent / "results" / "per_env_params.md"
+
+
+def _envs(n: int) -> dict:
+    spec = kge.get_spec("CartPole-v1")
+    envs = {
+        "constants": KernelVectorEnv(dataclasses.replace(spec, per_env_params=()), n, backend="cpu", seed=0),
+        "per-env table": KernelVectorEnv(spec, n, backend="cpu", seed=0),
+        "table, randomize": KernelVectorEnv(spec, n, backend="cpu", seed=0, randomize={"length": (0.4, 0.6)}),
+    }
+    actions = np.random.default_rng(0).integers(0, 2, n).astype(np.int64)
+    for env in envs.values():
+        env.reset(seed=0)
+        env.step(actions)  # compile and warm up
+    return envs, actions
+
+
+def _rate(env, actions, steps: int) -> float:
+    launch = env._launch_step
+    start = time.perf_counter()
+    for _ in range(steps):
+        launch(actions)
+    return env.num_envs * steps / (time.perf_counter() - start)
+
+
+def _set_params_seconds(env, calls: int = 2000) -> float:
+    lengths = np.linspace(0.4, 0.6, env.num_envs)
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        env.set_params(length=lengths)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=15)
+    args = parser.parse_args()
+    lines = ["## Per-env params against compile-time constants (benchmarks/bench_per_env_params.py)", "",
+             f"{platform.processor() or platform.machine()}, cpu backend, the composed step launch; medians of "
+             f"{args.repeats} interleaved rounds (min-max in brackets).", "",
+             "| N | constants (env-steps/s) | per-env table | cost | table + randomize | cost | set_params host time |",
+             "|---|---|---|---|---|---|---|"]
+    for n in SIZES:
+        envs, actions = _envs(n)
+        steps = max(3, 2_000_000 // n)
+        rates = {name: [] for name in envs}
+        for _ in range(args.repeats):
+            for name, env in envs.items():
+                rates[name].append(_rate(env, actions, steps))
+        median = {name: statistics.median(values) for name, values in rates.items()}
+        spread = {name: f"[{min(v) / 1e6:.1f}-{max(v) / 1e6:.1f}]" for name, v in rates.items()}
+        cost = {name: 1.0 - median[name] / median["constants"] for name in envs}
+        host = _set_params_seconds(envs["per-env table"], 2000 if n <= 65_536 else 50)
+        lines.append(f"| {n:,} | {median['constants'] / 1e6:.1f} M {spread['constants']} | "
+                     f"{median['per-env table'] / 1e6:.1f} M {spread['per-env table']} | {cost['per-env table']:+.1%} | "
+                     f"{median['table, randomize'] / 1e6:.1f} M {spread['table, randomize']} | "
+                     f"{cost['table, randomize']:+.1%} | {host * 1e6:.0f} us |")
+        print(lines[-1], flush=True)
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
