@@ -7,9 +7,12 @@ At each N, round after round (so load changes hit both alike), the composed step
 - ``constants``: CartPole-v1 with ``per_env_params=()`` (every param a constant of the
   launcher, as before issue 24);
 - ``per-env table``: CartPole-v1 as registered (gravity, masses, length, force, tau and
-  the reset bound read from the ``(F, N)`` table at each step);
-- ``table, randomize``: the same made with ``randomize={"length": (0.4, 0.6)}`` (a draw in
-  the reset branch).
+  the reset bound read from the ``(F, N)`` table at each step; every row's envs agree,
+  so each row has stride 0: one cached entry);
+- ``length per env``: the same made with ``length=np.linspace(0.4, 0.6, N)`` (the length
+  row read per env, stride 1);
+- ``randomize length``: the same made with ``randomize={"length": (0.4, 0.6)}`` (the
+  length row read per env, and a draw in the reset branch).
 
 Then ``set_params(length=array)`` host time (median of 2000 calls) at each N. Medians of
 ``--repeats`` rounds; writes benchmarks/results/per_env_params.md.
@@ -21,11 +24,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
+import os
 import platform
 import statistics
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 
 import kernelgym.envs as kge
@@ -40,7 +46,8 @@ def _envs(n: int) -> dict:
     envs = {
         "constants": KernelVectorEnv(dataclasses.replace(spec, per_env_params=()), n, backend="cpu", seed=0),
         "per-env table": KernelVectorEnv(spec, n, backend="cpu", seed=0),
-        "table, randomize": KernelVectorEnv(spec, n, backend="cpu", seed=0, randomize={"length": (0.4, 0.6)}),
+        "length per env": KernelVectorEnv(spec, n, backend="cpu", seed=0, length=np.linspace(0.4, 0.6, n)),
+        "randomize length": KernelVectorEnv(spec, n, backend="cpu", seed=0, randomize={"length": (0.4, 0.6)}),
     }
     actions = np.random.default_rng(0).integers(0, 2, n).astype(np.int64)
     for env in envs.values():
@@ -69,28 +76,35 @@ def _set_params_seconds(env, calls: int = 2000) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
+    threads = numba.get_num_threads()
     lines = ["## Per-env params against compile-time constants (benchmarks/bench_per_env_params.py)", "",
-             f"{platform.processor() or platform.machine()}, cpu backend, the composed step launch; medians of "
-             f"{args.repeats} interleaved rounds (min-max in brackets).", "",
-             "| N | constants (env-steps/s) | per-env table | cost | table + randomize | cost | set_params host time |",
-             "|---|---|---|---|---|---|---|"]
+             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
+             f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
+             f"{tuple(round(x, 2) for x in os.getloadavg())}",
+             f"- CartPole-v1, cpu backend, the composed step launch with random actions; {args.repeats} rounds, each "
+             "timing every variant back to back in a rotating order; rates are medians (min-max), costs the median "
+             "of each round's ratio to the constants (a change of the machine's speed between rounds cancels)", "",
+             "| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "
+             "| set_params host time |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for n in SIZES:
         envs, actions = _envs(n)
-        steps = max(3, 2_000_000 // n)
-        rates = {name: [] for name in envs}
-        for _ in range(args.repeats):
-            for name, env in envs.items():
-                rates[name].append(_rate(env, actions, steps))
+        names = list(envs)
+        steps = max(3, 400_000 // n)
+        rates = {name: [] for name in names}
+        for round_index in range(args.repeats):
+            order = names[round_index % len(names):] + names[:round_index % len(names)]
+            for name in order:
+                rates[name].append(_rate(envs[name], actions, steps))
         median = {name: statistics.median(values) for name, values in rates.items()}
-        spread = {name: f"[{min(v) / 1e6:.1f}-{max(v) / 1e6:.1f}]" for name, v in rates.items()}
-        cost = {name: 1.0 - median[name] / median["constants"] for name in envs}
+        spread = {name: f"({min(v) / 1e6:.1f}-{max(v) / 1e6:.1f})" for name, v in rates.items()}
+        cost = {name: 1.0 - statistics.median(np.array(rates[name]) / np.array(rates["constants"])) for name in names}
         host = _set_params_seconds(envs["per-env table"], 2000 if n <= 65_536 else 50)
         lines.append(f"| {n:,} | {median['constants'] / 1e6:.1f} M {spread['constants']} | "
-                     f"{median['per-env table'] / 1e6:.1f} M {spread['per-env table']} | {cost['per-env table']:+.1%} | "
-                     f"{median['table, randomize'] / 1e6:.1f} M {spread['table, randomize']} | "
-                     f"{cost['table, randomize']:+.1%} | {host * 1e6:.0f} us |")
+                     + "".join(f"{median[name] / 1e6:.1f} M {spread[name]} | {cost[name]:+.1%} | "
+                               for name in names[1:]) + f"{host * 1e6:,.0f} us |")
         print(lines[-1], flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")

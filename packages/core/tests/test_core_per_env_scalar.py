@@ -93,3 +93,21 @@ def test_sim_equals_cpu(x, data):
     scales = data.draw(hnp.arrays(np.float64, x.shape[0], elements=FINITE))
     sim = _run("sim", x, PerEnvScalar(to_backend(scales, "sim")), 1.5)
     assert sim.tobytes() == _run("cpu", x, PerEnvScalar(scales), 1.5).tobytes()
+
+
+def test_a_stride_of_zero_gives_every_env_entry_zero_and_one_gives_its_own():
+    x, scales, stride = np.arange(300.0), np.linspace(1.0, 2.0, 300), np.zeros(1, np.int64)
+    values = {"x": x, "out": np.zeros(300), "scale": PerEnvScalar(scales, stride), "shift": 0.0}
+    launch = bind(scaled, values, backend="cpu", num_envs=300)
+    launch()
+    np.testing.assert_array_equal(values["out"], x * scales[0])
+    stride[0] = 1
+    launch()
+    np.testing.assert_array_equal(values["out"], x * scales)
+
+
+def test_a_bad_stride_is_refused_at_bind_time():
+    values = {"x": np.ones(4), "out": np.zeros(4), "scale": PerEnvScalar(np.ones(4), np.zeros(2, np.int64)),
+              "shift": 0.0}
+    with pytest.raises(ValueError, match="value 'scale': a PerEnvScalar stride must be a one-element integer array"):
+        bind(scaled, values, backend="cpu", num_envs=4)

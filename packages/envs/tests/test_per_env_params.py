@@ -236,3 +236,19 @@ def test_the_gymnasium_adapters_pass_randomize_and_per_env_arrays_through():
     with pytest.raises(TypeError, match="'x_threshold' is a compile-time constant"):
         gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
                            x_threshold=np.ones(2))
+
+
+def test_a_row_whose_envs_agree_is_read_once_and_per_env_once_they_differ():
+    env = kge.make("CartPole-v1", 4, backend="cpu", seed=0, randomize={})
+    table = env._params_table
+    row = table.fields.index("length")
+    assert table.strides[row] == 0  # every env reads entry 0
+    env.set_params(length=np.array([0.4, 0.5, 0.6, 0.7]))
+    assert table.strides[row] == 1
+    env.set_params(length=0.5)
+    assert table.strides[row] == 0
+    env.set_randomize({"length": (0.4, 0.6)})
+    assert table.strides[row] == 1
+    env.set_randomize({})  # the drawn values stay: still read per env
+    env.reset()
+    assert table.strides[row] == 1

@@ -138,15 +138,26 @@ class PerEnvScalar:
     launcher reads the entry at each launch, so writing the array between launches
     changes the value with no recompilation (unlike a bound scalar, a constant of the
     launcher).
+
+    ``stride``, optional, is a one-element integer array (on the same backend): the
+    body then receives ``array[env * stride[0]]``. Write 0 there while every env holds
+    the same value (every env reads entry 0, one cached load instead of a stream over
+    the array) and 1 when they differ; also changeable between launches.
     """
 
-    __slots__ = ("array",)
+    __slots__ = ("array", "stride")
 
-    def __init__(self, array):
+    def __init__(self, array, stride=None):
         self.array = array
+        self.stride = stride
 
     def __repr__(self):
-        return f"PerEnvScalar({self.array!r})"
+        return f"PerEnvScalar({self.array!r}" + ("" if self.stride is None else f", stride={self.stride!r}") + ")"
+
+
+def _stride_name(name: str) -> str:
+    """The launcher argument holding a `PerEnvScalar`'s stride (never a parameter name)."""
+    return f"{name}.stride"
 
 
 # What a fault array holds when no check failed (any code is smaller).
@@ -390,6 +401,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
             if name not in checked:
                 checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)
             names.append(name)
+            value = checked[name]
+            if isinstance(value, PerEnvScalar) and value.stride is not None:
+                checked[_stride_name(name)] = value.stride
+                names.append(_stride_name(name))
         return name
 
     def body_call(kernel) -> tuple:
@@ -457,7 +472,9 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     # fewer arguments to type at each call, and the compiler folds them, as in a hand-written loop
     constants = {index: checked[name] for index, name in enumerate(names)
                  if name not in per_call and codegen.is_constant(checked[name])}
-    per_env = {index for index, name in enumerate(names) if isinstance(checked.get(name), PerEnvScalar)}
+    index_of = {name: index for index, name in enumerate(names)}
+    per_env = {index: None if checked[name].stride is None else index_of[_stride_name(name)]
+               for index, name in enumerate(names) if isinstance(checked.get(name), PerEnvScalar)}
     module = codegen.program_launcher_module(
         kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants,
         num_per_call=len(per_call), fast_math=fast_math, per_env=per_env)
@@ -543,7 +560,13 @@ def _checked_value(name, value, layout, backend, num_envs, num_agents):
         if shape is None or len(shape) != 1 or shape[0] < num_envs:
             raise ValueError(f"value {name!r}: a PerEnvScalar needs a 1-D array of at least num_envs "
                              f"({num_envs}) entries, got {'a scalar' if shape is None else f'shape {tuple(shape)}'}")
-        return PerEnvScalar(array)
+        stride = value.stride
+        if stride is not None:
+            stride = kernel_argument(backend, f"value {name!r} stride", stride)
+            if getattr(stride, "shape", None) != (1,) or np.dtype(stride.dtype).kind not in "iu":
+                raise ValueError(f"value {name!r}: a PerEnvScalar stride must be a one-element integer array, "
+                                 f"got {stride!r}")
+        return PerEnvScalar(array, stride)
     if isinstance(value, type) and codegen.is_constant(value):
         return value  # a numpy scalar type (e.g. an env's `real`): compiled in as a constant
     value = kernel_argument(backend, f"value {name!r}", value)

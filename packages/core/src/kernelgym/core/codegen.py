@@ -352,9 +352,11 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         with ``-fma=1``) and its cpu launchers compile with numba's
         ``fastmath={"contract"}`` (LLVM may fuse ``a * b + c`` on the cpu too). False
         (default): no contraction on any backend, the same bits on cpu and cuda.
-    per_env : collection of int
+    per_env : mapping of int to int or None
         Argument positions holding one value per env (`kernelgym.core.binding.PerEnvScalar`):
-        a body gets ``a<k>[env]``, that env's scalar, instead of the array.
+        a body gets ``a<k>[env]``, that env's scalar, instead of the array; where the
+        position maps to a stride position ``j``, ``a<k>[env * a<j>[0]]`` (a stride of 0
+        reads entry 0 for every env: one cached value instead of a stream of them).
 
     Returns
     -------
@@ -373,8 +375,8 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     constants = dict(constants or {})
     frozen = "\n".join(["import numpy"] * bool(constants)
                        + [f"a{k} = {_literal(value)}" for k, value in sorted(constants.items())])
-    per_env = tuple(sorted(per_env))
-    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call, per_env))
+    per_env = dict(per_env) if isinstance(per_env, dict) else dict.fromkeys(per_env)
+    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call, sorted(per_env.items())))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
     if fast_math:
@@ -395,7 +397,13 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
 
     def argument(k: int) -> str:
         # a per-env scalar: the body gets its env's entry (`env` is defined in both layouts' loops)
-        return f"a{k}[env]" if k in per_env else f"a{k}"
+        if k not in per_env:
+            return f"a{k}"
+        return f"a{k}[env]" if per_env[k] is None else f"a{k}[env * s{per_env[k]}]"
+
+    # strides are read once per launch (per thread on cuda), before the loop: a register in it
+    strides = "".join(f"    s{j} = a{j}[0]\n" for j in sorted({j for j in per_env.values() if j is not None}))
+    unpack += strides
 
     def lines(block, depth):
         out = []
@@ -423,10 +431,10 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
 
     if kind == "env":
         cuda_body = lines(rest, 8)
-        head = "    env = cuda.grid(1)\n    if env < num_envs:"
+        head = strides + "    env = cuda.grid(1)\n    if env < num_envs:"
     else:
         cuda_body = ["        while agent < num_agents:", *lines(rest, 12), "            agent += cuda.blockDim.x"]
-        head = "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
+        head = strides + "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
     permuted = ""
     if require is None:
         cuda_loop = head + "\n" + "\n".join(cuda_body)

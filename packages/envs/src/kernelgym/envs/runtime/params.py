@@ -6,6 +6,9 @@ backend, in the env's ``real`` dtype (float64 for an env that declares no precis
 one contiguous row per field (so a GPU's threads read a row coalesced), and binds each
 such field as a `kernelgym.core.binding.PerEnvScalar` of its row: a kernel body still
 takes the field as a scalar. Changing the table (``set_params``) needs no recompilation.
+Each row has a stride, 0 while every env holds the same value (every env then reads the
+row's first entry: one cached load, not a stream over the row) and 1 once they differ
+or the field is randomized: a table whose fields mostly agree costs next to nothing.
 
 ``randomize={"length": (0.4, 0.6)}`` draws fields at each reset of an env, inside the
 reset launch and before the env's own reset body, from that env's own stream: for each
@@ -114,14 +117,18 @@ class ParamsTable:
                              f"draws from one stream per env and supports env-layout envs only (set per-env "
                              f"values with set_params instead)")
         ranges, active = self._ranges({} if randomize is None else randomize)
+        self._active = active
         self.table = to_backend(host, backend)
         self.ranges = to_backend(ranges, backend)
         self.active = to_backend(active, backend)
+        self.strides = to_backend(np.array([self._stride(row, host[row]) for row in range(len(self.fields))],
+                                           np.int64), backend)
         self.randomize = self._randomize_dict(ranges, active)
 
     def values(self) -> dict:
         """The kernel values: each per-env field's row, and the randomize draw's own names."""
-        values = {name: PerEnvScalar(self.table[row]) for row, name in enumerate(self.fields)}
+        values = {name: PerEnvScalar(self.table[row], self.strides[row:row + 1])
+                  for row, name in enumerate(self.fields)}
         values.update(_params_table=self.table, _randomize_ranges=self.ranges, _randomize_active=self.active,
                       _params_real=self.real)
         return values
@@ -133,7 +140,9 @@ class ParamsTable:
         """Write per-env fields (scalars or ``(num_envs,)`` arrays) through ``write(array, host)``."""
         checked = self._checked(values, "set_params")
         for name, host in checked.items():
-            write(self.table[self.fields.index(name)], host)
+            row = self.fields.index(name)
+            write(self.table[row], host)
+            write(self.strides[row:row + 1], self._stride(row, host))
 
     def set_randomize(self, write, randomize: dict) -> None:
         """Replace the randomize ranges (fields left out are no longer drawn)."""
@@ -143,6 +152,9 @@ class ParamsTable:
         ranges, active = self._ranges(randomize)
         write(self.ranges, ranges)
         write(self.active, active)
+        for row in np.flatnonzero(active & ~self._active):  # a field drawn per env from now on
+            write(self.strides[row:row + 1], 1)
+        self._active = self._active | active  # drawn values stay in the table: their rows keep stride 1
         self.randomize = self._randomize_dict(ranges, active)
 
     def host(self, read) -> np.ndarray:
@@ -153,6 +165,10 @@ class ParamsTable:
         """Env ``index``'s params record (its current per-env values)."""
         column = self.host(read)[:, index]
         return dataclasses.replace(self.base, **{name: float(column[row]) for row, name in enumerate(self.fields)})
+
+    def _stride(self, row: int, values) -> int:
+        """0 while every env reads the same value (entry 0 for all), 1 once they may differ."""
+        return int(bool(self._active[row]) or bool(np.any(values != values[0])))
 
     # ------------------------------------------------------------------ checks
     def _checked(self, values: dict, where: str) -> dict:
