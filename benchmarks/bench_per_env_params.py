@@ -14,10 +14,12 @@ At each N, round after round (so load changes hit both alike), the composed step
 - ``randomize length``: the same made with ``randomize={"length": (0.4, 0.6)}`` (the
   length row read per env, and a draw in the reset branch).
 
-Then ``set_params(length=array)`` host time (median of 2000 calls) at each N. Medians of
-``--repeats`` rounds; writes benchmarks/results/per_env_params.md.
+Then ``set_params(length=array)`` host time (median of 2000 calls, wall time) at each N.
+Rates are per second of the process's CPU time (run it with ``NUMBA_NUM_THREADS=1``, so
+they are one core's); medians of ``--repeats`` rounds; writes
+benchmarks/results/per_env_params.md.
 
-    .venv/bin/python benchmarks/bench_per_env_params.py
+    NUMBA_NUM_THREADS=1 .venv/bin/python benchmarks/bench_per_env_params.py
 """
 
 from __future__ import annotations
@@ -57,11 +59,13 @@ def _envs(n: int) -> dict:
 
 
 def _rate(env, actions, steps: int) -> float:
+    """Env-steps per second of the process's CPU time: on a shared, oversubscribed machine the
+    time this process was descheduled would swamp differences of a few percent in wall time."""
     launch = env._launch_step
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(steps):
         launch(actions)
-    return env.num_envs * steps / (time.perf_counter() - start)
+    return env.num_envs * steps / (time.process_time() - start)
 
 
 def _set_params_seconds(env, calls: int = 2000) -> float:
@@ -83,7 +87,8 @@ def main() -> None:
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
              f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
              f"{tuple(round(x, 2) for x in os.getloadavg())}",
-             f"- CartPole-v1, cpu backend, the composed step launch with random actions; {args.repeats} rounds, each "
+             f"- CartPole-v1, cpu backend, the composed step launch with random actions, env-steps per second of "
+             f"process CPU time; {args.repeats} rounds, each "
              "timing every variant back to back in a rotating order; rates are medians (min-max), costs the median "
              "of each round's ratio to the constants (a change of the machine's speed between rounds cancels)", "",
              "| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "

@@ -96,6 +96,7 @@ def test_sim_equals_cpu(x, data):
 
 
 def test_a_stride_of_zero_gives_every_env_entry_zero_and_one_gives_its_own():
+    # stride 0 promises that the envs agree; the cpu launch then reads entry 0 once (shown here by breaking it)
     x, scales, stride = np.arange(300.0), np.linspace(1.0, 2.0, 300), np.zeros(1, np.int64)
     values = {"x": x, "out": np.zeros(300), "scale": PerEnvScalar(scales, stride), "shift": 0.0}
     launch = bind(scaled, values, backend="cpu", num_envs=300)

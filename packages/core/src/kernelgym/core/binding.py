@@ -139,10 +139,12 @@ class PerEnvScalar:
     changes the value with no recompilation (unlike a bound scalar, a constant of the
     launcher).
 
-    ``stride``, optional, is a one-element integer array (on the same backend): the
-    body then receives ``array[env * stride[0]]``. Write 0 there while every env holds
-    the same value (every env reads entry 0, one cached load instead of a stream over
-    the array) and 1 when they differ; also changeable between launches.
+    ``stride``, optional, is a one-element integer array (on the same backend) saying
+    whether the envs' values may differ: write 0 while every env holds the same value
+    and 1 once they differ (changeable between launches). While every stride of a
+    launch is 0, a cpu launch runs a loop in which each such value is read once, before
+    it (a register, as cheap as a constant, instead of a stream over the array); cuda
+    launches read ``array[env]`` either way.
     """
 
     __slots__ = ("array", "stride")

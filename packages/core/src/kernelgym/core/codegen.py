@@ -354,9 +354,10 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         (default): no contraction on any backend, the same bits on cpu and cuda.
     per_env : mapping of int to int or None
         Argument positions holding one value per env (`kernelgym.core.binding.PerEnvScalar`):
-        a body gets ``a<k>[env]``, that env's scalar, instead of the array; where the
-        position maps to a stride position ``j``, ``a<k>[env * a<j>[0]]`` (a stride of 0
-        reads entry 0 for every env: one cached value instead of a stream of them).
+        a body gets ``a<k>[env]``, that env's scalar, instead of the array. Where the
+        position maps to a stride position ``j`` (a one-element array), the cpu launchers
+        also hold a second loop, run while every such stride is 0, with ``a<k>[0]`` read
+        once before it (the envs agree: a register, not a stream over the array).
 
     Returns
     -------
@@ -395,46 +396,57 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     cpu_args = ", ".join(["bound", *per_call] if bound else per_call)
     unpack = "".join(f"    {name} = bound.{name}\n" for name in bound)
 
-    def argument(k: int) -> str:
-        # a per-env scalar: the body gets its env's entry (`env` is defined in both layouts' loops)
+    def argument(k: int, hoisted: bool = False) -> str:
+        # a per-env scalar: the body gets its env's entry (`env` is defined in both layouts' loops),
+        # or, in a cpu loop for envs that all agree, the entry read once before the loop
         if k not in per_env:
             return f"a{k}"
-        return f"a{k}[env]" if per_env[k] is None else f"a{k}[env * s{per_env[k]}]"
+        return f"v{k}" if hoisted and per_env[k] is not None else f"a{k}[env]"
 
-    # strides are read once per launch (per thread on cuda), before the loop: a register in it
-    strides = "".join(f"    s{j} = a{j}[0]\n" for j in sorted({j for j in per_env.values() if j is not None}))
-    unpack += strides
-
-    def lines(block, depth):
+    def lines(block, depth, hoisted=False):
         out = []
         for statement in block:
             if statement[0] == "call":
                 _, body, positions = statement
-                out.append(" " * depth + f"body{body}({', '.join([layout, *(argument(k) for k in positions)])})")
+                out.append(" " * depth + f"body{body}({', '.join([layout, *(argument(k, hoisted) for k in positions)])})")
             else:
                 _, mask, then, otherwise = statement
                 out.append(" " * depth + f"if a{mask}[env]:")
-                out += lines(then, depth + 4) or [" " * (depth + 4) + "pass"]
+                out += lines(then, depth + 4, hoisted) or [" " * (depth + 4) + "pass"]
                 if otherwise:
                     out.append(" " * depth + "else:")
-                    out += lines(otherwise, depth + 4)
+                    out += lines(otherwise, depth + 4, hoisted)
         return out
 
     require = statements[0] if statements and statements[0][0] == "require" else None
     rest = statements[1:] if require else statements
 
-    def cpu_loop(loop: str) -> str:
+    def env_loop(loop: str, pad: int, hoisted: bool) -> str:
+        indent = " " * pad
         if kind == "env":
-            return f"    for env in {loop}(num_envs):\n" + "\n".join(lines(rest, 8))
-        return (f"    for env in {loop}(num_envs):\n        for agent in range(num_agents):\n"
-                + "\n".join(lines(rest, 12)))
+            return f"{indent}for env in {loop}(num_envs):\n" + "\n".join(lines(rest, pad + 4, hoisted))
+        return (f"{indent}for env in {loop}(num_envs):\n{indent}    for agent in range(num_agents):\n"
+                + "\n".join(lines(rest, pad + 8, hoisted)))
+
+    strided = {k: j for k, j in sorted(per_env.items()) if j is not None}
+
+    def cpu_loop(loop: str) -> str:
+        if not strided:
+            return env_loop(loop, 4, False)
+        # Per-env scalars with strides: while every stride is 0 (the envs agree on every such
+        # value) a loop with the values read once before it, as registers (LLVM hoists what
+        # they feed, as with constants, and the loop vectorizes as before); else each env's own
+        any_varied = " + ".join(f"a{j}[0]" for j in sorted(set(strided.values())))
+        hoist = "".join(f"        v{k} = a{k}[0]\n" for k in strided)
+        return (f"    if num_envs > 0 and {any_varied} == 0:\n{hoist}" + env_loop(loop, 8, True)
+                + "\n    else:\n" + env_loop(loop, 8, False))
 
     if kind == "env":
         cuda_body = lines(rest, 8)
-        head = strides + "    env = cuda.grid(1)\n    if env < num_envs:"
+        head = "    env = cuda.grid(1)\n    if env < num_envs:"
     else:
         cuda_body = ["        while agent < num_agents:", *lines(rest, 12), "            agent += cuda.blockDim.x"]
-        head = strides + "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
+        head = "    env = cuda.blockIdx.x\n    agent = cuda.threadIdx.x\n    if True:"
     permuted = ""
     if require is None:
         cuda_loop = head + "\n" + "\n".join(cuda_body)
