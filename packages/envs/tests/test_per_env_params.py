@@ -18,6 +18,7 @@ import kernelgym.envs as kge
 from kernelgym.envs.classic import cartpole
 from kernelgym.envs.runtime.params import reference_draw
 from kernelgym.envs.runtime.streams import seed_env_streams
+from kernelgym.envs.runtime.vector_env import KernelVectorEnv
 
 N = 16
 LENGTHS = st.lists(st.floats(0.05, 2.0), min_size=N, max_size=N).map(np.array)
@@ -252,3 +253,23 @@ def test_a_row_whose_envs_agree_is_read_once_and_per_env_once_they_differ():
     env.set_randomize({})  # the drawn values stay: still read per env
     env.reset()
     assert table.strides[row] == 1
+
+
+def test_agent_layout_envs_take_per_env_values_and_refuse_randomize():
+    from kit_fixtures import agent_walk
+
+    spec = dataclasses.replace(agent_walk.SPEC, per_env_params=("home_reward",))
+    with pytest.raises(ValueError, match="randomize: env .* kernel_layout='agent'; randomize= draws from one stream"):
+        KernelVectorEnv(spec, 2, backend="cpu", seed=0, randomize={"home_reward": (1.0, 2.0)})
+    env = KernelVectorEnv(spec, 3, backend="cpu", seed=0, home_reward=np.array([1.0, 2.0, 3.0]))
+    env.reset(seed=0)
+    np.testing.assert_array_equal(env.get_params()["home_reward"], [1.0, 2.0, 3.0])
+    assert env.env_params(2).home_reward == 3.0
+    arrivals = 0
+    for _ in range(30):  # every agent walks right, to the goal
+        rewards = env.step(np.full((3, spec.resolve().num_agents), 2, np.int64), numpy=True)[1]
+        # a reward of home_reward only ever comes from that env's own value
+        for index, reward in enumerate(rewards):
+            assert set(reward[reward > 0].tolist()) <= {float(index + 1)}
+            arrivals += int(np.sum(reward > 0))
+    assert arrivals > 0
