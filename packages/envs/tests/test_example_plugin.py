@@ -36,7 +36,8 @@ def go_right():
 def test_pyproject_declares_the_entry_point_to_the_hook_module(go_right):
     project = tomllib.loads((PLUGIN_ROOT / "pyproject.toml").read_text())["project"]
     entry_points = project["entry-points"]["kernelgym.envs"]
-    assert entry_points == {"go_right": "kernelgym_example_plugin.go_right"}
+    assert entry_points == {"go_right": "kernelgym_example_plugin.go_right", "maze": "kernelgym_example_plugin.maze"}
+    assert project["entry-points"]["kernelgym.envs.ids"]["ImageMaze-v0"] == "kernelgym_example_plugin.maze"
     assert hasattr(go_right, "kernelgym_register_envs")
     assert {"kernelgym-core", "kernelgym-envs"} <= {dep.split(">")[0].split("=")[0] for dep in project["dependencies"]}
 
