@@ -183,7 +183,7 @@ class ParamsTable:
                                 f"constant of the env; change it with a new make()); expected one of "
                                 f"{list(self.fields)}")
             array = np.asarray(value)
-            if array.dtype.kind not in "fiu" or array.dtype == np.bool_:
+            if array.dtype.kind not in "fiu":
                 raise TypeError(f"{where} param {name!r}: expected float values, got dtype {array.dtype}")
             if array.shape not in ((), (self.num_envs,)):
                 raise ValueError(f"{where} param {name!r}: expected a scalar or shape ({self.num_envs},), "
