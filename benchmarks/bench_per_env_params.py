@@ -83,17 +83,17 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
     threads = numba.get_num_threads()
+    machine = (f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
+               f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
+               f"{tuple(round(x, 2) for x in os.getloadavg())}")
+    method = (f"- CartPole-v1, cpu backend, the composed step launch with random actions, env-steps per second of "
+              f"process CPU time; {args.repeats} rounds, each timing every variant back to back in a rotating order; "
+              "rates are medians (min-max), costs the median of each round's ratio to the constants (a change of the "
+              "machine's speed between rounds cancels)")
+    header = ("| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "
+              "| set_params host time |")
     lines = ["## Per-env params against compile-time constants (benchmarks/bench_per_env_params.py)", "",
-             f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
-             f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
-             f"{tuple(round(x, 2) for x in os.getloadavg())}",
-             f"- CartPole-v1, cpu backend, the composed step launch with random actions, env-steps per second of "
-             f"process CPU time; {args.repeats} rounds, each "
-             "timing every variant back to back in a rotating order; rates are medians (min-max), costs the median "
-             "of each round's ratio to the constants (a change of the machine's speed between rounds cancels)", "",
-             "| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "
-             "| set_params host time |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             machine, method, "", header, "|---|---|---|---|---|---|---|---|---|"]
     for n in SIZES:
         envs, actions = _envs(n)
         names = list(envs)
