@@ -22,7 +22,9 @@ kernel, the parameter and every available name):
   ``rng.agent_stream(i, a, num_agents)``, never from another agent's, since an env's
   agent threads run concurrently on a GPU; see `kernelgym.envs.runtime.streams`);
 - each `StateArray` by its name, ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
-- each params field by its field name, as a scalar.
+- each params field by its field name, as a scalar (for `EnvSpec.per_env_params` fields,
+  the env's own value, read from the runtime's per-env table), or, for an array-valued
+  field, as one read-only array shared by every env (a constant table).
 
 ``step`` advances env ``i`` and writes ``obs[i]``, ``rewards[i]`` and
 ``terminated[i]``; it has no reset branch. ``reset`` draws a fresh start state for
