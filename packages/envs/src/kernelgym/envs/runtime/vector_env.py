@@ -120,7 +120,7 @@ class KernelVectorEnv(StateIO):
 
     Attributes
     ----------
-    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps,
+    num_envs, num_agents, backend, device, spec, autoreset_mode, max_episode_steps,
     episode_statistics
     params : params record
         The scalar params (defaults and scalar overrides); per-env values: `get_params`,
