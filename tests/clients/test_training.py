@@ -38,7 +38,8 @@ def mlp(inputs, outputs):
                                torch.nn.Linear(64, outputs))
 
 
-def test_stable_baselines3_ppo_learns_cartpole():
+def _sb3_ppo_on_cartpole(**make_kwargs):
+    """SB3's PPO with rl-baselines3-zoo's CartPole settings on 8 kernelgym envs, stopped once learned."""
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -53,7 +54,7 @@ def test_stable_baselines3_ppo_learns_cartpole():
             self.returns += [info["episode"]["r"] for info in self.locals["infos"] if "episode" in info]
             return first_crossing(self.returns) is None  # stop once learned
 
-    venv = KernelSB3VecEnv("CartPole-v1", 8, backend="cpu", seed=SEED)
+    venv = KernelSB3VecEnv("CartPole-v1", 8, backend="cpu", seed=SEED, **make_kwargs)
     # rl-baselines3-zoo's CartPole PPO settings (constant rates)
     model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
                 ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, seed=SEED, device="cpu")
@@ -61,6 +62,18 @@ def test_stable_baselines3_ppo_learns_cartpole():
     model.learn(40_000, callback=callback)
     assert_learned(callback.returns)
     assert model.num_timesteps <= 40_000 + 8 * 32
+    return venv
+
+
+def test_stable_baselines3_ppo_learns_cartpole():
+    _sb3_ppo_on_cartpole()
+
+
+def test_stable_baselines3_ppo_learns_cartpole_with_a_randomized_pole_length():
+    # each env draws its pole's half length at each of its resets, on the backend
+    venv = _sb3_ppo_on_cartpole(randomize={"length": (0.4, 0.6)})
+    lengths = venv.env.get_params()["length"]
+    assert np.all((lengths >= 0.4) & (lengths < 0.6)) and np.unique(lengths).size == 8
 
 
 def test_skrl_ppo_learns_cartpole():
@@ -151,3 +164,28 @@ def test_torchrl_ppo_learns_cartpole():
         collector.update_policy_weights_()
     collector.shutdown()
     assert_learned(returns)
+
+
+def test_stable_baselines3_ppo_learns_the_image_maze():
+    # the example plugin's ImageMaze-v0: a (3, 7, 7) uint8 image, its layout a constant table
+    from stable_baselines3 import PPO
+
+    from kernelgym.envs.sb3 import KernelSB3VecEnv
+
+    venv = KernelSB3VecEnv("ImageMaze-v0", 16, backend="cpu", seed=SEED)
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, n_epochs=10, gamma=0.95, learning_rate=1e-3,
+                seed=SEED, device="cpu")
+    before = _maze_return(model, venv)
+    model.learn(30_000)
+    after = _maze_return(model, venv)
+    # from any free cell the goal is at most 14 moves away: a return above 0.8 finds it directly
+    assert before < 0.5 and after > 0.8, (before, after)
+
+
+def _maze_return(model, venv, episodes=64):
+    """Mean return of the first ``episodes`` episodes the deterministic policy finishes."""
+    returns, obs = [], venv.reset()
+    while len(returns) < episodes:
+        obs, _, _, infos = venv.step(model.predict(obs, deterministic=True)[0])
+        returns += [info["episode"]["r"] for info in infos if "episode" in info]
+    return float(np.mean(returns[:episodes]))

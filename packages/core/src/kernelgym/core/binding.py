@@ -45,6 +45,11 @@ LLVM may fuse too, the FMA-contracting twin), so ``a * b + c`` may round once an
 differ from the default build's in the last bits. The default contracts nowhere and gives
 the same bits on cpu and cuda (`kernelgym.core.contraction`).
 
+A `PerEnvScalar` value hands each env its own entry of a 1-D array: a body's parameter
+bound to ``PerEnvScalar(lengths)`` receives ``lengths[env]``, a scalar, as if a scalar were
+bound, so one body serves compile-time constants and per-env values alike (per-env env
+params: `kernelgym.envs`). The array stays writable from the host between launches.
+
 A `LaunchOrder` given to `bind` (cpu only, for the kit's order check) runs the program
 in one thread, the envs and the agents of each env in the order it holds (changed in
 place between launches): a kernel whose results depend on that order races on a GPU,
@@ -76,7 +81,8 @@ from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 from kernelgym.core.streams import StreamLaunch
 
-__all__ = ["Branch", "BindingError", "BoundLaunch", "LaunchOrder", "Precondition", "bind", "bind_launches",
+__all__ = ["Branch", "BindingError", "BoundLaunch", "LaunchOrder", "PerEnvScalar", "Precondition", "bind",
+           "bind_launches",
            "parameter_names", "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM", "check_fast_math"]
 
 # How a value's leading dims relate to the launch: checked at bind time.
@@ -122,6 +128,38 @@ class Precondition(NamedTuple):
     check: object
     fault: str
     record: object = None
+
+
+class PerEnvScalar:
+    """A value that is a scalar per env: a body bound to it receives ``array[env]``.
+
+    ``array`` is 1-D with at least ``num_envs`` entries (a numpy array on cpu, a device
+    array or CUDA tensor on cuda/sim), checked at bind time like a per-env array. The
+    launcher reads the entry at each launch, so writing the array between launches
+    changes the value with no recompilation (unlike a bound scalar, a constant of the
+    launcher).
+
+    ``stride``, optional, is a one-element integer array (on the same backend) saying
+    whether the envs' values may differ: write 0 while every env holds the same value
+    and 1 once they differ (changeable between launches). While every stride of a
+    launch is 0, a cpu launch runs a loop in which each such value is read once, before
+    it (a register, as cheap as a constant, instead of a stream over the array); cuda
+    launches read ``array[env]`` either way.
+    """
+
+    __slots__ = ("array", "stride")
+
+    def __init__(self, array, stride=None):
+        self.array = array
+        self.stride = stride
+
+    def __repr__(self):
+        return f"PerEnvScalar({self.array!r}" + ("" if self.stride is None else f", stride={self.stride!r}") + ")"
+
+
+def _stride_name(name: str) -> str:
+    """The launcher argument holding a `PerEnvScalar`'s stride (never a parameter name)."""
+    return f"{name}.stride"
 
 
 # What a fault array holds when no check failed (any code is smaller).
@@ -313,6 +351,10 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
         if order.num_envs != num_envs:
             raise ValueError(f"order: expected a LaunchOrder of num_envs={num_envs}, got {order.num_envs}")
     missing = [name for name in per_call if name not in values]
+    per_env_calls = [name for name in per_call if isinstance(values.get(name), PerEnvScalar)]
+    if per_env_calls:
+        raise BindingError(f"per_call: names {per_env_calls} are PerEnvScalar values; bind them once and write "
+                           "their arrays between launches")
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
     checked: dict = {}
@@ -361,6 +403,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
             if name not in checked:
                 checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)
             names.append(name)
+            value = checked[name]
+            if isinstance(value, PerEnvScalar) and value.stride is not None:
+                checked[_stride_name(name)] = value.stride
+                names.append(_stride_name(name))
         return name
 
     def body_call(kernel) -> tuple:
@@ -428,10 +474,13 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     # fewer arguments to type at each call, and the compiler folds them, as in a hand-written loop
     constants = {index: checked[name] for index, name in enumerate(names)
                  if name not in per_call and codegen.is_constant(checked[name])}
+    index_of = {name: index for index, name in enumerate(names)}
+    per_env = {index: None if checked[name].stride is None else index_of[_stride_name(name)]
+               for index, name in enumerate(names) if isinstance(checked.get(name), PerEnvScalar)}
     module = codegen.program_launcher_module(
         kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants,
-        num_per_call=len(per_call), fast_math=fast_math)
-    args = tuple(checked[name] for index, name in enumerate(names[:len(names) - len(per_call)])
+        num_per_call=len(per_call), fast_math=fast_math, per_env=per_env)
+    args = tuple(_launch_value(checked[name]) for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
     if order is not None:
@@ -500,8 +549,26 @@ def _nothing(*per_call) -> None:
     """The launch of zero envs."""
 
 
+def _launch_value(value):
+    """What a launcher takes for a checked value: a `PerEnvScalar`'s array itself."""
+    return value.array if isinstance(value, PerEnvScalar) else value
+
+
 def _checked_value(name, value, layout, backend, num_envs, num_agents):
     """``value`` converted for ``backend``, with its extents checked against the launch."""
+    if isinstance(value, PerEnvScalar):
+        array = kernel_argument(backend, f"value {name!r}", value.array)
+        shape = getattr(array, "shape", None)
+        if shape is None or len(shape) != 1 or shape[0] < num_envs:
+            raise ValueError(f"value {name!r}: a PerEnvScalar needs a 1-D array of at least num_envs "
+                             f"({num_envs}) entries, got {'a scalar' if shape is None else f'shape {tuple(shape)}'}")
+        stride = value.stride
+        if stride is not None:
+            stride = kernel_argument(backend, f"value {name!r} stride", stride)
+            if getattr(stride, "shape", None) != (1,) or np.dtype(stride.dtype).kind not in "iu":
+                raise ValueError(f"value {name!r}: a PerEnvScalar stride must be a one-element integer array, "
+                                 f"got {stride!r}")
+        return PerEnvScalar(array, stride)
     if isinstance(value, type) and codegen.is_constant(value):
         return value  # a numpy scalar type (e.g. an env's `real`): compiled in as a constant
     value = kernel_argument(backend, f"value {name!r}", value)

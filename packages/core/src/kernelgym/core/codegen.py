@@ -33,7 +33,7 @@ import platformdirs
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "9"
+TEMPLATE_VERSION = "10"
 
 _BODIES: dict = {}
 
@@ -373,7 +373,7 @@ def launcher_module(kind: str, fn, key: str, num_args: int):
 
 
 def program_launcher_module(kind: str, body_keys, statements, num_args: int, title: str, constants=None,
-                            num_per_call: int = 0, fast_math: bool = False):
+                            num_per_call: int = 0, fast_math: bool = False, per_env=()):
     """Import (writing it first if needed) a launcher running a program of bodies per env.
 
     Parameters
@@ -406,6 +406,12 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
         with ``-fma=1``) and its cpu launchers compile with numba's
         ``fastmath={"contract"}`` (LLVM may fuse ``a * b + c`` on the cpu too). False
         (default): no contraction on any backend, the same bits on cpu and cuda.
+    per_env : mapping of int to int or None
+        Argument positions holding one value per env (`kernelgym.core.binding.PerEnvScalar`):
+        a body gets ``a<k>[env]``, that env's scalar, instead of the array. Where the
+        position maps to a stride position ``j`` (a one-element array), the cpu launchers
+        also hold a second loop, run while every such stride is 0, with ``a<k>[0]`` read
+        once before it (the envs agree: a register, not a stream over the array).
 
     Returns
     -------
@@ -424,7 +430,8 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     constants = dict(constants or {})
     frozen = "\n".join(["import numpy"] * bool(constants)
                        + [f"a{k} = {_literal(value)}" for k, value in sorted(constants.items())])
-    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call))
+    per_env = dict(per_env) if isinstance(per_env, dict) else dict.fromkeys(per_env)
+    program = repr((kind, tuple(body_keys), statements, num_args, frozen, num_per_call, sorted(per_env.items())))
     digest = hashlib.sha256(f"{TEMPLATE_VERSION}|{program}".encode()).hexdigest()[:24]
     stem = f"program_{kind}_{digest}"
     if fast_math:
@@ -443,29 +450,50 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
     cpu_args = ", ".join(["bound", *per_call] if bound else per_call)
     unpack = "".join(f"    {name} = bound.{name}\n" for name in bound)
 
-    def lines(block, depth):
+    def argument(k: int, hoisted: bool = False) -> str:
+        # a per-env scalar: the body gets its env's entry (`env` is defined in both layouts' loops),
+        # or, in a cpu loop for envs that all agree, the entry read once before the loop
+        if k not in per_env:
+            return f"a{k}"
+        return f"v{k}" if hoisted and per_env[k] is not None else f"a{k}[env]"
+
+    def lines(block, depth, hoisted=False):
         out = []
         for statement in block:
             if statement[0] == "call":
                 _, body, positions = statement
-                out.append(" " * depth + f"body{body}({', '.join([layout, *(f'a{k}' for k in positions)])})")
+                out.append(" " * depth + f"body{body}({', '.join([layout, *(argument(k, hoisted) for k in positions)])})")
             else:
                 _, mask, then, otherwise = statement
                 out.append(" " * depth + f"if a{mask}[env]:")
-                out += lines(then, depth + 4) or [" " * (depth + 4) + "pass"]
+                out += lines(then, depth + 4, hoisted) or [" " * (depth + 4) + "pass"]
                 if otherwise:
                     out.append(" " * depth + "else:")
-                    out += lines(otherwise, depth + 4)
+                    out += lines(otherwise, depth + 4, hoisted)
         return out
 
     require = statements[0] if statements and statements[0][0] == "require" else None
     rest = statements[1:] if require else statements
 
-    def cpu_loop(loop: str) -> str:
+    def env_loop(loop: str, pad: int, hoisted: bool) -> str:
+        indent = " " * pad
         if kind == "env":
-            return f"    for env in {loop}(num_envs):\n" + "\n".join(lines(rest, 8))
-        return (f"    for env in {loop}(num_envs):\n        for agent in range(num_agents):\n"
-                + "\n".join(lines(rest, 12)))
+            return f"{indent}for env in {loop}(num_envs):\n" + "\n".join(lines(rest, pad + 4, hoisted))
+        return (f"{indent}for env in {loop}(num_envs):\n{indent}    for agent in range(num_agents):\n"
+                + "\n".join(lines(rest, pad + 8, hoisted)))
+
+    strided = {k: j for k, j in sorted(per_env.items()) if j is not None}
+
+    def cpu_loop(loop: str) -> str:
+        if not strided:
+            return env_loop(loop, 4, False)
+        # Per-env scalars with strides: while every stride is 0 (the envs agree on every such
+        # value) a loop with the values read once before it, as registers (LLVM hoists what
+        # they feed, as with constants, and the loop vectorizes as before); else each env's own
+        any_varied = " + ".join(f"a{j}[0]" for j in sorted(set(strided.values())))
+        hoist = "".join(f"        v{k} = a{k}[0]\n" for k in strided)
+        return (f"    if num_envs > 0 and {any_varied} == 0:\n{hoist}" + env_loop(loop, 8, True)
+                + "\n    else:\n" + env_loop(loop, 8, False))
 
     if kind == "env":
         cuda_body = lines(rest, 8)
@@ -489,9 +517,9 @@ def program_launcher_module(kind: str, body_keys, statements, num_args: int, tit
                                              loop=loop, no_fault=NO_FAULT)
     else:
         _, check, positions, fault, record = require
-        call = f"body{check}({', '.join(['env', *(f'a{k}' for k in positions)])})"
+        call = f"body{check}({', '.join(['env', *(argument(k) for k in positions)])})"
         keep = "" if record is None else (
-            f"body{record[0]}({', '.join(['env', *(f'a{k}' for k in record[1])])})")
+            f"body{record[0]}({', '.join(['env', *(argument(k) for k in record[1])])})")
 
         def count(loop: str, depth: int) -> str:
             pad = " " * depth

@@ -59,7 +59,8 @@ class KernelGymnasiumEnv(gymnasium.Env):
     fast_math : bool
         As in `kernelgym.envs.make`: FMA contraction on (default False).
     **kwargs
-        Overrides of the env's params fields.
+        Overrides of the env's params fields, and ``randomize`` (per-env fields drawn at
+        each reset, as in `kernelgym.envs.make`).
 
     Raises
     ------
@@ -73,7 +74,7 @@ class KernelGymnasiumEnv(gymnasium.Env):
                  **kwargs):
         spec = registry.get_spec(env_id)
         param_names = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
-        unexpected = sorted(set(kwargs) - set(param_names))
+        unexpected = sorted(set(kwargs) - set(param_names) - {"randomize"})
         if unexpected:
             # Python's own wording: clients such as TorchRL's GymEnv try optional arguments and match on it
             raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {unexpected[0]!r} "

@@ -25,7 +25,9 @@ kernel, the parameter and every available name):
   named by its key path: ``obs_<key>``, ``obs_<outer>_<inner>``, ``obs_<index>``
   (`kernelgym.envs.observations`);
 - each `StateArray` by its name, ``(num_envs, *shape)`` or ``(num_envs, num_agents, *shape)``;
-- each params field by its field name, as a scalar.
+- each params field by its field name, as a scalar (for `EnvSpec.per_env_params` fields,
+  the env's own value, read from the runtime's per-env table), or, for an array-valued
+  field, as one read-only array shared by every env (a constant table).
 
 ``step`` advances env ``i`` and writes ``obs[i]``, ``rewards[i]`` and
 ``terminated[i]``; it has no reset branch. ``reset`` draws a fresh start state for
@@ -52,8 +54,8 @@ from gymnasium import spaces
 
 from kernelgym.envs.observations import check_observation_space
 
-__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "resolve_precision",
-           "validate_params"]
+__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "reference_reset",
+           "resolve_precision", "validate_params"]
 
 KERNEL_LAYOUTS = ("env", "agent")
 ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
@@ -79,7 +81,10 @@ class CPUReference(NamedTuple):
     Attributes
     ----------
     reset : callable
-        ``reset(params, rng_states) -> state``.
+        ``reset(params, rng_states) -> state``. For a spec with state arrays marked
+        ``keep_on_reset``: ``reset(params, rng_states, kept) -> state``, where ``kept``
+        holds those arrays' current values (what the env's reset kernel sees); the
+        returned state may leave them out (they keep their values).
     step : callable
         ``step(params, state, action, rng_states) -> (state, reward, terminated)``;
         must not modify its input state. ``reward`` is a float (``(num_agents,)``
@@ -116,6 +121,11 @@ class StateArray:
         Whether the runtime writes ``initial`` back for an env that is being reset,
         before the env's own reset logic runs (so env code needs not re-initialise
         counters and flags that always start at the same value).
+    keep_on_reset : bool
+        A value the trainer sets (``set_state``) and that survives resets: neither the
+        runtime (``reset()`` included) nor the env's reset kernel writes it; the reset
+        kernel may read it, and the reference's reset sees its current value (see
+        `CPUReference`). It holds ``initial`` until first set.
     """
 
     name: str
@@ -124,10 +134,14 @@ class StateArray:
     per_agent: bool = False
     initial: int | float | bool = 0
     restore_on_reset: bool = False
+    keep_on_reset: bool = False
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"StateArray name: expected a python identifier, got {self.name!r}")
+        if self.keep_on_reset and self.restore_on_reset:
+            raise ValueError(f"StateArray {self.name!r}: keep_on_reset and restore_on_reset exclude each other "
+                             f"(kept across resets, or written back at each)")
         try:
             dtype = np.dtype(self.dtype)
         except TypeError as error:
@@ -172,8 +186,11 @@ class EnvSpec:
     reference : CPUReference or str
         The exact single-env reference (``"module:attr"`` is loaded lazily).
     params : frozen dataclass instance or None
-        Default params (gymnax style). Every field is an int, float or bool scalar;
-        ``make(**kwargs)`` overrides fields through `validate_params`.
+        Default params (gymnax style). Every field is an int, float or bool scalar, or
+        a numpy array of numbers: a constant table (a maze layout, a lookup table),
+        bound by name as one read-only array shared by every env (give it a
+        ``dataclasses.field(default_factory=...)``); ``make(**kwargs)`` overrides
+        fields through `validate_params`.
     num_agents : int or callable(params) -> int
     max_episode_steps : int, None or callable(params) -> int or None
         Episodes are truncated after this many steps (None: never).
@@ -197,6 +214,14 @@ class EnvSpec:
     invariants : str or callable, optional
         ``check(params, state) -> None``, raising AssertionError when a single-env
         state breaks a rule the env promises (e.g. agents stay on the grid).
+    per_env_params : tuple of str
+        The float fields of ``params`` that may differ from env to env and change at run
+        time: ``make(..., field=array)``, ``env.set_params(...)`` and ``make(...,
+        randomize={field: (low, high)})``. Kernels read them as scalars, from a per-env
+        table (`kernelgym.envs.runtime.params`), so changing one needs no recompilation.
+        Leave out fields that other parts of the spec depend on (spaces, shapes, time
+        limit: those are computed from the scalar params). Empty (default): every field
+        is a compile-time constant.
     precisions : tuple of {"float64", "float32"}
         The arithmetic precisions the env's kernels can be compiled for, the default
         first; ``make(..., precision=...)`` picks one. An env that declares them writes
@@ -229,6 +254,7 @@ class EnvSpec:
     render_fps: int = 30
     state_strategy: Any = None
     invariants: Any = None
+    per_env_params: tuple[str, ...] = ()
     precisions: tuple[str, ...] = ()
     description: str = ""
     distribution: str | None = None
@@ -259,6 +285,7 @@ class EnvSpec:
         if self.params is not None:
             _check_params_record(where, self.params)
         _check_episode_step(where, self.episode_step, state)
+        object.__setattr__(self, "per_env_params", _check_per_env_params(where, self.per_env_params, self.params))
         object.__setattr__(self, "precisions", _check_precisions(where, self.precisions))
         # Resolve the params-dependent parts once, so a broken spec fails at registration.
         self.resolve(self.params)
@@ -358,12 +385,15 @@ def validate_params(spec: EnvSpec, overrides: dict):
                 f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
                 f"got {type(value).__name__} {value!r}"
             )
+        if isinstance(default, np.ndarray):
+            if default.dtype.kind == "f" and np.all(np.isfinite(default)) and not np.all(np.isfinite(value)):
+                raise ValueError(f"make({spec.id!r}) param {name!r}: expected finite values, got a NaN or infinity")
+            continue
         if isinstance(default, (float, np.floating)) and math.isfinite(default) and not math.isfinite(value):
             raise ValueError(
                 f"make({spec.id!r}) param {name!r}: expected a finite number, got {value!r}"
             )
-    cast = {name: (float(value) if isinstance(getattr(spec.params, name), float) else value)
-            for name, value in overrides.items()}
+    cast = {name: _cast(getattr(spec.params, name), value) for name, value in overrides.items()}
     # the params dataclass checks physical ranges in its __post_init__ (e.g. masses > 0)
     return dataclasses.replace(spec.params, **cast)
 
@@ -397,6 +427,25 @@ def resolve_precision(spec: EnvSpec, precision: str | None) -> str | None:
     return precision
 
 
+def reference_reset(spec: EnvSpec, reset, params, rng_states, kept: dict | None = None) -> dict:
+    """Call a reference's ``reset`` as the spec's kept arrays require (see `CPUReference`).
+
+    ``kept`` holds the current values of the ``keep_on_reset`` arrays (one env's);
+    None: their ``initial`` values. They are passed to ``reset`` (for a spec that has
+    any) and put into the returned state, which they survive unchanged.
+    """
+    arrays = [array for array in spec.state if array.keep_on_reset]
+    if not arrays:
+        return reset(params, rng_states)
+    shapes = spec.resolve(params).state_shapes
+    if kept is None:
+        kept = {array.name: np.full(shapes[array.name], array.initial, array.dtype) for array in arrays}
+    kept = {array.name: np.array(kept[array.name], dtype=array.dtype) for array in arrays}
+    state = dict(reset(params, rng_states, {name: value.copy() for name, value in kept.items()}))
+    state.update(kept)
+    return state
+
+
 def load_reference(reference: str):
     """Import ``"module:attr"`` (``attr`` may be dotted)."""
     module_name, _, attr = reference.partition(":")
@@ -408,6 +457,11 @@ def load_reference(reference: str):
 
 # ---------------------------------------------------------------------------- helpers
 def _same_kind(default, value) -> bool:
+    if isinstance(default, np.ndarray):
+        return isinstance(value, np.ndarray) and value.ndim == default.ndim and np.can_cast(
+            value.dtype, default.dtype, casting="same_kind")
+    if isinstance(value, np.ndarray):
+        return False
     if isinstance(default, (bool, np.bool_)):
         return isinstance(value, (bool, np.bool_))
     if isinstance(value, (bool, np.bool_)):
@@ -417,6 +471,18 @@ def _same_kind(default, value) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating))
 
 
+def _cast(default, value):
+    """An override in its default's type: a float for a float field, a read-only array of the default's
+    dtype for a constant table."""
+    if isinstance(default, float):
+        return float(value)
+    if isinstance(default, np.ndarray):
+        table = np.array(value, dtype=default.dtype, copy=True)
+        table.flags.writeable = False
+        return table
+    return value
+
+
 def _check_params_record(where, params):
     if not dataclasses.is_dataclass(params) or isinstance(params, type):
         raise TypeError(f"{where} params: expected a dataclass instance, got {params!r}")
@@ -424,8 +490,14 @@ def _check_params_record(where, params):
         raise TypeError(f"{where} params: the params dataclass {type(params).__name__} must be frozen")
     for field in dataclasses.fields(params):
         value = getattr(params, field.name)
+        if isinstance(value, np.ndarray):
+            if value.dtype.kind not in "biuf" or value.ndim == 0:
+                raise TypeError(f"{where} params.{field.name}: a constant table must be a numpy array of numbers "
+                                f"with at least one axis, got dtype {value.dtype} shape {value.shape}")
+            continue
         if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
-            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, got {value!r}")
+            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, or a numpy array "
+                            f"(a constant table), got {value!r}")
 
 
 def _check_episode_step(where, name, state):
@@ -437,11 +509,28 @@ def _check_episode_step(where, name, state):
         raise ValueError(f"{where} episode_step: expected None or the name of a state array "
                          f"(one of {sorted(arrays)}), got {name!r}")
     array = arrays[name]
+    if array.keep_on_reset:
+        raise ValueError(f"{where} episode_step: the state array {name!r} restarts at each reset; it cannot be "
+                         f"keep_on_reset")
     if array.per_agent:
         raise ValueError(f"{where} episode_step: the state array {name!r} must be per env, got per_agent=True")
     if array.dtype.kind not in "iu":
         raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, "
                         f"got {array.dtype}")
+
+
+def _check_per_env_params(where, names, params) -> tuple[str, ...]:
+    """Distinct names of float fields of ``params``."""
+    if isinstance(names, str):
+        raise TypeError(f"{where} per_env_params: expected a tuple of params field names, got the string {names!r}")
+    names = tuple(names)
+    floats = [field.name for field in dataclasses.fields(params)
+              if isinstance(getattr(params, field.name), (float, np.floating))] if params is not None else []
+    bad = [name for name in names if name not in floats]
+    if bad or len(set(names)) != len(names):
+        raise ValueError(f"{where} per_env_params: expected distinct names of float params fields "
+                         f"(from {floats}), got {names!r}")
+    return tuple(name for name in floats if name in names)  # the record's order: the randomize draw order
 
 
 def _check_precisions(where, precisions) -> tuple[str, ...]:

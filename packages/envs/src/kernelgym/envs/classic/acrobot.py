@@ -227,6 +227,8 @@ SPEC = EnvSpec(
     render_fps=15,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    # the float physics params may differ per env (not the bounds the spaces are built from)
+    per_env_params=("dt",),
     precisions=("float64", "float32"),
     description="Acrobot swing-up (gymnasium classic control, RK4), three discrete torques",
 )

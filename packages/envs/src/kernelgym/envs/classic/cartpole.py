@@ -222,6 +222,8 @@ SPEC = EnvSpec(
     render="kernelgym.envs.render:render_cartpole",
     render_fps=50,
     state_strategy=state_strategy,
+    # the float physics params may differ per env (not the bounds the spaces are built from)
+    per_env_params=("gravity", "masscart", "masspole", "length", "force_mag", "tau", "reset_bound"),
     precisions=("float64", "float32"),
     description="Balance a pole on a cart (gymnasium CartPole-v1 dynamics).",
 )

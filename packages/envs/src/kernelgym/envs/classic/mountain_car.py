@@ -162,6 +162,8 @@ SPEC = EnvSpec(
     render_fps=30,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    # the float physics params may differ per env (not the bounds the spaces are built from)
+    per_env_params=("force", "gravity"),
     precisions=("float64", "float32"),
     description="Mountain car (gymnasium classic control), three discrete pushes",
 )

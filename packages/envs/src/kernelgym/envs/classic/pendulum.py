@@ -179,6 +179,8 @@ SPEC = EnvSpec(
     render_fps=30,
     state_strategy=state_strategy,
     invariants=check_invariants,
+    # the float physics params may differ per env (not the bounds the spaces are built from)
+    per_env_params=("dt", "gravity", "mass", "length"),
     precisions=("float64", "float32"),
     description="Pendulum swing-up (gymnasium classic control), continuous torque clipped to [-2, 2]",
 )

@@ -5,6 +5,7 @@
 - `actions`: action checks before any kernel runs;
 - `autoreset`: the composed reset / step / bookkeeping launches;
 - `streams`: the RNG streams (one per env, or per (env, agent) for agent-layout envs);
+- `params`: per-env params (the table, ``set_params``, ``randomize=``);
 - `state_io`: ``get_state``/``set_state`` and the RNG streams;
 - `vector_env`: `KernelVectorEnv`, which puts them together.
 """

@@ -7,7 +7,10 @@ An env kernel's body names what it uses after its layout parameters (``i``, or
   buffers (`RUNTIME_NAMES`); for a ``Dict``/``Tuple`` observation space one buffer per
   leaf, ``obs_<key>`` (`kernelgym.envs.observations`), in place of ``obs``;
 - each `StateArray` by its name;
-- each params field by its field name (a scalar);
+- each params field by its field name: a scalar (the env's entry of the per-env table
+  for `EnvSpec.per_env_params` fields), or, for an array-valued field (a constant table
+  such as a maze layout), one read-only array shared by every env (cpu: a non-writeable
+  numpy array, so numba refuses a kernel that writes it at compile time);
 - ``real``: the scalar type of the env's arithmetic (``numpy.float64`` or
   ``numpy.float32``) for an env that declares `EnvSpec.precisions`; its float params
   are bound as ``real`` scalars then.
@@ -20,7 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from kernelgym.core import bind_launches
+from kernelgym.core.arrays import to_backend
 from kernelgym.envs.observations import is_structured, leaves
 from kernelgym.envs.runtime.streams import stream_table
 from kernelgym.envs.spec import PRECISIONS, resolve_precision
@@ -60,10 +66,14 @@ def observation_names(space) -> tuple[str, ...]:
     return tuple(leaf.name for leaf in leaves(space)) if is_structured(space) else ("obs",)
 
 
-def kernel_values(spec, params, buffers: dict, state: dict, precision: str | None = None) -> dict:
+def kernel_values(spec, params, buffers: dict, state: dict, precision: str | None = None,
+                  backend: str = "cpu") -> dict:
     """Every name an env kernel may bind: ``buffers`` (runtime names), ``state``, the params fields
-    and, for a ``precision`` (see `kernelgym.envs.spec.resolve_precision`), ``real``."""
+    (array-valued ones as read-only ``backend`` arrays) and, for a ``precision`` (see
+    `kernelgym.envs.spec.resolve_precision`), ``real``."""
     fields = {} if params is None else {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
+    fields = {name: constant_table(value, backend) if isinstance(value, np.ndarray) else value
+              for name, value in fields.items()}
     if precision is None:
         return {**buffers, **state, **fields}
     real = PRECISIONS[precision]
@@ -72,10 +82,23 @@ def kernel_values(spec, params, buffers: dict, state: dict, precision: str | Non
     return {**buffers, **state, **fields, "real": real}
 
 
+def constant_table(value: np.ndarray, backend: str):
+    """An array-valued params field as kernels bind it: a read-only copy on ``backend``."""
+    if backend == "cpu":
+        table = np.array(value, copy=True)
+        table.flags.writeable = False  # numba types it readonly: a kernel writing it does not compile
+        return table
+    return to_backend(value, backend)
+
+
 def per_agent_layouts(spec, multi_agent: bool, observation_space=None) -> dict:
     """Which kernel values are per agent (dim 1 is the agent axis) for the extent checks
-    (``observation_space``: the resolved one, for its leaf names; default the spec's)."""
+    (``observation_space``: the resolved one, for its leaf names; default the spec's); constant
+    tables (array-valued params fields) are shared by every env."""
     layouts = {array.name: "per_agent" for array in spec.state if array.per_agent}
+    if spec.params is not None:
+        layouts.update({field.name: "shared" for field in dataclasses.fields(spec.params)
+                        if isinstance(getattr(spec.params, field.name), np.ndarray)})
     if multi_agent:
         space = spec.resolve().observation_space if observation_space is None else observation_space
         layouts.update(actions="per_agent", rewards="per_agent",
@@ -102,7 +125,7 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, p
     multi_agent = resolved.num_agents > 1 or spec.kernel_layout == "agent"
     if "rng_states" in arrays:
         arrays = {**arrays, "rng_states": stream_table(arrays["rng_states"])}
-    values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision))
+    values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision), backend)
     return bind_launches(programs, values, backend=backend,
                          num_envs=arrays["rewards"].shape[0], num_agents=resolved.num_agents,
                          layouts=per_agent_layouts(spec, multi_agent, resolved.observation_space), order=order)

@@ -22,26 +22,36 @@ class StateIO:
         index = self._check_index(index)
         return {name: np.array(self._buffers.read(array)[index]) for name, array in self.state.items()}
 
-    def set_state(self, state: dict, index: int | None = None) -> None:
+    def set_state(self, state: dict, index: int | None = None, keep_episode_step: bool = False) -> None:
         """Write state values into every env (``index=None``) or into env ``index``.
 
-        The env(s) written are not pending a reset. Their episode step counter (which
-        truncates at ``max_episode_steps``) starts from the value of the state array
-        named by ``spec.episode_step`` when the spec names one (the env is then that
-        many steps into its episode), else from 0. Every state array must be given,
-        with its per-env shape (or the full batch shape when ``index`` is None) and a
-        dtype that casts safely. An env written here counts as started for the
-        "step before reset" check.
+        ``state`` holds any subset of the state arrays, each with its per-env shape (or
+        the full batch shape when ``index`` is None) and a dtype that casts safely; the
+        others keep their values. Every value is checked before anything is written.
+
+        By default the env(s) written are not pending a reset, and their episode step
+        counter (which truncates at ``max_episode_steps``) starts from the value of the
+        state array named by ``spec.episode_step`` when the spec names one (given here,
+        else its current value; the env is then that many steps into its episode), else
+        from 0. ``keep_episode_step=True`` writes the values only: the counter and any
+        pending reset stay as they are (a trainer changing an env mid-episode, e.g. a
+        ``keep_on_reset`` array). An env counts as started for the "step before reset"
+        check once every state array was written (or it was reset).
         """
         self._check_open()
         if not isinstance(state, dict):
             raise TypeError(f"state: expected a dict of arrays, got {type(state).__name__}")
-        missing = sorted(set(self.state) - set(state))
+        if not isinstance(keep_episode_step, (bool, np.bool_)):
+            raise TypeError(f"keep_episode_step: expected True or False, got {keep_episode_step!r}")
         unknown = sorted(set(state) - set(self.state))
-        if missing or unknown:
-            raise KeyError(f"state: expected keys {sorted(self.state)}; missing {missing}, unknown {unknown}")
+        if unknown:
+            raise KeyError(f"state: expected keys among {sorted(self.state)}; unknown {unknown}")
         if index is not None:
             index = self._check_index(index)
+        if keep_episode_step and self.spec.episode_step in state:
+            raise ValueError(f"state[{self.spec.episode_step!r}]: the env's own episode step count "
+                             f"(spec.episode_step) must agree with the runtime's; keep_episode_step=True keeps "
+                             f"the runtime's, so leave it out")
         checked = {}
         for name, value in state.items():
             target = self.state[name]
@@ -52,12 +62,14 @@ class StateIO:
             if not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
                 raise TypeError(f"state[{name!r}]: expected dtype {target.dtype}, got {value.dtype}")
             checked[name] = value
-        episode_steps = self._episode_steps(checked)
+        episode_steps = None if keep_episode_step else self._episode_steps(checked, index)
         for name, value in checked.items():
             self._buffers.write_rows(self.state[name], value, index)
-        for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps)):
-            self._buffers.write_rows(buffer, value, index)
-        self._mark_started(index)
+        if not keep_episode_step:
+            for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps)):
+                self._buffers.write_rows(buffer, value, index)
+        if len(checked) == len(self.state):
+            self._mark_started(index)
 
     def _mark_started(self, index: int | None) -> None:
         """Envs ``index`` (all for None) have a state: ``step`` may run once every env has one."""
@@ -95,12 +107,17 @@ class StateIO:
             raise ValueError("states: an all-zero row never leaves zero (xoroshiro128+); got one")
         self._buffers.write_rows(self._buffers.rng_states, states, None if index is None else self._check_index(index))
 
-    def _episode_steps(self, state: dict):
-        """Where ``set_state`` starts the episode step counter: the ``spec.episode_step`` values, else 0."""
+    def _episode_steps(self, state: dict, index: int | None):
+        """Where ``set_state`` starts the episode step counter: the ``spec.episode_step`` values (given, else
+        current), else 0."""
         name = self.spec.episode_step
         if name is None:
             return 0
-        steps = state[name]
+        if name in state:
+            steps = state[name]
+        else:
+            current = np.array(self._buffers.read(self.state[name]))
+            steps = current if index is None else current[index]
         if steps.dtype.kind not in "iu" or np.any(steps < 0) or np.any(steps >= NO_TIME_LIMIT):
             raise ValueError(
                 f"state[{name!r}]: the episode step count (spec.episode_step) must be integers in "

@@ -39,6 +39,7 @@ from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
+from kernelgym.envs.runtime.params import ParamsTable, draw_params, split_params
 from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateIO
 from kernelgym.envs.runtime.streams import seed_env_streams
 from kernelgym.envs.spec import EnvSpec, resolve_precision, validate_params
@@ -107,13 +108,24 @@ class KernelVectorEnv(StateIO):
         the default build's in the last bits, within the tolerance the kit proves
         (``kernelgym check ENV_ID --fast-math``); the default gives the same bits on
         cpu, sim and cuda for ``+ - * /`` and sqrt.
+    randomize : dict of str to (low, high), or None
+        Per-env fields (`EnvSpec.per_env_params`) drawn uniformly in ``[low, high)`` for
+        each env at each of its resets, on the backend, from the env's own stream, before
+        the env's reset body (fields in the params record's order; see
+        `kernelgym.envs.runtime.params`). Env-layout envs only. ``{}`` compiles the draw
+        with no field active, for ``set_randomize`` later. None (default): no draw.
     **params
-        Overrides of the env's params fields (see ``spec.params``).
+        Overrides of the env's params fields (see ``spec.params``). A per-env field
+        (`EnvSpec.per_env_params`) also takes a ``(num_envs,)`` array; any other field is
+        a compile-time constant and refuses one.
 
     Attributes
     ----------
-    num_envs, num_agents, backend, device, spec, params, autoreset_mode, max_episode_steps,
+    num_envs, num_agents, backend, device, spec, autoreset_mode, max_episode_steps,
     episode_statistics
+    params : params record
+        The scalar params (defaults and scalar overrides); per-env values: `get_params`,
+        `env_params`.
     precision : str or None
         The precision compiled for (None: the env declares no choice).
     fast_math : bool
@@ -136,7 +148,7 @@ class KernelVectorEnv(StateIO):
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
                  autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
                  episode_statistics: bool = True, precision: str | None = None, fast_math: bool = False,
-                 **params):
+                 randomize: dict | None = None, **params):
         if not isinstance(spec, EnvSpec):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -155,8 +167,12 @@ class KernelVectorEnv(StateIO):
         action_check = check_mode(check_action_values, self.backend)
         self.device = torch.device("cuda") if self.backend == "cuda" else torch.device("cpu")
         self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
+        params, per_env_values = split_params(spec, params)
         self.params = validate_params(spec, params)
         self.precision = resolve_precision(spec, precision)
+        if randomize is not None and not spec.per_env_params:
+            raise ValueError(f"randomize: env {spec.id!r} declares no per-env params (EnvSpec.per_env_params); "
+                             f"got {randomize!r}")
         self.fast_math = check_fast_math(fast_math)
         resolved = spec.resolve(self.params)
         if max_episode_steps is None:
@@ -183,6 +199,8 @@ class KernelVectorEnv(StateIO):
                                           self.backend)
         self.data_manager = buffers.data_manager
         self.state = buffers.state
+        self._params_table = ParamsTable(spec, self.params, per_env_values, self.num_envs, self.backend,
+                                         self.precision, randomize) if spec.per_env_params else None
         self._closed = False
         # envs without a state yet (step() before reset() would step all-zero states)
         self._unstarted = set(range(self.num_envs))
@@ -206,10 +224,17 @@ class KernelVectorEnv(StateIO):
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
         actions = self._actions
-        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision),
+        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision,
+                                  self.backend),
                   **actions.values}
         layouts = {**per_agent_layouts(spec, self.multi_agent, self.single_observation_space),
                    **self._buffers.layouts(), **actions.layouts}
+        table = self._params_table
+        if table is not None:  # per-env fields read their env's entry of the table
+            values.update(table.values())
+            layouts.update(table.layouts())
+            if table.randomized:  # the reset draws the randomized fields first
+                reset = (draw_params, *reset)
         counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
                   "layouts": layouts, "fast_math": self.fast_math}
         restores = self._buffers.restores
@@ -254,7 +279,8 @@ class KernelVectorEnv(StateIO):
                 raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
             buffers.write(buffers.rng_states, seed_env_streams(self.spec, int(seed), self.num_envs, self.num_agents))
         for array in self.spec.state:
-            buffers.write(self.state[array.name], array.initial)
+            if not array.keep_on_reset:  # a trainer-set value survives resets
+                buffers.write(self.state[array.name], array.initial)
         buffers.write(buffers.final_mask, False)
         buffers.write(buffers.reset_mask, 1)  # the reset launch resets every env, then clears it
         self._launch_reset()
@@ -304,6 +330,63 @@ class KernelVectorEnv(StateIO):
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
         return self._outputs
 
+    def set_params(self, **values) -> None:
+        """Change per-env params (`EnvSpec.per_env_params`) between steps, with no recompilation.
+
+        Parameters
+        ----------
+        **values
+            A scalar (every env) or a ``(num_envs,)`` array per field. Each is checked
+            (shape, finite, the params record's own checks on its smallest and largest
+            value) before anything is written. A randomized field is drawn anew at each
+            reset of an env, over what is written here.
+
+        Raises
+        ------
+        TypeError
+            A field that is a compile-time constant, or not a field.
+        ValueError
+            A bad shape or value.
+        """
+        self._check_open()
+        self._per_env_table("set_params").set(self._buffers.write, values)
+
+    def set_randomize(self, randomize: dict) -> None:
+        """Replace the ``randomize=`` ranges (e.g. a curriculum), with no recompilation.
+
+        Fields left out are no longer drawn. The env must have been made with
+        ``randomize=`` (``{}`` will do).
+        """
+        self._check_open()
+        self._per_env_table("set_randomize").set_randomize(self._buffers.write, randomize)
+
+    @property
+    def randomize(self) -> dict:
+        """The active randomize ranges, ``{field: (low, high)}``."""
+        return {} if self._params_table is None else dict(self._params_table.randomize)
+
+    def get_params(self) -> dict[str, np.ndarray]:
+        """Host copies of the per-env params, ``{field: (num_envs,) array}`` (``real`` dtype)."""
+        self._check_open()
+        table = self._params_table
+        if table is None:
+            return {}
+        host = table.host(self._buffers.read)
+        return {name: host[row].copy() for row, name in enumerate(table.fields)}
+
+    def env_params(self, index: int):
+        """Env ``index``'s params record: `params` with its current per-env values."""
+        self._check_open()
+        index = self._check_index(index)
+        table = self._params_table
+        return self.params if table is None else table.env_params(self._buffers.read, index)
+
+    def _per_env_table(self, where: str) -> ParamsTable:
+        if self._params_table is None:
+            raise TypeError(f"{where}: env {self.spec.id!r} declares no per-env params (EnvSpec.per_env_params); "
+                            f"its params are compile-time constants (change them with a new make())")
+        return self._params_table
+
     def check_actions(self) -> None:
         """Raise the bad action a deferred check recorded since the last read, if any.
 
@@ -336,7 +419,7 @@ class KernelVectorEnv(StateIO):
         if renderer is None:
             raise NotImplementedError(f"env {self.spec.id!r} has no renderer (its EnvSpec.render is None)")
         state = {name: self._buffers.read(array) for name, array in self.state.items()}
-        return renderer(state, index, self.params)
+        return renderer(state, index, self.env_params(index))
 
     def close(self) -> None:
         """Release the buffers; the env cannot be used afterwards (a deferred bad action raises here)."""

@@ -14,7 +14,8 @@
         env_id = "MyEnv-v0"
 
 Every check is a hypothesis property of the env's kernels against its CPU reference
-(``EnvSpec.reference``): one-step parity, determinism, batch invariance, no cross-talk
+(``EnvSpec.reference``): one-step parity (and, for envs declaring per-env params, each
+env's parity with the reference built with its own params), determinism, batch invariance, no cross-talk
 between envs, no dependence on the order an env's agents run in (on the cpu twin: a race on
 a GPU), autoreset semantics, observation bounds, the spec's invariants, invalid
 actions, out-of-bounds writes and a stateful random walk over reset/step/set_state.

@@ -23,6 +23,7 @@ from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
 from kernelgym.envs.testing.order_check import check_agent_order
+from kernelgym.envs.testing.per_env import check_per_env_params
 from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
@@ -114,7 +115,8 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
             prev_env = env_slice(prev, index)
             if batch.pending[index]:
-                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index])
+                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index],
+                                               previous=prev_env)
                 found = ["reset branch: " + text for text in found]
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
@@ -462,6 +464,7 @@ CHECKS: tuple[Check, ...] = tuple(
         # first: on cpu and cuda an out-of-bounds write corrupts memory the later checks use
         ("out_of_bounds", check_out_of_bounds),
         ("parity", check_parity),
+        ("per_env_params", check_per_env_params),
         ("determinism", check_determinism),
         ("batch_invariance", check_batch_invariance),
         ("no_cross_talk", check_no_cross_talk),

@@ -100,7 +100,8 @@ class EpisodeModel:
         if self.pending[index]:
             # NEXT_STEP: the step after the episode ended is the reset.
             problems = ["pending reset: " + text for text in
-                        harness.reset_problems(new_state, obs, reward, terminated, stream, result.rng[index])]
+                        harness.reset_problems(new_state, obs, reward, terminated, stream, result.rng[index],
+                                               previous=prev)]
             if truncated:
                 problems.append("truncated True on a reset step, expected False")
             self.restart(index)
@@ -145,7 +146,7 @@ class EpisodeModel:
             problems += found
         new_state = result.env_slice(index)
         start = [] if stream_after_step is None else harness.start_state_problems(
-            new_state, stream_after_step, result.rng[index])
+            new_state, stream_after_step, result.rng[index], previous=prev)
         problems += ["after the same-step reset: " + text
                      for text in start + harness.observation_problems(result.obs[index], new_state)]
         return problems

@@ -30,7 +30,7 @@ import numpy as np
 from kernelgym.core import resolve_backend
 from kernelgym.envs.observations import is_structured, leaf_arrays, leaves
 from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
-from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, resolve_precision
+from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, reference_reset, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
 from kernelgym.envs.testing.stream_hint import stream_hint
 
@@ -205,6 +205,10 @@ class EnvHarness:
                                   precision=self.precision, **kwargs)
             if not fresh:
                 self._envs[key] = env
+        kept = {array.name: np.full(env.state[array.name].shape, array.initial, array.dtype)
+                for array in self.spec.state if array.keep_on_reset}
+        if kept:  # a reset keeps them: a cached env starts anew only with them written back
+            env.set_state(kept, keep_episode_step=True)
         env.reset(seed=seed)
         return env
 
@@ -266,10 +270,13 @@ class EnvHarness:
         reward = np.asarray(reward, dtype=np.float64).reshape(self.agent_shape)
         return new_state, reward, bool(terminated), stream.reshape(np.shape(rng_row))
 
-    def reference_reset(self, rng_row) -> tuple[dict, np.ndarray]:
-        """``reference.reset`` from stream row ``rng_row``: the start state and the row after it."""
+    def reference_reset(self, rng_row, kept: dict | None = None) -> tuple[dict, np.ndarray]:
+        """``reference.reset`` from stream row ``rng_row``: the start state and the row after it.
+
+        ``kept``: the env's ``keep_on_reset`` arrays before the reset (None: their initial values).
+        """
         stream = env_streams(rng_row)
-        state = self.reference.reset(self.params, stream)
+        state = reference_reset(self.spec, self.reference.reset, self.params, stream, kept)
         missing = sorted(set(self.state_shapes) - set(state))
         if missing:
             raise AssertionError(f"the CPU reference's reset returned no {missing}; it returned {sorted(state)}")
@@ -340,12 +347,14 @@ class EnvHarness:
         return seed_env_streams(self.spec, seed, num_envs, self.num_agents)
 
     # ---------------------------------------------------------------------- oracle
-    def start_state_problems(self, state: dict, rng_row, rng_after=None) -> list[str]:
+    def start_state_problems(self, state: dict, rng_row, rng_after=None, previous: dict | None = None) -> list[str]:
         """Differences between ``state`` and the start state the reference draws from ``rng_row``.
 
         ``rng_after``, when given, must be the stream row the reference's reset leaves.
+        ``previous``: the env's state before the reset, whose ``keep_on_reset`` arrays the
+        reset must keep (None: those of ``state`` are taken as kept).
         """
-        expected, expected_rng = self.reference_reset(rng_row)
+        expected, expected_rng = self.reference_reset(rng_row, self._kept(state if previous is None else previous))
         problems = [text.replace(", reference ", " is no start state: reference reset gives ")
                     for text in self.state_differences(state, expected)]
         if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
@@ -379,6 +388,11 @@ class EnvHarness:
             problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
         return problems, expected_rng
 
+    def _kept(self, state: dict) -> dict | None:
+        """The ``keep_on_reset`` arrays of one env's ``state`` (None when the spec has none)."""
+        kept = {array.name: np.asarray(state[array.name]) for array in self.spec.state if array.keep_on_reset}
+        return kept or None
+
     def _stream_hint(self, before, kernel_after, reference_after) -> str:
         return stream_hint(before, kernel_after, reference_after, per_agent_streams(self.spec))
 
@@ -389,9 +403,11 @@ class EnvHarness:
             return []
         return [f"reward {_show(reward)}, reference {_show(np.float32(expected))}"]
 
-    def reset_problems(self, new_state: dict, obs, reward, terminated, rng_row, rng_after=None) -> list[str]:
-        """What is wrong with an env that should have just been reset from stream row ``rng_row``."""
-        problems = self.start_state_problems(new_state, rng_row, rng_after)
+    def reset_problems(self, new_state: dict, obs, reward, terminated, rng_row, rng_after=None,
+                       previous: dict | None = None) -> list[str]:
+        """What is wrong with an env that should have just been reset from stream row ``rng_row``
+        (``previous``: its state before, see `start_state_problems`)."""
+        problems = self.start_state_problems(new_state, rng_row, rng_after, previous)
         if np.any(np.asarray(reward) != 0):
             problems.append(f"reward {_show(reward)} on a reset step, expected 0")
         if bool(terminated):

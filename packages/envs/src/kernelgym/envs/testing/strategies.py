@@ -12,6 +12,7 @@ strategies can be used on their own in an author's tests::
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 from gymnasium import spaces
@@ -19,6 +20,7 @@ from hypothesis import strategies as st
 
 from kernelgym.core import rng
 from kernelgym.envs.runtime.streams import per_agent_streams
+from kernelgym.envs.spec import reference_reset
 
 __all__ = [
     "Batch",
@@ -259,6 +261,8 @@ def states(spec, params, reference=None) -> st.SearchStrategy[dict]:
         Defaults to ``spec.load("reference")``.
     """
     reference = spec.load("reference") if reference is None else reference
+    # rollouts start from the reference's reset with any keep_on_reset arrays at their initial values
+    reference = reference._replace(reset=functools.partial(reference_reset, spec, reference.reset))
     resolved = spec.resolve(params)
     num_streams = resolved.num_agents if per_agent_streams(spec) else 1
     reached = reached_states(reference, params, resolved.action_space, resolved.num_agents, num_streams=num_streams)

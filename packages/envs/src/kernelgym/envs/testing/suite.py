@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgym.envs.testing import checks, order_check
+from kernelgym.envs.testing import checks, order_check, per_env
 from kernelgym.envs.testing.checks import CheckConfig
 from kernelgym.envs.testing.gpu_compile import gpu_compile_test
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
@@ -84,6 +84,12 @@ class EnvTestSuite:
 
     def test_parity(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_parity, kernelgym_harness, kernelgym_config)
+
+    def test_per_env_params(self, kernelgym_harness, kernelgym_config):
+        try:
+            _run_safely(per_env.check_per_env_params, kernelgym_harness, kernelgym_config)
+        except CheckSkipped as skipped:
+            pytest.skip(str(skipped))
 
     def test_determinism(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_determinism, kernelgym_harness, kernelgym_config)
