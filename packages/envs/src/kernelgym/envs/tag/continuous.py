@@ -256,9 +256,9 @@ def _write_block(env, agent, block, obs, other, loc_x, loc_y, speed, direction, 
 
 # ------------------------------------------------------- the K nearest agents
 # The grid search keeps the nearest found so far in the observer's own observation row,
-# block b's agent index (exact in float32 below 2**24 agents) in the block's last value,
-# sorted by (squared distance, index): no scratch memory, and no other thread reads the
-# row.
+# block b's agent index (exact in float32 below 2**24 agents) in the block's last value
+# and its distance rounded to float32 in the first, sorted by (squared distance, index):
+# no scratch memory, and no other thread reads the row.
 @device_function
 def _index_at(env, agent, obs, block):
     return int(obs[env, agent, FEATURES * block + FEATURES - 1])
@@ -268,23 +268,41 @@ def _index_at(env, agent, obs, block):
 def _offer(env, agent, obs, other, distance, found, num_blocks, last, last_distance, loc_x, loc_y):
     """Insert ``other`` (at ``distance``) into the sorted list of ``found`` blocks if it is
     among the ``num_blocks`` first in (distance, index) order. Returns the new count and
-    the list's last agent and distance (kept by the caller: most offers end at that test)."""
-    if found == num_blocks:
+    the list's last agent and distance (kept by the caller: most offers end at that test).
+
+    Each block also keeps its distance rounded to float32 (in its first value): rounding
+    is monotonic, so unequal rounded values order the exact ones, and only equal ones
+    need the exact distance again.
+    """
+    dropped = found == num_blocks
+    if dropped:
         if distance > last_distance or (distance == last_distance and other > last):
             return found, last, last_distance
         found -= 1  # the last one drops out
+    rounded = np.float32(distance)
     block = found + 1
     while block > 1:
-        previous = _index_at(env, agent, obs, block - 1)
-        previous_distance = _squared_distance(env, agent, previous, loc_x, loc_y)
-        if previous_distance < distance or (previous_distance == distance and previous < other):
+        base = FEATURES * (block - 1)
+        previous = int(obs[env, agent, base + FEATURES - 1])
+        previous_rounded = obs[env, agent, base]
+        if previous_rounded < rounded:
             break
-        obs[env, agent, FEATURES * block + FEATURES - 1] = previous
+        if previous_rounded == rounded:
+            previous_distance = _squared_distance(env, agent, previous, loc_x, loc_y)
+            if previous_distance < distance or (previous_distance == distance and previous < other):
+                break
+        obs[env, agent, base + FEATURES] = previous_rounded
+        obs[env, agent, base + 2 * FEATURES - 1] = previous
         block -= 1
+    obs[env, agent, FEATURES * block] = rounded
     obs[env, agent, FEATURES * block + FEATURES - 1] = other
     found += 1
-    last = _index_at(env, agent, obs, found)
-    return found, last, _squared_distance(env, agent, last, loc_x, loc_y)
+    if block == found:  # the new one is last
+        return found, other, distance
+    if dropped:  # the one before the dropped one is last now
+        last = _index_at(env, agent, obs, found)
+        return found, last, _squared_distance(env, agent, last, loc_x, loc_y)
+    return found, last, last_distance  # the last one moved down a block
 
 
 @device_function
@@ -294,16 +312,20 @@ def nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_bloc
     ring by ring; returns how many blocks it filled.
 
     Ring ``r`` holds the cells ``r`` columns or rows (Chebyshev) from the observer's own.
-    After rings ``0 .. r`` every agent not yet offered lies at least ``r`` cell widths
-    away, so the search stops once the list is full and its last distance is below that
+    After rings ``0 .. r`` every agent not yet offered lies beyond the block of cells they
+    cover (agents outside the square are binned to its edge cells, only farther), so at
+    least the observer's distance to the nearest side of the block that has cells beyond
+    it. The search stops once the list is full and its last distance is below that
     (strictly: an equal distance with a lower index could still come), with a relative
-    margin of 1e-6 against rounding at cell edges. Offering agents in another order
-    than all pairs changes nothing: the list is the first ``num_blocks`` in a total order.
+    margin of 1e-6 against rounding at cell edges, or when the block covers the grid.
+    Offering agents in another order than all pairs changes nothing: the list is the
+    first ``num_blocks`` in a total order.
     """
     side = grid_side_for(num_agents)
     width = np.float64(grid_length) / side
-    column = grid_axis_cell(np.float64(loc_x[env, agent]), side, grid_length)
-    row = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length)
+    px, py = np.float64(loc_x[env, agent]), np.float64(loc_y[env, agent])
+    column = grid_axis_cell(px, side, grid_length)
+    row = grid_axis_cell(py, side, grid_length)
     found, last, last_distance = 0, -1, 0.0
     for ring in range(side):
         for y in range(max(row - ring, 0), min(row + ring, side - 1) + 1):
@@ -317,8 +339,19 @@ def nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_bloc
                         found, last, last_distance = _offer(
                             env, agent, obs, other, _squared_distance(env, agent, other, loc_x, loc_y), found,
                             num_blocks, last, last_distance, loc_x, loc_y)
-        reach = ring * width * (1.0 - 1e-6)
-        if found == num_blocks and last_distance < reach * reach:
+        reach = math.inf  # to the nearest side of the block with cells beyond it
+        if column - ring > 0:
+            reach = min(reach, px - (column - ring) * width)
+        if column + ring < side - 1:
+            reach = min(reach, (column + ring + 1) * width - px)
+        if row - ring > 0:
+            reach = min(reach, py - (row - ring) * width)
+        if row + ring < side - 1:
+            reach = min(reach, (row + ring + 1) * width - py)
+        if reach == math.inf:
+            break  # every cell searched
+        reach *= 1.0 - 1e-6
+        if found == num_blocks and reach > 0.0 and last_distance < reach * reach:
             break
     return found
 
