@@ -7,9 +7,9 @@ by all pairs or by the grid (`kernelgym.envs.tag.continuous.nearest_by_grid`).
 
 The variants of one env count are built side by side and stepped in turn (one
 interleaved run: a load change on a shared machine hits every variant alike); each row
-is the best single step of that cell, after a warm-up step, within ``--cell-seconds``
-(at least one timed step). Each row is written to the results file as soon as it is
-measured. TagGridWorld observes every agent (WarpDrive's game has no K): at 2,000 envs
+is the best single step of that cell, after a warm-up step, in rounds of one step of
+each variant until one variant has spent ``--cell-seconds`` (at least one round). Each
+row is written to the results file as soon as it is measured. TagGridWorld observes every agent (WarpDrive's game has no K): at 2,000 envs
 its observations alone are 32 GB, so rows that need more memory than the machine has
 available are written as skipped, with the bytes they need.
 """
@@ -75,34 +75,31 @@ def available_bytes() -> int:
     return 0
 
 
-def measure_group(group: list[Workload], cell_seconds: float) -> dict:
+def measure_group(group: list[Workload], cell_seconds: float) -> list[float]:
     """Best step time of each workload of ``group``, stepped in turn (one interleaved run)."""
     import torch
 
     import kernelgym.envs as kge
 
-    envs, actions = {}, {}
+    envs, actions = [], []
     for workload in group:
         env = kge.make(workload.env_id, num_envs=workload.num_envs, backend="cpu", seed=0,
                        check_action_values=False, **workload.params)
         env.reset(seed=0)
         env.action_space.seed(0)
-        actions[workload] = torch.as_tensor(env.action_space.sample())
-        env.step(actions[workload])  # warm-up
-        envs[workload] = env
-    best = {workload: float("inf") for workload in group}
-    spent = {workload: 0.0 for workload in group}
-    while True:
-        pending = [w for w in group if spent[w] < cell_seconds or best[w] == float("inf")]
-        if not pending:
-            break
-        for workload in pending:
+        actions.append(torch.as_tensor(env.action_space.sample()))
+        env.step(actions[-1])  # warm-up
+        envs.append(env)
+    # rounds of one step of each variant: every variant gets as many timed steps (a best of
+    # more tries would favour the fast variants on a loaded machine)
+    best, spent = [float("inf")] * len(group), [0.0] * len(group)
+    while max(spent) < cell_seconds:
+        for k in range(len(group)):
             start = time.perf_counter()
-            envs[workload].step(actions[workload])
+            envs[k].step(actions[k])
             elapsed = time.perf_counter() - start
-            best[workload] = min(best[workload], elapsed)
-            spent[workload] += elapsed
-    for env in envs.values():
+            best[k], spent[k] = min(best[k], elapsed), spent[k] + elapsed
+    for env in envs:
         env.close()
     return best
 
@@ -120,8 +117,8 @@ def main(argv=None) -> int:
     lines = ["## Tag at WarpDrive's scale, cpu backend", "",
              f"- Machine: {platform.processor() or platform.machine()}, numba threads {numba.get_num_threads()}; "
              f"date {stamp}; command `python benchmarks/bench_tag.py {' '.join(sys.argv[1:])}`",
-             f"- Best step of each cell within {options.cell_seconds:g} s after a warm-up step; the variants of "
-             "one env count stepped in turn; random actions, check_action_values=False",
+             f"- Best step of each cell after a warm-up step, in rounds of one step of each variant of an env "
+             f"count until one has spent {options.cell_seconds:g} s; random actions, check_action_values=False",
              f"- {WARPDRIVE}", "",
              "| workload | envs | agents | env-steps/s | step (s) |", "|---|---:|---:|---:|---:|"]
     options.out.parent.mkdir(parents=True, exist_ok=True)
@@ -143,7 +140,7 @@ def main(argv=None) -> int:
             if workload not in fits:
                 emit(f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | skipped: its observations "
                      f"need {buffer_bytes(workload) / 2**30:.1f} GiB | - |")
-        for workload, seconds in measure_group(fits, options.cell_seconds).items():
+        for workload, seconds in zip(fits, measure_group(fits, options.cell_seconds)):
             emit(f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | "
                  f"{num_envs / seconds:,.0f} | {seconds:.3f} |")
     print(f"\nwritten to {options.out}")

@@ -1,4 +1,4 @@
-"""Every benchmark configuration fits a GPU machine: each is built (made, reset, stepped
+"""Every benchmark configuration (bench_gpu.py's, bench_tag.py's) fits a GPU machine: each is built (made, reset, stepped
 once) on cpu at N = 2 and 4, and its host and device bytes are extrapolated linearly
 to the configured N.
 
@@ -27,9 +27,10 @@ def load(name):
 
 
 def configurations():
-    """(row label, env id, configured N, params) of every benchmark row, deduplicated."""
+    """(row label, env id, configured N, params) of every benchmark row (bench_gpu.py's and
+    bench_tag.py's), one per env and params at the largest N asked for."""
     seen = {}
-    for workload in load("bench_gpu").workloads(tiny=False):
+    for workload in [*load("bench_gpu").workloads(tiny=False), *load("bench_tag").workloads()]:
         seen.setdefault((workload.env_id, tuple(sorted(workload.params.items()))),
                         (workload.label, workload.env_id, 0, workload.params))
         key = (workload.env_id, tuple(sorted(workload.params.items())))
