@@ -85,7 +85,7 @@ def test_dynamics_follow_warpdrive():
     start = {"loc_x": np.float32([5.0, 9.5]), "loc_y": np.float32([5.0, 5.0]), "speed": np.float32([0, 0]),
              "direction": np.float32([0, 0]), "acceleration": np.float32([0, 0]), "in_game": np.ones(2, bool),
              "timestep": np.int32(0), "runners_left": np.int32(1)}
-    batch.set_states([start])
+    batch.set_states([start | continuous.reference_grid(params, start)])  # the grid: scratch the step rebuilds
     # acceleration index 10 is +1.0; turn index 0 is no turn: both speed up along +x
     out = batch.step([[[10, 0], [10, 0]]])
     assert out["speed"][0].tolist() == [1.0, 1.0] and out["acceleration"][0].tolist() == [0.0, 0.0]
