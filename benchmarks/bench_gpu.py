@@ -1,7 +1,7 @@
 """GPU throughput: CartPole at N = 2^12 .. 2^24, TagContinuous at 2,000 envs x 1,000 agents
 (WarpDrive's headline setup: 2.9 M env-steps/s on one A100) and the DeviceCollector end
-to end. Writes benchmarks/results/gpu_throughput.md, naming the GPU, and prints it. The whole
-GPU check (tests, sanitizers, sync counts, these numbers and more) is benchmarks/gpu_check.
+to end. Writes benchmarks/results/gpu_throughput.md, naming the GPU, row by row as each is
+measured, and prints it. The whole GPU check (tests, sanitizers, sync counts, these numbers and more) is benchmarks/gpu_check.
 
     .venv/bin/python benchmarks/bench_gpu.py                      # on a machine with a GPU
     .venv/bin/python benchmarks/bench_gpu.py --backend cpu --tiny # the same code path, tiny N
@@ -19,6 +19,7 @@ import datetime
 import platform
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu_check"))
 from parts import cartpole_collector, timed_median  # noqa: E402 - the GPU check's, one source
@@ -28,7 +29,37 @@ from parts import cartpole_collector, timed_median  # noqa: E402 - the GPU check
 RESULTS = Path(__file__).resolve().parent / "results" / "gpu_throughput.md"
 CARTPOLE_EXPONENTS = range(12, 25)  # N = 2^12 .. 2^24
 TAG_ENVS, TAG_RUNNERS = 2_000, 999  # 1 tagger + 999 runners = 1,000 agents
+# WarpDrive's Tag run config observes the 10 nearest agents (use_full_observation False)
+TAG_NEAREST = 10
 ACTION_BATCHES = 4
+COLLECTOR_ENVS = 2**16
+
+
+class Workload(NamedTuple):
+    """One row: an env configuration (``collector``: stepped through a DeviceCollector)."""
+
+    label: str
+    env_id: str
+    num_envs: int
+    num_agents: int
+    params: dict = {}
+    collector: bool = False
+
+
+def workloads(tiny: bool) -> list[Workload]:
+    """Every row this script measures, in order (tests/test_memory_fit.py builds each one)."""
+    exponents = [6, 7] if tiny else list(CARTPOLE_EXPONENTS)
+    tag_envs, tag_runners = (4, 9) if tiny else (TAG_ENVS, TAG_RUNNERS)
+    tag = {"num_taggers": 1, "num_runners": tag_runners}
+    rows = [Workload("CartPole-v1", "CartPole-v1", 2**e, 1) for e in exponents]
+    rows.append(Workload("TagContinuous-v0 (WarpDrive: 2.9 M on an A100)", "TagContinuous-v0", tag_envs,
+                         tag_runners + 1, tag))
+    rows.append(Workload(f"TagContinuous-v0, {TAG_NEAREST} nearest observed", "TagContinuous-v0", tag_envs,
+                         tag_runners + 1, {**tag, "use_full_observation": False,
+                                           "num_other_agents_observed": min(TAG_NEAREST, tag_runners)}))
+    rows.append(Workload("DeviceCollector CartPole-v1, MLP 4-32-2", "CartPole-v1", 64 if tiny else COLLECTOR_ENVS,
+                         1, collector=True))
+    return rows
 
 
 def median_rate(step_all, env_steps: int, repeats: int, backend: str) -> float:
@@ -77,32 +108,37 @@ def device_name(backend: str) -> str:
     return f"no GPU: backend {backend!r} on {platform.processor() or platform.machine()} (code-path check only)"
 
 
-def run(backend: str, tiny: bool, repeats: int) -> str:
-    """Every measurement; a markdown section."""
-    exponents = [6, 7] if tiny else list(CARTPOLE_EXPONENTS)
-    steps = 5 if tiny else 100
-    tag_envs, tag_runners = (4, 9) if tiny else (TAG_ENVS, TAG_RUNNERS)
-    collector_envs = 64 if tiny else 2**16
-    lines = ["| workload | envs | agents | env-steps/s |", "|---|---:|---:|---:|"]
-    for exponent in exponents:
-        rate = env_rate("CartPole-v1", 2**exponent, backend, steps, repeats)
-        lines.append(f"| CartPole-v1 | 2^{exponent} | 1 | {rate:,.0f} |")
-        print(lines[-1], flush=True)
-    rate = env_rate("TagContinuous-v0", tag_envs, backend, max(2, steps // 10), repeats,
-                    num_taggers=1, num_runners=tag_runners)
-    lines.append(f"| TagContinuous-v0 (WarpDrive: 2.9 M on an A100) | {tag_envs:,} | {tag_runners + 1:,} | {rate:,.0f} |")
-    print(lines[-1], flush=True)
-    rate = collector_rate(collector_envs, backend, 16 if not tiny else 4, repeats)
-    lines.append(f"| DeviceCollector CartPole-v1, MLP 4-32-2 | {collector_envs:,} | 1 | {rate:,.0f} |")
-    print(lines[-1], flush=True)
+def header(backend: str, repeats: int) -> list[str]:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])
-    return "\n".join([
+    return [
         "## GPU throughput", "",
         f"- Device: {device_name(backend)}",
         f"- Date: {stamp}; command: `{command.strip()}`; median of {repeats} runs after a warm-up; "
         "actions made on the device beforehand, check_action_values=False; one device sync per timed run",
-        "", *lines, ""])
+        "", "| workload | envs | agents | env-steps/s |", "|---|---:|---:|---:|"]
+
+
+def run(backend: str, tiny: bool, repeats: int, out: Path) -> str:
+    """Every measurement, each row written to ``out`` as soon as it is measured; the markdown section."""
+    steps = 5 if tiny else 100
+    lines = header(backend, repeats)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines) + "\n")
+    for workload in workloads(tiny):
+        if workload.collector:
+            rate = collector_rate(workload.num_envs, backend, 16 if not tiny else 4, repeats)
+        else:
+            # the 1,000-agent rows take ten times fewer steps
+            rate = env_rate(workload.env_id, workload.num_envs, backend,
+                            steps if workload.num_agents == 1 else max(2, steps // 10), repeats, **workload.params)
+        envs = f"2^{workload.num_envs.bit_length() - 1}" if workload.env_id == "CartPole-v1" \
+            and not workload.collector else f"{workload.num_envs:,}"
+        lines.append(f"| {workload.label} | {envs} | {workload.num_agents:,} | {rate:,.0f} |")
+        print(lines[-1], flush=True)
+        with out.open("a") as file:  # a row survives a later workload that fails or runs out of time
+            file.write(lines[-1] + "\n")
+    return "\n".join([*lines, ""])
 
 
 def main(argv=None) -> int:
@@ -123,8 +159,7 @@ def main(argv=None) -> int:
         print(f"bench_gpu: {error}. These benchmarks measure a GPU; run them where one is usable "
               "(or pass --backend cpu --tiny to check the code path).", file=sys.stderr)
         return 2
-    section = run(backend, options.tiny, options.repeats)
-    options.out.parent.mkdir(parents=True, exist_ok=True)
+    section = run(backend, options.tiny, options.repeats, options.out)
     options.out.write_text(section)
     print(f"\nwritten to {options.out}")
     return 0

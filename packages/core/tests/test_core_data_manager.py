@@ -394,3 +394,43 @@ def test_launchers_are_generated_outside_site_packages():
     assert path.startswith(str(codegen.cache_dir()))
     for site in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         assert not path.startswith(site)
+
+
+def check_uniform_data_keeps_one_host_element(backend, dtype, shape, value, monkeypatch):
+    from kernelgym.core import arrays
+
+    # a fill block smaller than the data: the device copy takes several blocks
+    monkeypatch.setattr(arrays, "_FILL_BLOCK_BYTES", 3 * np.dtype(dtype).itemsize)
+    dm = CUDADataManager(num_envs=shape[0], backend=backend)
+    feed = DataFeed()
+    feed.add_data("x", np.broadcast_to(np.array(value, dtype), shape), layout="per_env",
+                  save_copy_and_apply_at_reset=True)
+    dm.push_data_to_device(feed, torch_accessible=True)
+    host = dm.host_data["x"]
+    assert host.shape == shape and not any(host.strides), "the host copy of uniform data is one element"
+    expected = np.full(shape, value, dtype)
+    assert same_bits(dm.pull_data_from_device("x"), expected)
+    assert same_bits(dm.pull_data_from_device("x_at_reset"), expected)
+    dm.data_on_device_via_torch("x").view(torch.uint8).fill_(1)
+    dm.reset_device("x")
+    assert same_bits(dm.pull_data_from_device("x"), expected)
+
+
+UNIFORM_CASES = st.tuples(st.sampled_from([np.bool_, np.int32, np.uint64, np.float32, np.float64]),
+                          hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5),
+                          st.integers(0, 1))
+
+
+@given(UNIFORM_CASES)
+@settings(max_examples=20)
+def test_uniform_data_keeps_one_host_element(case):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        check_uniform_data_keeps_one_host_element("cpu", *case, monkeypatch)
+
+
+@pytest.mark.sim
+@given(UNIFORM_CASES)
+@settings(max_examples=10, deadline=None)
+def test_uniform_data_keeps_one_host_element_on_sim(case):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        check_uniform_data_keeps_one_host_element("sim", *case, monkeypatch)

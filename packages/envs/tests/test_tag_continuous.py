@@ -85,7 +85,7 @@ def test_dynamics_follow_warpdrive():
     start = {"loc_x": np.float32([5.0, 9.5]), "loc_y": np.float32([5.0, 5.0]), "speed": np.float32([0, 0]),
              "direction": np.float32([0, 0]), "acceleration": np.float32([0, 0]), "in_game": np.ones(2, bool),
              "timestep": np.int32(0), "runners_left": np.int32(1)}
-    batch.set_states([start])
+    batch.set_states([start | continuous.reference_grid(params, start)])  # the grid: scratch the step rebuilds
     # acceleration index 10 is +1.0; turn index 0 is no turn: both speed up along +x
     out = batch.step([[[10, 0], [10, 0]]])
     assert out["speed"][0].tolist() == [1.0, 1.0] and out["acceleration"][0].tolist() == [0.0, 0.0]
@@ -106,6 +106,7 @@ def test_a_tag_rewards_the_nearest_tagger_and_removes_the_runner():
     state = {"loc_x": np.float32([1.0, 1.6, 1.2, 1.1, 8.0]), "loc_y": np.float32([1, 1, 1, 1, 8]),
              "speed": zeros, "direction": zeros, "acceleration": zeros, "in_game": np.ones(5, bool),
              "timestep": np.int32(0), "runners_left": np.int32(3)}
+    state |= continuous.reference_grid(params, state)  # scratch the step rebuilds
     batch.set_states([state])
     out = batch.step(np.zeros((1, 5, 2), np.int64))
     np.testing.assert_allclose(out["rewards"][0], [2.0, 0.0, -1.0, -1.0, 0.0])
@@ -128,7 +129,7 @@ def test_partial_observation_lists_the_nearest_agents_in_the_game():
     np.testing.assert_allclose(obs[0, 14], 3.0 / diagonal, rtol=1e-6)
     np.testing.assert_allclose(obs[0, -1], 4 / 100)
     batch = Batch("cpu", params, num_envs=1)
-    batch.set_states([state])
+    batch.set_states([state | continuous.reference_grid(params, state)])
     out = batch.step(np.zeros((1, 4, 2), np.int64))
     np.testing.assert_allclose(out["obs"][0], REFERENCE.observe(params, env_state(out, 0)), rtol=1e-6, atol=1e-7)
 
@@ -207,3 +208,66 @@ def test_cpu_and_simulator_agree_bit_for_bit():
 def test_crowded_rollout_matches_the_sequential_reference_on_a_gpu():
     # real concurrent threads: a non-atomic update of a shared reward or counter loses tags
     assert rollout_against_reference("cuda", CROWDED, num_envs=64, num_steps=15, seed=4) > 40
+
+
+# ------------------------------------------------- grid neighbours against all pairs
+TIES = TagContinuousParams(num_taggers=2, num_runners=38, grid_length=4.0, use_full_observation=False,
+                           num_other_agents_observed=6, tagging_distance=0.0)  # no tags: in_game stays
+
+
+@functools.cache
+def ties_batch(backend, num_other_agents_observed):
+    params = dataclasses.replace(TIES, num_other_agents_observed=num_other_agents_observed)
+    return params, Batch(backend, params, num_envs=2)
+
+
+def tied_states(params):
+    """States of agents standing still on a lattice of step 1/4 (edges included): many equal
+    distances, so the order among equals (lower index first) decides the observation."""
+    n = params.num_agents
+    lattice = st.integers(0, int(params.grid_length * 4)).map(lambda k: np.float32(k / 4))
+    positions = st.lists(lattice, min_size=n, max_size=n).map(lambda xs: np.array(xs, np.float32))
+    outs = st.lists(st.booleans(), min_size=params.num_runners, max_size=params.num_runners)
+
+    def build(x, y, out):
+        zeros = np.zeros(n, np.float32)
+        in_game = np.concatenate([np.ones(params.num_taggers, bool), ~np.array(out)])
+        state = {"loc_x": x, "loc_y": y, "speed": zeros, "direction": zeros, "acceleration": zeros,
+                 "in_game": in_game, "timestep": np.int32(0),
+                 "runners_left": np.int32(in_game[params.num_taggers:].sum())}
+        return state | {"cell_start": np.zeros(params.grid_side ** 2 + 2, np.int32),
+                        "cell_agents": np.full(n, -1, np.int32)}
+
+    return st.builds(build, positions, positions, outs).filter(lambda s: s["runners_left"] > 0)
+
+
+def check_grid_equals_all_pairs(backend, num_other_agents_observed, states):
+    params, batch = ties_batch(backend, num_other_agents_observed)
+    assert params.grid_neighbours and params.grid_side > 1
+    batch.set_states(states)
+    out = batch.step(np.zeros((2, params.num_agents, 2), np.int64))  # no-ops: nobody moves
+    for env, state in enumerate(states):
+        expected = REFERENCE.observe(params, env_state(out, env))  # the all-pairs search
+        np.testing.assert_array_equal(out["obs"][env].view(np.int32), expected.view(np.int32))
+        assert np.array_equal(out["loc_x"][env], state["loc_x"]) and np.array_equal(out["in_game"][env],
+                                                                                   state["in_game"])
+        grid = continuous.reference_grid(params, env_state(out, env))
+        for name in ("cell_start", "cell_agents"):
+            np.testing.assert_array_equal(out[name][env], grid[name])
+
+
+@pytest.mark.parametrize("num_other_agents_observed", [1, 6, 39])
+@given(st.data())
+@settings(max_examples=25, deadline=None)
+def test_grid_neighbours_equal_all_pairs_bit_for_bit_with_ties_on_cpu(num_other_agents_observed, data):
+    params, _ = ties_batch("cpu", num_other_agents_observed)
+    check_grid_equals_all_pairs("cpu", num_other_agents_observed,
+                                [data.draw(tied_states(params)) for _ in range(2)])
+
+
+@pytest.mark.sim
+@given(st.data())
+@settings(max_examples=8, deadline=None)
+def test_grid_neighbours_equal_all_pairs_bit_for_bit_with_ties_on_sim(data):
+    params, _ = ties_batch("sim", 6)
+    check_grid_equals_all_pairs("sim", 6, [data.draw(tied_states(params)) for _ in range(2)])

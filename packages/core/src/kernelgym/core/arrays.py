@@ -16,7 +16,7 @@ from kernelgym.core.backends import simulator_enabled
 
 __all__ = [
     "SUPPORTED_DTYPES", "allocation", "check_supported_dtype", "to_torch", "to_numpy", "to_dlpack", "to_backend",
-    "byte_view", "is_device_array", "is_torch_tensor",
+    "byte_view", "is_device_array", "is_torch_tensor", "is_uniform_view", "copy_to_backend",
 ]
 
 # dtypes that every backend's kernels and torch views can take (numba and torch both lack
@@ -191,7 +191,40 @@ def to_backend(host, backend: str):
         return copy
     from numba import cuda
 
+    if is_uniform_view(values):
+        device = cuda.device_array(values.shape, values.dtype)
+        copy_to_backend(device, values)
+        return device
     return cuda.to_device(np.ascontiguousarray(values))
+
+
+def is_uniform_view(values: np.ndarray) -> bool:
+    """Whether ``values`` is one value broadcast over its shape (every stride 0, e.g.
+    ``np.broadcast_to(0.0, shape)``): it holds one element, however large its shape."""
+    return values.ndim > 0 and values.size > 0 and not any(values.strides)
+
+
+# a uniform view is copied to a device through a host block of at most this many bytes
+_FILL_BLOCK_BYTES = 1 << 24
+
+
+def copy_to_backend(device, host: np.ndarray) -> None:
+    """Copy ``host`` into the existing backend array ``device`` in place (same shape).
+
+    A uniform view (`is_uniform_view`) reaches a device block by block, so no host array
+    of the device array's size is ever made.
+    """
+    if isinstance(device, np.ndarray):
+        np.copyto(device, host)
+    elif not is_uniform_view(host):
+        device.copy_to_device(np.ascontiguousarray(host))
+    else:
+        flat = device.reshape(device.size)
+        step = max(1, _FILL_BLOCK_BYTES // host.itemsize)
+        block = np.full(min(step, host.size), host.flat[0], host.dtype)
+        for start in range(0, host.size, step):
+            stop = min(start + step, host.size)
+            flat[start:stop].copy_to_device(block[:stop - start])
 
 
 def byte_view(array, leading_shape: tuple, unit=np.uint8):

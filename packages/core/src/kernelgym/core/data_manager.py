@@ -11,6 +11,11 @@ Names and behaviour follow WarpDrive's ``CUDADataManager``, without its defects:
 * no code is generated into site-packages, and kernels are registered by name with
   :class:`~kernelgym.core.function_manager.FunctionManager`, never found by magic names.
 
+Host copies cost nothing for uniform data: an array pushed as one value broadcast over
+its shape (``np.broadcast_to(0.0, shape)``) keeps that one value as the host copy
+``reset_device`` restores, and reaches the device without a full-size host array.
+Only data pushed with varying values keeps a full host copy.
+
 Built-in per-env arrays (when ``num_envs`` is given): ``_done_`` (int32, 0 or 1) and
 ``_timestep_`` (int32), both torch accessible. An env's step kernel sets ``_done_[env]``
 and advances ``_timestep_[env]``; :meth:`CUDADataManager.reset_done_envs` restores the
@@ -25,7 +30,9 @@ from types import MappingProxyType
 import numpy as np
 
 from kernelgym.core import builtin_kernels
-from kernelgym.core.arrays import allocation, byte_view, check_supported_dtype, to_backend, to_torch
+from kernelgym.core.arrays import (
+    allocation, byte_view, check_supported_dtype, copy_to_backend, is_uniform_view, to_backend, to_torch,
+)
 from kernelgym.core.backends import resolve_backend
 from kernelgym.core.binding import Branch, bind
 from kernelgym.core.data_feed import DataFeed
@@ -53,10 +60,17 @@ class _Entry:
 
 
 def _host_values(name: str, data) -> np.ndarray:
-    """A read-only C-contiguous copy of ``data``, refusing anything a kernel cannot take."""
+    """A read-only C-contiguous copy of ``data``, refusing anything a kernel cannot take.
+
+    A uniform view (one value broadcast, `kernelgym.core.arrays.is_uniform_view`) stays
+    one: its host copy is one element, whatever its shape.
+    """
     try:
         with allocation(name, np.shape(data), getattr(data, "dtype", np.float64)):
-            values = np.array(data, order="C", copy=True)
+            if isinstance(data, np.ndarray) and is_uniform_view(data):
+                values = np.broadcast_to(np.array(data.flat[0], dtype=data.dtype), data.shape)
+            else:
+                values = np.array(data, order="C", copy=True)
     except ValueError as error:
         raise ValueError(f"{name}: cannot make an array of the data (ragged nested lists?): {error}") from None
     except TypeError as error:
@@ -67,7 +81,8 @@ def _host_values(name: str, data) -> np.ndarray:
             + (" (ragged nested lists or Python objects)" if values.dtype == object else "")
         )
     check_supported_dtype(name, values.dtype)
-    values.flags.writeable = False
+    if values.flags.writeable:  # a broadcast view is read-only already
+        values.flags.writeable = False
     return values
 
 
@@ -284,9 +299,7 @@ class CUDADataManager:
                     name + AT_RESET_SUFFIX, values, torch_accessible, {"copy_of": name})
             if attributes.get("log_data_across_episode"):
                 log_shape = (self.episode_length + 1, *values.shape)
-                with allocation(name + FOR_LOG_SUFFIX, log_shape, values.dtype):
-                    log = np.zeros(log_shape, values.dtype)
-                log.flags.writeable = False
+                log = np.broadcast_to(np.zeros((), values.dtype), log_shape)  # uniform: no host copy
                 entries[name + FOR_LOG_SUFFIX] = self._new_entry(
                     name + FOR_LOG_SUFFIX, log, torch_accessible, {"log_of": name})
         self._data.update(entries)
@@ -394,10 +407,7 @@ class CUDADataManager:
         for entry in entries:
             if entry.is_scalar:
                 continue
-            if isinstance(entry.device, np.ndarray):
-                np.copyto(entry.device, entry.host)
-            else:
-                entry.device.copy_to_device(entry.host)
+            copy_to_backend(entry.device, entry.host)
 
     def _rows(self, names, leading_shape) -> tuple:
         """Raw views of ``names``: (uint64 views, uint8 views), each a non-empty tuple."""

@@ -24,6 +24,12 @@ DATA_NAMES = ("observations", "rewards", "terminated", "truncated", "actions", "
               "episode_mask", "running_returns")
 
 
+def _uniform(shape, dtype, value=0) -> np.ndarray:
+    """``value`` broadcast over ``shape``: the data manager then keeps one element as the
+    host copy, not a buffer's worth (`kernelgym.core.data_manager`)."""
+    return np.broadcast_to(np.array(value, dtype), shape)
+
+
 class Buffers:
     """Every buffer of a `KernelVectorEnv`, its torch views and the values its kernels bind.
 
@@ -58,31 +64,31 @@ class Buffers:
         for array in spec.state:
             # restore_on_reset arrays keep a copy of their initial rows: the data manager's
             # reset mechanism writes them back for the envs being reset
-            feed.add_data(array.name, np.full((n, *state_shapes[array.name]), array.initial, array.dtype),
+            feed.add_data(array.name, _uniform((n, *state_shapes[array.name]), array.dtype, array.initial),
                           layout="per_agent" if array.per_agent else "per_env",
                           save_copy_and_apply_at_reset=array.restore_on_reset)
         for name, _, leaf in self.leaves:
-            feed.add_data(name, np.zeros((n, *agent_shape, *leaf.shape), leaf.dtype), layout=agents_layout)
-        feed.add_data("rewards", np.zeros((n, *agent_shape), np.float32), layout=agents_layout)
-        feed.add_data("terminated", np.zeros(n, np.bool_), layout="per_env")
-        feed.add_data("truncated", np.zeros(n, np.bool_), layout="per_env")
-        feed.add_data("actions", np.zeros((n, *agent_shape, *action_space.shape), action_space.dtype),
+            feed.add_data(name, _uniform((n, *agent_shape, *leaf.shape), leaf.dtype), layout=agents_layout)
+        feed.add_data("rewards", _uniform((n, *agent_shape), np.float32), layout=agents_layout)
+        feed.add_data("terminated", _uniform(n, np.bool_), layout="per_env")
+        feed.add_data("truncated", _uniform(n, np.bool_), layout="per_env")
+        feed.add_data("actions", _uniform((n, *agent_shape, *action_space.shape), action_space.dtype),
                       layout=agents_layout)
         # one stream per env, or per (env, agent) for agent-layout envs (see `streams`)
         rng_shape = stream_shape(spec, n, num_agents)
-        feed.add_data("rng_states", np.zeros(rng_shape, np.uint64),
+        feed.add_data("rng_states", _uniform(rng_shape, np.uint64),
                       layout="per_agent" if len(rng_shape) == 3 else "per_env")
         # NEXT_STEP never writes the final-observation buffers: one row will do
         for _, final, leaf in self.leaves:
-            feed.add_data(final, np.zeros((n if same_step else 1, *agent_shape, *leaf.shape), leaf.dtype))
-        feed.add_data("final_observation_mask", np.zeros(n if same_step else 1, np.bool_))
+            feed.add_data(final, _uniform((n if same_step else 1, *agent_shape, *leaf.shape), leaf.dtype))
+        feed.add_data("final_observation_mask", _uniform(n if same_step else 1, np.bool_))
         # episode statistics, kept by the bookkeeping in the step's own launch: the return
         # sums of the running episodes, and the return and length of those that ended this
         # step (a running episode's length is the step counter)
         for name, dtype, layout in (("running_returns", np.float32, agents_layout),
                                     ("episode_returns", np.float32, agents_layout), ("episode_lengths", np.int64, "per_env")):
-            feed.add_data(name, np.zeros((n, *agent_shape) if layout == agents_layout else n, dtype), layout=layout)
-        feed.add_data("episode_mask", np.zeros(n, np.bool_), layout="per_env")
+            feed.add_data(name, _uniform((n, *agent_shape) if layout == agents_layout else n, dtype), layout=layout)
+        feed.add_data("episode_mask", _uniform(n, np.bool_), layout="per_env")
         self.data_manager = CUDADataManager(num_agents=num_agents, num_envs=n, backend=backend)
         self.data_manager.push_data_to_device(feed, torch_accessible=True)
         data = self.data_manager.device_data

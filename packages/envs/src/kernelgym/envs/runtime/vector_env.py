@@ -30,13 +30,13 @@ from typing import NamedTuple
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
-from gymnasium.vector.utils import batch_space
 
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.binding import NO_FAULT, check_fast_math
 from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
+from kernelgym.envs.runtime.batched_spaces import batch
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
 from kernelgym.envs.runtime.params import ParamsTable, draw_params, split_params
@@ -191,8 +191,9 @@ class KernelVectorEnv(StateIO):
         # Multi-agent envs keep the agent axis even when configured with one agent.
         self.multi_agent = self.num_agents > 1 or spec.kernel_layout == "agent"
         agents = (self.num_agents,) if self.multi_agent else ()
-        self.observation_space = _batch(self.single_observation_space, agents, self.num_envs)
-        self.action_space = _batch(self.single_action_space, agents, self.num_envs)
+        # bounds as broadcast views of one env's: nothing here grows with num_envs x num_agents
+        self.observation_space = batch(self.single_observation_space, (*agents, self.num_envs))
+        self.action_space = batch(self.single_action_space, (*agents, self.num_envs))
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self._buffers = buffers = Buffers(spec, resolved.state_shapes, self.num_envs, self.num_agents, agents,
                                           self.single_observation_space, self.single_action_space, same_step,
@@ -467,9 +468,3 @@ class KernelVectorEnv(StateIO):
 def _numpy_tree(info: dict) -> dict:
     """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda), trees kept."""
     return map_tree(lambda tensor: tensor.numpy(force=True), info)
-
-
-def _batch(space, agents, num_envs):
-    for count in (*agents, num_envs):
-        space = batch_space(space, count)
-    return space

@@ -38,8 +38,18 @@ Observation of agent ``i`` (float32, ``7 * (1 + K) + 1`` values):
   zero blocks when fewer are left;
 - ``t / episode_length``.
 
-A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``start``,
-``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
+Nearest agents: the ``K`` first others still in the game in the order of (squared
+distance, index), the squared distance taken in float64 from the float32 positions
+(`_squared_distance`); equal distances go to the lower index. Each step (and reset)
+the phase ``bin_agents`` sorts the env's agents still in the game into a uniform grid
+of ``grid_side ** 2`` cells over the square (a counting sort in index order, by agent
+0 of the env: ``cell_start``, ``cell_agents``), and with ``grid_neighbours`` each
+agent searches the grid ring by ring around its cell (`nearest_by_grid`), O(K) cells
+instead of all ``num_agents``. The reference keeps the all-pairs search
+(``grid_neighbours`` off), and the kit proves both give the same bits.
+
+A step runs as the phases ``move``, ``tag``, ``bin_agents``, ``finish``, a reset as
+``start``, ``bin_agents``, ``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
 in the helpers below: the kernels and the exact single-env reference (``REFERENCE``,
 agent by agent) both call them, so they agree bit for bit on cpu and sim.
 """
@@ -90,6 +100,9 @@ class TagContinuousParams:
     step_reward_for_runner: float = 0.0
     end_of_game_reward_for_runner: float = 1.0
     runner_exits_game_after_tagged: bool = True
+    # kernelgym's: find the K nearest through a uniform grid (True) or all pairs (False);
+    # both give the same observations bit for bit (see `nearest_by_grid`)
+    grid_neighbours: bool = True
 
     def __post_init__(self):
         checks = (
@@ -124,6 +137,11 @@ class TagContinuousParams:
     @property
     def num_agents(self) -> int:
         return self.num_taggers + self.num_runners
+
+    @property
+    def grid_side(self) -> int:
+        """Cells per side of the neighbour grid (`grid_side_for`)."""
+        return grid_side_for(self.num_agents)
 
     @property
     def num_observed(self) -> int:
@@ -176,6 +194,19 @@ def move_reward(is_tagger, crossed_edge, step_penalty_for_tagger, step_reward_fo
     return reward
 
 
+@numba.njit(inline="always", cache=True)
+def grid_side_for(num_agents):
+    """Cells per side of the neighbour grid: about one agent per cell (the 10 nearest then
+    mostly lie within two rings: some 25 agents looked at instead of all)."""
+    return max(1, int(math.sqrt(num_agents)))
+
+
+@numba.njit(inline="always", cache=True)
+def grid_axis_cell(position, side, grid_length):
+    """The grid column (or row) of a coordinate in ``[0, grid_length]``."""
+    return min(max(int(position * side / grid_length), 0), side - 1)
+
+
 @device_function
 def draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
                grid_length):
@@ -225,10 +256,143 @@ def _write_block(env, agent, block, obs, other, loc_x, loc_y, speed, direction, 
     obs[env, agent, base + 6] = 1.0 if in_game[env, other] else 0.0
 
 
+# ------------------------------------------------------- the K nearest agents
+# The grid search keeps the nearest found so far in the observer's own observation row,
+# block b's agent index (exact in float32 below 2**24 agents) in the block's last value
+# and its distance rounded to float32 in the first, sorted by (squared distance, index):
+# no scratch memory, and no other thread reads the row.
+@device_function
+def _index_at(env, agent, obs, block):
+    return int(obs[env, agent, FEATURES * block + FEATURES - 1])
+
+
+@device_function
+def _offer(env, agent, obs, other, distance, found, num_blocks, last, last_distance, loc_x, loc_y):
+    """Insert ``other`` (at ``distance``) into the sorted list of ``found`` blocks if it is
+    among the ``num_blocks`` first in (distance, index) order. Returns the new count and
+    the list's last agent and distance (kept by the caller: most offers end at that test).
+
+    Each block also keeps its distance rounded to float32 (in its first value): rounding
+    is monotonic, so unequal rounded values order the exact ones, and only equal ones
+    need the exact distance again.
+    """
+    dropped = found == num_blocks
+    if dropped:
+        if distance > last_distance or (distance == last_distance and other > last):
+            return found, last, last_distance
+        found -= 1  # the last one drops out
+    rounded = np.float32(distance)
+    block = found + 1
+    while block > 1:
+        base = FEATURES * (block - 1)
+        previous = int(obs[env, agent, base + FEATURES - 1])
+        previous_rounded = obs[env, agent, base]
+        if previous_rounded < rounded:
+            break
+        if previous_rounded == rounded:
+            previous_distance = _squared_distance(env, agent, previous, loc_x, loc_y)
+            if previous_distance < distance or (previous_distance == distance and previous < other):
+                break
+        obs[env, agent, base + FEATURES] = previous_rounded
+        obs[env, agent, base + 2 * FEATURES - 1] = previous
+        block -= 1
+    obs[env, agent, FEATURES * block] = rounded
+    obs[env, agent, FEATURES * block + FEATURES - 1] = other
+    found += 1
+    if block == found:  # the new one is last
+        return found, other, distance
+    if dropped:  # the one before the dropped one is last now
+        last = _index_at(env, agent, obs, found)
+        return found, last, _squared_distance(env, agent, last, loc_x, loc_y)
+    return found, last, last_distance  # the last one moved down a block
+
+
+@device_function
+def nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length, cell_start,
+                    cell_agents):
+    """The nearest list the all-pairs reference finds (`observe_agent`), searching the grid
+    ring by ring; returns how many blocks it filled.
+
+    Ring ``r`` holds the cells ``r`` columns or rows (Chebyshev) from the observer's own.
+    After rings ``0 .. r`` every agent not yet offered lies beyond the block of cells they
+    cover (agents outside the square are binned to its edge cells, only farther), so at
+    least the observer's distance to the nearest side of the block that has cells beyond
+    it. The search stops once the list is full and its last distance is below that
+    (strictly: an equal distance with a lower index could still come), with a relative
+    margin of 1e-6 against rounding at cell edges, or when the block covers the grid.
+    Offering agents in another order than all pairs changes nothing: the list is the
+    first ``num_blocks`` in a total order.
+    """
+    side = grid_side_for(num_agents)
+    width = np.float64(grid_length) / side
+    px, py = np.float64(loc_x[env, agent]), np.float64(loc_y[env, agent])
+    column = grid_axis_cell(px, side, grid_length)
+    row = grid_axis_cell(py, side, grid_length)
+    found, last, last_distance = 0, -1, 0.0
+    for ring in range(side):
+        for y in range(max(row - ring, 0), min(row + ring, side - 1) + 1):
+            for x in range(max(column - ring, 0), min(column + ring, side - 1) + 1):
+                if max(abs(x - column), abs(y - row)) != ring:
+                    continue
+                cell = y * side + x
+                for slot in range(cell_start[env, cell], cell_start[env, cell + 1]):
+                    other = cell_agents[env, slot]
+                    if other != agent:
+                        found, last, last_distance = _offer(
+                            env, agent, obs, other, _squared_distance(env, agent, other, loc_x, loc_y), found,
+                            num_blocks, last, last_distance, loc_x, loc_y)
+        reach = math.inf  # to the nearest side of the block with cells beyond it
+        if column - ring > 0:
+            reach = min(reach, px - (column - ring) * width)
+        if column + ring < side - 1:
+            reach = min(reach, (column + ring + 1) * width - px)
+        if row - ring > 0:
+            reach = min(reach, py - (row - ring) * width)
+        if row + ring < side - 1:
+            reach = min(reach, (row + ring + 1) * width - py)
+        if reach == math.inf:
+            break  # every cell searched
+        reach *= 1.0 - 1e-6
+        if found == num_blocks and reach > 0.0 and last_distance < reach * reach:
+            break
+    return found
+
+
+@device_function
+def bin_env(env, num_agents, loc_x, loc_y, in_game, grid_length, cell_start, cell_agents):
+    """Sort env ``env``'s agents still in the game into the grid, in index order.
+
+    Cell ``c`` holds ``cell_agents[env, cell_start[env, c]:cell_start[env, c + 1]]``,
+    ascending; the rest of ``cell_agents`` is -1. A counting sort by one thread (the
+    result does not depend on any thread order): counts of cell ``c`` go to slot ``c + 2``,
+    a running sum makes slot ``c + 1`` the start of cell ``c``, and placing each agent
+    advances that slot to the start of cell ``c + 1``.
+    """
+    side = grid_side_for(num_agents)
+    cells = side * side
+    for slot in range(cells + 2):
+        cell_start[env, slot] = 0
+    for agent in range(num_agents):
+        if in_game[env, agent]:
+            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side \
+                + grid_axis_cell(np.float64(loc_x[env, agent]), side, grid_length)
+            cell_start[env, cell + 2] += 1
+    for slot in range(2, cells + 2):
+        cell_start[env, slot] += cell_start[env, slot - 1]
+    for slot in range(num_agents):
+        cell_agents[env, slot] = -1
+    for agent in range(num_agents):
+        if in_game[env, agent]:
+            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side \
+                + grid_axis_cell(np.float64(loc_x[env, agent]), side, grid_length)
+            cell_agents[env, cell_start[env, cell + 1]] = agent
+            cell_start[env, cell + 1] += 1
+
+
 @device_function
 def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed):
+                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents):
     """``agent``'s observation (module docstring) into ``obs[env, agent]``."""
     obs[env, agent, 0] = np.float64(loc_x[env, agent]) / grid_length
     obs[env, agent, 1] = np.float64(loc_y[env, agent]) / grid_length
@@ -247,29 +411,41 @@ def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, a
                 block += 1
     else:
         num_blocks = num_other_agents_observed
-        # k-nearest by repeated selection: the next agent after (last_distance, last_index)
-        # in (distance, index) order; O(k * num_agents), no scratch memory on the device
-        last_distance = -1.0
-        last_index = -1
-        for block in range(1, num_blocks + 1):
-            best = -1
-            best_distance = 0.0
-            for other in range(num_agents):
-                if other == agent or not in_game[env, other]:
-                    continue
-                distance = _squared_distance(env, agent, other, loc_x, loc_y)
-                after_last = distance > last_distance or (distance == last_distance and other > last_index)
-                if after_last and (best < 0 or distance < best_distance):
-                    best = other
-                    best_distance = distance
-            if best < 0:
-                for feature in range(FEATURES):
-                    obs[env, agent, FEATURES * block + feature] = 0.0
-            else:
-                _write_block(env, agent, block, obs, best, loc_x, loc_y, speed, direction, acceleration, in_game,
-                             num_taggers, grid_length, max_speed)
-                last_distance = best_distance
-                last_index = best
+        if grid_neighbours:
+            found = nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length,
+                                    cell_start, cell_agents)
+            # the search left block b's agent index in the block's last value: write the blocks
+            for block in range(1, num_blocks + 1):
+                if block > found:
+                    for feature in range(FEATURES):
+                        obs[env, agent, FEATURES * block + feature] = 0.0
+                else:
+                    _write_block(env, agent, block, obs, _index_at(env, agent, obs, block), loc_x, loc_y, speed,
+                                 direction, acceleration, in_game, num_taggers, grid_length, max_speed)
+        else:
+            # the reference: k-nearest by repeated selection over all pairs, the next agent
+            # after (last_distance, last_index) in (distance, index) order; O(k * num_agents)
+            last_distance = -1.0
+            last_index = -1
+            for block in range(1, num_blocks + 1):
+                best = -1
+                best_distance = 0.0
+                for other in range(num_agents):
+                    if other == agent or not in_game[env, other]:
+                        continue
+                    distance = _squared_distance(env, agent, other, loc_x, loc_y)
+                    after_last = distance > last_distance or (distance == last_distance and other > last_index)
+                    if after_last and (best < 0 or distance < best_distance):
+                        best = other
+                        best_distance = distance
+                if best < 0:
+                    for feature in range(FEATURES):
+                        obs[env, agent, FEATURES * block + feature] = 0.0
+                else:
+                    _write_block(env, agent, block, obs, best, loc_x, loc_y, speed, direction, acceleration,
+                                 in_game, num_taggers, grid_length, max_speed)
+                    last_distance = best_distance
+                    last_index = best
     obs[env, agent, FEATURES * (num_blocks + 1)] = timestep[env] / episode_length
 
 
@@ -318,16 +494,24 @@ def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left,
 
 
 @agent_kernel
+def bin_agents(env, agent, num_agents, loc_x, loc_y, in_game, cell_start, cell_agents, grid_length):
+    """Phase 3 of a step, 2 of a reset: agent 0 sorts its env's agents into the grid
+    (the next phase reads it: a launch boundary between them)."""
+    if agent == 0:
+        bin_env(env, num_agents, loc_x, loc_y, in_game, grid_length, cell_start, cell_agents)
+
+
+@agent_kernel
 def finish(env, agent, num_agents, obs, rewards, terminated,
-           loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left,
+           loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left, cell_start, cell_agents,
            num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-           num_other_agents_observed, end_of_game_reward_for_runner):
-    """Phase 3: the end-of-game reward, observations and the terminated flag."""
+           num_other_agents_observed, end_of_game_reward_for_runner, grid_neighbours):
+    """Phase 4: the end-of-game reward, observations and the terminated flag."""
     if agent >= num_taggers and in_game[env, agent] and timestep[env] == episode_length:
         rewards[env, agent] = np.float64(rewards[env, agent]) + end_of_game_reward_for_runner
     observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed)
+                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents)
     if agent == 0:
         terminated[env] = runners_left[env] == 0
 
@@ -346,12 +530,12 @@ def start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, ac
 
 @agent_kernel
 def first_observation(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game,
-                      timestep, num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                      num_other_agents_observed):
-    """Reset phase 2: every agent observes the start state (all agents are drawn)."""
+                      timestep, cell_start, cell_agents, num_taggers, grid_length, episode_length, max_speed,
+                      use_full_observation, num_other_agents_observed, grid_neighbours):
+    """Reset phase 3: every agent observes the start state (all agents are drawn and binned)."""
     observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
                   num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed)
+                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents)
 
 
 # ---------------------------------------------------------------- exact reference
@@ -370,7 +554,8 @@ def reference_reset(params, rng_states):
     for agent in range(n):
         draw_start(0, agent, n, rng_states, *(batch[name] for name in _PER_AGENT), params.grid_length)
     state = {name: value[0] for name, value in batch.items()}
-    return state | {"timestep": np.int32(0).reshape(()), "runners_left": np.int32(params.num_runners).reshape(())}
+    return state | {"timestep": np.int32(0).reshape(()), "runners_left": np.int32(params.num_runners).reshape(())} \
+        | reference_grid(params, state)
 
 
 def reference_step(params, state, action, rng_states=None):
@@ -412,7 +597,17 @@ def reference_step(params, state, action, rng_states=None):
                 reward[runner] = np.float64(reward[runner]) + p.end_of_game_reward_for_runner
     new_state = {name: batch[name][0] for name in _PER_AGENT}
     new_state |= {"timestep": np.int32(timestep).reshape(()), "runners_left": np.int32(runners_left).reshape(())}
-    return new_state, reward, runners_left == 0
+    return new_state | reference_grid(p, new_state), reward, runners_left == 0
+
+
+def reference_grid(params, state):
+    """The grid of one env's agents still in the game (what ``bin_agents`` leaves)."""
+    batch = one_env({name: state[name] for name in ("loc_x", "loc_y", "in_game")})
+    grid = {"cell_start": np.zeros((1, params.grid_side ** 2 + 2), np.int32),
+            "cell_agents": np.zeros((1, params.num_agents), np.int32)}
+    bin_env(0, params.num_agents, batch["loc_x"], batch["loc_y"], batch["in_game"], params.grid_length,
+            grid["cell_start"], grid["cell_agents"])
+    return {name: value[0] for name, value in grid.items()}
 
 
 def reference_observe(params, state):
@@ -420,10 +615,11 @@ def reference_observe(params, state):
     p = params
     batch = one_env(state)
     obs = np.zeros((1, p.num_agents, FEATURES * (1 + p.num_observed) + 1), np.float32)
+    no_grid = np.zeros((1, 0), np.int32)  # the reference searches all pairs
     for agent in range(p.num_agents):
         observe_agent(0, agent, p.num_agents, obs, *(batch[name] for name in _PER_AGENT), batch["timestep"],
                       p.num_taggers, p.grid_length, p.episode_length, p.max_speed, p.use_full_observation,
-                      p.num_other_agents_observed)
+                      p.num_other_agents_observed, False, no_grid, no_grid)
     return obs[0]
 
 
@@ -454,6 +650,9 @@ def state_strategy(params):
             "direction": direction, "acceleration": acceleration, "in_game": in_game,
             "timestep": np.int32(t).reshape(()),
             "runners_left": np.int32(in_game[params.num_taggers:].sum()).reshape(()),
+            # scratch that every step rebuilds before reading it
+            "cell_start": np.zeros(params.grid_side ** 2 + 2, np.int32),
+            "cell_agents": np.full(n, -1, np.int32),
         }
 
     square = values(0.0, params.grid_length)
@@ -499,9 +698,12 @@ SPEC = EnvSpec(
         StateArray("in_game", np.bool_, per_agent=True, initial=True),
         StateArray("timestep", np.int32),
         StateArray("runners_left", np.int32),
+        # the neighbour grid (`bin_env`), rebuilt by every step and reset before it is read
+        StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side ** 2 + 2,)),
+        StateArray("cell_agents", np.int32, per_agent=True),
     ),
-    step_kernel=(move, tag, finish),
-    reset_kernel=(start, first_observation),
+    step_kernel=(move, tag, bin_agents, finish),
+    reset_kernel=(start, bin_agents, first_observation),
     reference=REFERENCE,
     params=TagContinuousParams(),
     num_agents=lambda params: params.num_agents,
