@@ -16,7 +16,7 @@ from kernelgym.minatar.side_by_side import GAMES, StreamDraws, compare
 
 pytest.importorskip("minatar", reason="the original minatar package (tox -e minatar installs it)")
 
-ACTION_COUNTS = {"Asterix": (5, 6), "Breakout": (3, 6), "Freeway": (3, 6), "SpaceInvaders": (4, 6)}
+ACTION_COUNTS = {"Asterix": (5, 6), "Breakout": (3, 6), "Freeway": (3, 6), "Seaquest": (6, 6), "SpaceInvaders": (4, 6)}
 
 
 @pytest.mark.parametrize("game", sorted(ACTION_COUNTS))
