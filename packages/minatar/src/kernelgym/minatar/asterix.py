@@ -67,13 +67,17 @@ def _touch(i, slot, player_x, player_y, ent_x, ent_on, ent_gold):
 
 
 @device_function
-def start(i, player_x, player_y, ent_on, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer,
-          ramp_index):
-    """A new episode for env ``i`` (no random draws)."""
+def start(i, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed, move_timer,
+          ramp_timer, ramp_index):
+    """A new episode for env ``i`` (no random draws); every state array is written, so that a reset
+    state does not depend on the episode before."""
     player_x[i] = 5
     player_y[i] = 5
     for slot in range(SLOTS):
+        ent_x[i, slot] = 0
         ent_on[i, slot] = False
+        ent_right[i, slot] = False
+        ent_gold[i, slot] = False
     spawn_speed[i] = INIT_SPAWN_SPEED
     spawn_timer[i] = INIT_SPAWN_SPEED
     move_speed[i] = INIT_MOVE_INTERVAL
@@ -167,7 +171,8 @@ def step(i, actions, rng_states, obs, rewards, terminated, last_action, player_x
 def reset(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed,
           move_timer, ramp_timer, ramp_index):
     """A new Asterix episode for env ``i``."""
-    start(i, player_x, player_y, ent_on, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index)
+    start(i, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed, move_timer,
+          ramp_timer, ramp_index)
     observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold)
 
 

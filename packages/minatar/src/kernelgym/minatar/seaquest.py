@@ -191,9 +191,22 @@ def _move_enemies(i, table, which, f_bullets, e_bullets, counts, sub_x, sub_y, m
 
 
 @device_function
-def start(i, oxygen, diver_count, sub_x, sub_y, sub_right, counts, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
-          ramp_index, shot_timer, surface):
-    """A new episode for env ``i`` (no random draws)."""
+def _clear(i, table):
+    for row in range(table.shape[1]):
+        for field in range(table.shape[2]):
+            table[i, row, field] = 0
+
+
+@device_function
+def start(i, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
+          e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface):
+    """A new episode for env ``i`` (no random draws); every state array is written (the tables'
+    unused rows too), so that a reset state does not depend on the episode before."""
+    _clear(i, f_bullets)
+    _clear(i, e_bullets)
+    _clear(i, fish)
+    _clear(i, subs)
+    _clear(i, divers)
     oxygen[i] = MAX_OXYGEN
     diver_count[i] = 0
     sub_x[i] = 5
@@ -380,8 +393,8 @@ def step(i, actions, rng_states, obs, rewards, terminated, last_action, oxygen, 
 def reset(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
           e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface):
     """A new Seaquest episode for env ``i``."""
-    start(i, oxygen, diver_count, sub_x, sub_y, sub_right, counts, e_spawn_speed, e_spawn_timer, d_spawn_timer,
-          move_speed, ramp_index, shot_timer, surface)
+    start(i, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
+          e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface)
     observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts)
 
 
