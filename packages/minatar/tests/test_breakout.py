@@ -1,0 +1,15 @@
+"""MinAtar Breakout under kernelgym's property-test kit (cpu and the CUDA simulator)."""
+
+from kernelgym.envs.testing import EnvTestSuite
+
+
+class TestBreakout(EnvTestSuite):
+    env_id = "MinAtar-Breakout-v1"
+    backends = ("cpu", "sim", "cuda")
+    max_examples = 10
+
+
+class TestBreakoutFullActionSet(EnvTestSuite):
+    env_id = "MinAtar-Breakout-v0"
+    backends = ("cpu",)
+    max_examples = 5
