@@ -1,4 +1,5 @@
-"""A multi-agent env trained with a single-agent library: SB3 over every (env, agent) pair.
+"""The example plugin's templates trained with SB3: the multi-agent Ring over every (env, agent) pair, and
+the continuous-action PointMass.
 
 ``KernelSB3VecEnv(..., agents_as_envs=True)`` shows SB3 each agent of each env as one env,
 so one shared policy learns from all of them (parameter sharing).
@@ -65,4 +66,32 @@ def test_sb3_ppo_learns_the_ring_with_one_shared_policy():
     model.learn(30_000)
     after = mean_return()
     assert after > before + 5.0, f"mean return per agent {before:.2f} before training, {after:.2f} after"
+    venv.close()
+
+
+def test_sb3_ppo_learns_the_point_mass_with_box_actions():
+    """The continuous-action template: PPO pushes the mass toward the origin (mean return rises)."""
+    from stable_baselines3 import PPO
+
+    from kernelgym.envs.sb3 import KernelSB3VecEnv
+
+    torch.manual_seed(0)
+    venv = KernelSB3VecEnv("PointMass-v0", num_envs=16, backend="cpu", seed=0)
+    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
+
+    def mean_return(episodes=64):
+        returns, total = [], np.zeros(venv.num_envs)
+        obs = venv.reset()
+        while len(returns) < episodes:
+            actions, _ = model.predict(obs, deterministic=True)
+            obs, rewards, dones, _ = venv.step(actions)
+            total += rewards
+            returns += list(total[dones])
+            total[dones] = 0.0
+        return float(np.mean(returns))
+
+    before = mean_return()
+    model.learn(40_000)
+    after = mean_return()
+    assert after > before + 10.0, f"mean return {before:.2f} before training, {after:.2f} after"
     venv.close()
