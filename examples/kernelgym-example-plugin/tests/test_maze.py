@@ -11,7 +11,7 @@ from kernelgym_example_plugin.maze import LAYOUT
 class TestImageMaze(EnvTestSuite):
     env_id = "ImageMaze-v0"
     backends = ("cpu", "sim", "cuda")
-    max_examples = 10
+    max_examples = 5
 
 
 def test_the_layout_is_one_read_only_table_that_make_can_swap():

@@ -6,4 +6,4 @@ from kernelgym.envs.testing import EnvTestSuite
 class TestPointMass(EnvTestSuite):
     env_id = "PointMass-v0"
     backends = ("cpu", "sim", "cuda")
-    max_examples = 10
+    max_examples = 5

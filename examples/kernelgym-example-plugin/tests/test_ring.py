@@ -11,11 +11,11 @@ from kernelgym.envs.testing import EnvTestSuite
 class TestRing(EnvTestSuite):
     env_id = "Ring-v0"
     backends = ("cpu", "sim", "cuda")
-    max_examples = 10
+    max_examples = 5
 
 
 class TestRingOfThreeNoiseless(EnvTestSuite):
     env_id = "Ring-v0"
     params = {"num_agents": 3, "noise": 0.0}
     backends = ("cpu",)
-    max_examples = 5
+    max_examples = 3
