@@ -6,7 +6,7 @@ from kernelgym.envs.testing import EnvTestSuite
 class TestBreakout(EnvTestSuite):
     env_id = "MinAtar-Breakout-v1"
     backends = ("cpu", "sim", "cuda")
-    max_examples = 10
+    max_examples = 4
 
 
 class TestBreakoutFullActionSet(EnvTestSuite):

@@ -6,4 +6,4 @@ from kernelgym.envs.testing import EnvTestSuite
 class TestSpaceInvaders(EnvTestSuite):
     env_id = "MinAtar-SpaceInvaders-v1"
     backends = ("cpu", "sim", "cuda")
-    max_examples = 10
+    max_examples = 4
