@@ -29,7 +29,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, rng
-from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
+from kernelgym.envs.spec import CPUReference, EnvSpec
 
 __all__ = ["GRID", "MinAtarParams", "full_action", "make_specs", "reference_for", "sticky"]
 
