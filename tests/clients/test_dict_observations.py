@@ -5,12 +5,12 @@ PettingZoo's API test.
 """
 
 import gymnasium
-import numpy as np
 import pytest
 import torch
 from gymnasium.utils.env_checker import check_env
 
 import kernelgym.envs as kge
+from sb3_evaluation import mean_episode_return
 
 ENV_ID = "GridGoal-v0"
 
@@ -53,20 +53,10 @@ def test_sb3_multi_input_policy_learns_the_dict_env():
     venv = KernelSB3VecEnv(ENV_ID, num_envs=16, backend="cpu", seed=0)
     model = PPO("MultiInputPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
 
-    def mean_return(episodes=200):
-        returns, total = [], np.zeros(venv.num_envs)
-        obs = venv.reset()
-        while len(returns) < episodes:
-            actions, _ = model.predict(obs, deterministic=True)
-            obs, rewards, dones, _ = venv.step(actions)
-            total += rewards
-            returns += list(total[dones])
-            total[dones] = 0.0
-        return float(np.mean(returns))
 
-    before = mean_return()
+    before = mean_episode_return(model, venv, 200)
     model.learn(12_000)
-    after = mean_return()
+    after = mean_episode_return(model, venv, 200)
     assert before < 0.2 and after > 0.6, f"mean return {before:.2f} before training, {after:.2f} after"
 
 

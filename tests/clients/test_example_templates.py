@@ -8,6 +8,7 @@ so one shared policy learns from all of them (parameter sharing).
 import numpy as np
 import pytest
 import torch
+from sb3_evaluation import mean_episode_return
 
 ENV_ID = "Ring-v0"  # the example plugin's multi-agent template
 
@@ -51,20 +52,10 @@ def test_sb3_ppo_learns_the_ring_with_one_shared_policy():
     venv = KernelSB3VecEnv(ENV_ID, num_envs=8, backend="cpu", seed=0, agents_as_envs=True)
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
 
-    def mean_return(episodes=200):
-        returns, total = [], np.zeros(venv.num_envs)
-        obs = venv.reset()
-        while len(returns) < episodes:
-            actions, _ = model.predict(obs, deterministic=True)
-            obs, rewards, dones, _ = venv.step(actions)
-            total += rewards
-            returns += list(total[dones])
-            total[dones] = 0.0
-        return float(np.mean(returns))
 
-    before = mean_return()
+    before = mean_episode_return(model, venv, 200)
     model.learn(30_000)
-    after = mean_return()
+    after = mean_episode_return(model, venv, 200)
     assert after > before + 5.0, f"mean return per agent {before:.2f} before training, {after:.2f} after"
     venv.close()
 
@@ -79,19 +70,9 @@ def test_sb3_ppo_learns_the_point_mass_with_box_actions():
     venv = KernelSB3VecEnv("PointMass-v0", num_envs=16, backend="cpu", seed=0)
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
 
-    def mean_return(episodes=64):
-        returns, total = [], np.zeros(venv.num_envs)
-        obs = venv.reset()
-        while len(returns) < episodes:
-            actions, _ = model.predict(obs, deterministic=True)
-            obs, rewards, dones, _ = venv.step(actions)
-            total += rewards
-            returns += list(total[dones])
-            total[dones] = 0.0
-        return float(np.mean(returns))
 
-    before = mean_return()
+    before = mean_episode_return(model, venv, 64)
     model.learn(40_000)
-    after = mean_return()
+    after = mean_episode_return(model, venv, 64)
     assert after > before + 10.0, f"mean return {before:.2f} before training, {after:.2f} after"
     venv.close()
