@@ -150,7 +150,10 @@ def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_
     body = "from kernelgym.core import env_kernel\n{}\n\n@env_kernel\ndef scale_all(i, x):\n    x[i] *= factor()\n"
     script = tmp_path / "run.py"
     script.write_text(HELPER_SCRIPT)
-    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    # no .pyc: the two versions of a file have the same size and are written within one
+    # second, so Python's mtime+size check would run the first version's bytecode again
+    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+               PYTHONDONTWRITEBYTECODE="1")
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     results = []
     for value in (2.0, 3.0):
