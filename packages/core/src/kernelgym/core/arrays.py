@@ -106,8 +106,13 @@ def to_torch(array):
     -------
     torch.Tensor
         Writes through the tensor change the array and the other way round.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        torch is not installed (it comes with ``pip install "kernelgym-core[torch]"``).
     """
-    import torch
+    torch = import_torch("to_torch")
 
     if isinstance(array, torch.Tensor):
         return array
@@ -119,6 +124,22 @@ def to_torch(array):
     if hasattr(array, "__cuda_array_interface__"):
         return torch.as_tensor(array, device="cuda")
     raise TypeError(f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}")
+
+
+def import_torch(needed_by: str):
+    """torch, or an error naming what needs it and the extra that installs it.
+
+    kernelgym-core runs without torch; only torch views need it.
+    """
+    try:
+        import torch
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            f"{needed_by} needs torch, which is not installed: pip install \"kernelgym-core[torch]\" "
+            "(or work without torch views: torch_accessible=False, pull_data_from_device)",
+            name="torch",
+        ) from error
+    return torch
 
 
 def to_numpy(array) -> np.ndarray:

@@ -31,7 +31,7 @@ import numpy as np
 
 from kernelgym.core import builtin_kernels
 from kernelgym.core.arrays import (
-    allocation, byte_view, check_supported_dtype, copy_to_backend, is_uniform_view, to_backend, to_torch,
+    allocation, byte_view, check_supported_dtype, copy_to_backend, import_torch, is_uniform_view, to_backend, to_torch,
 )
 from kernelgym.core.backends import resolve_backend
 from kernelgym.core.binding import Branch, bind
@@ -284,7 +284,7 @@ class CUDADataManager:
                     "push it as a 1-element array, or without torch_accessible"
                 )
         if torch_accessible:
-            import torch  # noqa: F401 - fail here, before anything is stored, if torch is missing
+            import_torch("push_data_to_device(..., torch_accessible=True)")  # before anything is stored
 
         # Allocate everything (device arrays, reset copies, logs, torch views) before
         # storing anything: an allocation that fails leaves the data manager unchanged.
