@@ -24,6 +24,7 @@ done envs on the device and clears both.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -86,6 +87,10 @@ def _host_values(name: str, data) -> np.ndarray:
     return values
 
 
+def _torch_installed() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
 class CUDADataManager:
     """Named data on a backend (``cuda``, ``cpu`` or ``sim``) and its host copies.
 
@@ -137,7 +142,8 @@ class CUDADataManager:
                 builtins = DataFeed()
                 builtins.add_data(DONE, np.zeros(self.num_envs, np.int32), layout="per_env")
                 builtins.add_data(TIMESTEP, np.zeros(self.num_envs, np.int32), layout="per_env")
-                self.push_data_to_device(builtins, torch_accessible=True)
+                # torch views of the built-ins where torch is installed; core runs without it
+                self.push_data_to_device(builtins, torch_accessible=_torch_installed())
 
     def __repr__(self):
         return (
