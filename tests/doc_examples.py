@@ -123,3 +123,15 @@ def tox_env(example: Example) -> str:
     if len(envs) > 1:
         raise ValueError(f"{example.id} imports modules of several tox envs: {sorted(envs)}")
     return envs.pop() if envs else "integration"
+
+
+SITE = "https://kernelgym.github.io/kernelgym/"
+
+
+def site_links(root: Path = ROOT) -> list[tuple[str, str, str]]:
+    """``(file, page, anchor)`` of every link from README.md or a package README into the site."""
+    links = []
+    for file in [root / "README.md", *sorted(root.glob("packages/*/README.md"))]:
+        for target in re.findall(r"\]\(" + re.escape(SITE) + r"([^)\s#]*)(?:#([^)\s]*))?\)", file.read_text(encoding="utf-8")):
+            links.append((file.relative_to(root).as_posix(), *target))
+    return links

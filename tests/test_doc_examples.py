@@ -67,3 +67,29 @@ def test_the_example_runs_as_it_stands(example, tmp_path):
         [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT
     )
     assert result.returncode == 0, f"{example.id} failed:\n{example.source}\n--- stderr:\n{result.stderr[-4000:]}"
+
+
+def test_the_readmes_link_only_to_pages_and_anchors_the_site_has():
+    # README.md and the package READMEs (PyPI pages) link into the site by absolute URL;
+    # mkdocs --strict checks the site's own links, this checks the ones pointing into it
+    from doc_examples import ROOT, site_links
+
+    for path, page, anchor in site_links():
+        source = ROOT / "docs" / (page.rstrip("/") + ".md" if page else "index.md")
+        if not source.exists():
+            source = ROOT / "docs" / page.rstrip("/") / "index.md"
+        assert source.exists(), f"{path} links to {page!r}, which no file in docs/ makes"
+        if anchor:
+            headings = {heading_anchor(line) for line in source.read_text(encoding="utf-8").splitlines()
+                        if line.startswith("#")}
+            assert anchor in headings, f"{path} links to {page}#{anchor}, a heading {source.name} lacks"
+
+
+def heading_anchor(line):
+    """The anchor the site's toc extension gives a Markdown heading (Python-Markdown's slugify)."""
+    import re
+    import unicodedata
+
+    text = unicodedata.normalize("NFKD", line.lstrip("#").strip()).encode("ascii", "ignore").decode()
+    text = re.sub(r"[^\w\s-]", "", text).strip().lower()
+    return re.sub(r"[-\s]+", "-", text)
