@@ -5,7 +5,8 @@ README and docs/ runs in CI (issue 27). A block runs as it stands, or continues 
 before it in the same file when the line just above its fence is ``<!-- continue -->``:
 the two then run as one script. Each script (an :class:`Example`) runs in the tox env that
 holds what it imports (:func:`tox_env`): the RL libraries' in ``clients``, Ray's in
-``ray``, every other in ``integration``.
+``ray``, every other in ``integration``; a block that needs a GPU (a CUDA graph) in ``gpu``,
+which only a machine with a GPU runs.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ ENV_OF_MODULE = {
     "kernelgym.envs.pettingzoo_adapter": "clients",
     "ray": "ray",
     "kernelgym.collectors.ray": "ray",
+    # CUDA graphs need a GPU: no tox env has one; run on a GPU machine (see test_doc_examples.py)
+    "kernelgym.envs.cuda_graph": "gpu",
 }
-TOX_ENVS = ("integration", "clients", "ray")
+TOX_ENVS = ("integration", "clients", "ray", "gpu")
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*$")
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import|import[ \t]+(?P<names>[\w., \t]+))", re.M)
 

@@ -3,7 +3,9 @@
 Each example (a block, with the blocks that continue it; see ``tests/doc_examples.py``)
 runs as a script of its own in a fresh subprocess, in a temporary directory, as a reader
 who saves it would run it. The examples of one tox env run here: ``KERNELGYM_DOC_EXAMPLES``
-names it (``integration`` when unset; tox.ini sets ``clients`` and ``ray``).
+names it (``integration`` when unset; tox.ini sets ``clients`` and ``ray``; on a machine
+with a GPU, ``KERNELGYM_DOC_EXAMPLES=gpu pytest tests/test_doc_examples.py`` runs the blocks
+that need one).
 """
 
 import os
@@ -43,6 +45,7 @@ def test_a_continuation_joins_the_block_before_it_and_nothing_else_does():
     [(CONTINUE + "\n```python\nb = 1\n```\n", "no ```python block before it"),
      ("```python\na = 1\n", "never closed"),
      ("```python\n\n```\n", "empty")],
+    ids=["continuation-first", "unclosed", "empty"],
 )
 def test_a_malformed_example_is_refused_naming_the_line(text, problem):
     with pytest.raises(ValueError, match=problem) as error:
