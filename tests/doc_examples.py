@@ -35,7 +35,9 @@ ENV_OF_MODULE = {
 }
 TOX_ENVS = ("integration", "clients", "ray", "gpu")
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*$")
-_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import|import[ \t]+(?P<names>[\w., \t]+))", re.M)
+_IMPORT = re.compile(
+    r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import|import[ \t]+(?P<names>[\w., \t]+))", re.MULTILINE
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,6 +137,8 @@ def site_links(root: Path = ROOT) -> list[tuple[str, str, str]]:
     """``(file, page, anchor)`` of every link from README.md or a package README into the site."""
     links = []
     for file in [root / "README.md", *sorted(root.glob("packages/*/README.md"))]:
-        for target in re.findall(r"\]\(" + re.escape(SITE) + r"([^)\s#]*)(?:#([^)\s]*))?\)", file.read_text(encoding="utf-8")):
+        for target in re.findall(
+            r"\]\(" + re.escape(SITE) + r"([^)\s#]*)(?:#([^)\s]*))?\)", file.read_text(encoding="utf-8")
+        ):
             links.append((file.relative_to(root).as_posix(), *target))
     return links

@@ -9,12 +9,23 @@ that need one).
 """
 
 import os
+import re
 import subprocess
 import sys
+import unicodedata
 
 import pytest
-
-from doc_examples import CONTINUE, TOX_ENVS, Example, all_examples, examples_in, imported_modules, tox_env
+from doc_examples import (
+    CONTINUE,
+    ROOT,
+    TOX_ENVS,
+    Example,
+    all_examples,
+    examples_in,
+    imported_modules,
+    site_links,
+    tox_env,
+)
 
 THIS_ENV = os.environ.get("KERNELGYM_DOC_EXAMPLES", "integration")
 EXAMPLES = all_examples()
@@ -28,23 +39,35 @@ def test_this_tox_env_is_one_that_runs_examples():
 
 def test_every_readme_and_guide_quickstart_is_collected():
     files = {example.path for example in EXAMPLES}
-    for expected in ("README.md", "packages/core/README.md", "packages/envs/README.md",
-                     "packages/collectors/README.md", "packages/memory/README.md",
-                     "examples/kernelgym-example-plugin/README.md", "docs/guides/train.md"):
+    for expected in (
+        "README.md",
+        "packages/core/README.md",
+        "packages/envs/README.md",
+        "packages/collectors/README.md",
+        "packages/memory/README.md",
+        "examples/kernelgym-example-plugin/README.md",
+        "docs/guides/train.md",
+    ):
         assert expected in files
     assert {tox_env(example) for example in EXAMPLES} == set(TOX_ENVS)
 
 
 def test_a_continuation_joins_the_block_before_it_and_nothing_else_does():
-    text = "# t\n\n```python\na = 1\n```\n\n```bash\nls\n```\n\n" + CONTINUE + "\n\n```python\nb = a\n```\n\n  ```python\n  c = 3\n  ```\n"
+    text = (
+        "# t\n\n```python\na = 1\n```\n\n```bash\nls\n```\n\n"
+        + CONTINUE
+        + "\n\n```python\nb = a\n```\n\n  ```python\n  c = 3\n  ```\n"
+    )
     assert examples_in(text, "t.md") == [Example("t.md", 3, "a = 1\nb = a"), Example("t.md", 17, "c = 3")]
 
 
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [(CONTINUE + "\n```python\nb = 1\n```\n", "no ```python block before it"),
-     ("```python\na = 1\n", "never closed"),
-     ("```python\n\n```\n", "empty")],
+    [
+        (CONTINUE + "\n```python\nb = 1\n```\n", "no ```python block before it"),
+        ("```python\na = 1\n", "never closed"),
+        ("```python\n\n```\n", "empty"),
+    ],
     ids=["continuation-first", "unclosed", "empty"],
 )
 def test_a_malformed_example_is_refused_naming_the_line(text, problem):
@@ -54,7 +77,11 @@ def test_a_malformed_example_is_refused_naming_the_line(text, problem):
 
 
 def test_an_example_runs_where_its_imports_are_installed():
-    assert imported_modules("import torch, kernelgym.envs as kge\nfrom a.b import c") == {"torch", "kernelgym.envs", "a.b"}
+    assert imported_modules("import torch, kernelgym.envs as kge\nfrom a.b import c") == {
+        "torch",
+        "kernelgym.envs",
+        "a.b",
+    }
     assert tox_env(Example("t.md", 1, "from stable_baselines3 import PPO")) == "clients"
     assert tox_env(Example("t.md", 1, "from kernelgym.collectors.ray import RayCollector")) == "ray"
     assert tox_env(Example("t.md", 1, "import numpy as np")) == "integration"
@@ -67,7 +94,7 @@ def test_the_example_runs_as_it_stands(example, tmp_path):
     script = tmp_path / "example.py"
     script.write_text(example.source + "\n", encoding="utf-8")
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT
+        [sys.executable, str(script)], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT
     )
     assert result.returncode == 0, f"{example.id} failed:\n{example.source}\n--- stderr:\n{result.stderr[-4000:]}"
 
@@ -75,24 +102,20 @@ def test_the_example_runs_as_it_stands(example, tmp_path):
 def test_the_readmes_link_only_to_pages_and_anchors_the_site_has():
     # README.md and the package READMEs (PyPI pages) link into the site by absolute URL;
     # mkdocs --strict checks the site's own links, this checks the ones pointing into it
-    from doc_examples import ROOT, site_links
-
     for path, page, anchor in site_links():
         source = ROOT / "docs" / (page.rstrip("/") + ".md" if page else "index.md")
         if not source.exists():
             source = ROOT / "docs" / page.rstrip("/") / "index.md"
         assert source.exists(), f"{path} links to {page!r}, which no file in docs/ makes"
         if anchor:
-            headings = {heading_anchor(line) for line in source.read_text(encoding="utf-8").splitlines()
-                        if line.startswith("#")}
+            headings = {
+                heading_anchor(line) for line in source.read_text(encoding="utf-8").splitlines() if line.startswith("#")
+            }
             assert anchor in headings, f"{path} links to {page}#{anchor}, a heading {source.name} lacks"
 
 
 def heading_anchor(line):
     """The anchor the site's toc extension gives a Markdown heading (Python-Markdown's slugify)."""
-    import re
-    import unicodedata
-
     text = unicodedata.normalize("NFKD", line.lstrip("#").strip()).encode("ascii", "ignore").decode()
     text = re.sub(r"[^\w\s-]", "", text).strip().lower()
     return re.sub(r"[-\s]+", "-", text)

@@ -31,7 +31,7 @@ def run_script(tmp_path, source):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(source))
     return subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        [sys.executable, str(script)], check=False, cwd=tmp_path, capture_output=True, text=True, timeout=120
     )
 
 
