@@ -70,6 +70,8 @@ class DeviceCollector:
     seed : int or None
         Passed to ``env.reset`` once, at construction.
 
+    Notes
+    -----
     Iterating yields the same :class:`Fragment` object every time, refilled in
     place: ``state`` and ``actor`` are ``(n_steps + 1) x N x ...``, ``env`` holds
     ``final_obs`` (``n_steps x N x ...``, the observation before any reset) and

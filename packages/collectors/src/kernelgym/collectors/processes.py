@@ -24,6 +24,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import os
+import re
 import selectors
 import signal
 import sys
@@ -149,15 +150,43 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
 
 def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:
     """The error saying how the exited ``process`` (``what``, e.g. "worker process 1")
-    died: "died of SIGKILL" or "died with exit code 3"; ``fields`` go to the error."""
+    died: "died of SIGKILL" or "died with exit code 3", naming the missing main guard of a
+    script whose "spawn"/"forkserver" child died re-running it; ``fields`` go to the error."""
     exitcode = process.exitcode
     error = WorkerCrashedError(f"{what} died", exitcode=exitcode, **fields)
     if error.signal is not None:
         error.message += f" of {error.signal.name}"
     elif exitcode is not None:
         error.message += f" with exit code {exitcode}"
+        if exitcode == 1 and _unguarded_main_script(process):
+            error.message += (
+                f": a {process._start_method!r} child first imports the main script "
+                f"{sys.modules['__main__'].__file__}, which starts workers at its top level, so the child "
+                'died starting them again while bootstrapping; start them under `if __name__ == "__main__":` '
+                "(the child's traceback is on stderr)"
+            )
     error.args = (error.message,)
     return error
+
+
+#: the guard that keeps a script's top level from running again in a spawned child
+_MAIN_GUARD = re.compile(r"""if\s+__name__\s*==\s*["']__main__["']|if\s+["']__main__["']\s*==\s*__name__""")
+
+
+def _unguarded_main_script(process: Any) -> bool:
+    """Whether ``process`` re-imported a main script that has no main guard: a
+    "spawn"/"forkserver" child runs the parent's ``__main__`` file first, and one without
+    ``if __name__ == "__main__":`` starts its workers again there and exits with code 1."""
+    if getattr(process, "_start_method", None) not in ("spawn", "forkserver"):
+        return False
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    if not path or not path.endswith(".py"):
+        return False  # python -c, the REPL, a notebook: nothing is re-imported
+    try:
+        with open(path, encoding="utf-8") as file:
+            return _MAIN_GUARD.search(file.read()) is None
+    except (OSError, UnicodeDecodeError):
+        return False
 
 
 def wait_readable(selector: selectors.BaseSelector, connection: Any, timeout: float | None) -> str:

@@ -220,6 +220,8 @@ def collect(envs, actor, fragment: Aliased, ctx: Aliased, *, sticky=False, devic
     device : torch.device or None
         Where the actor runs; the context is mirrored there.
 
+    Notes
+    -----
     The record ``T`` only gets the actor's look-ahead (``virtual=True``) reaction
     (e.g. the bootstrap value); the next fragment starts from it again.
     """
