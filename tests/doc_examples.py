@@ -5,7 +5,8 @@ README and docs/ runs in CI (issue 27). A block runs as it stands, or continues 
 before it in the same file when the line just above its fence is ``<!-- continue -->``:
 the two then run as one script. Each script (an :class:`Example`) runs in the tox env that
 holds what it imports (:func:`tox_env`): the RL libraries' in ``clients``, Ray's in
-``ray``, every other in ``integration``; a block that needs a GPU (a CUDA graph) in ``gpu``,
+``ray``, kernelgym-minatar's (its README's blocks) in ``minatar``, every other in
+``integration``; a block that needs a GPU (a CUDA graph) in ``gpu``,
 which only a machine with a GPU runs.
 """
 
@@ -30,10 +31,14 @@ ENV_OF_MODULE = {
     "kernelgym.envs.pettingzoo_adapter": "clients",
     "ray": "ray",
     "kernelgym.collectors.ray": "ray",
+    "kernelgym.minatar": "minatar",
     # CUDA graphs need a GPU: no tox env has one; run on a GPU machine (see test_doc_examples.py)
     "kernelgym.envs.cuda_graph": "gpu",
 }
-TOX_ENVS = ("integration", "clients", "ray", "gpu")
+#: folders whose blocks run in a tox env of their own whatever they import (the games'
+#: ids need kernelgym-minatar installed, which a plain `import kernelgym.envs` does not show)
+ENV_OF_FOLDER = {"packages/minatar/": "minatar"}
+TOX_ENVS = ("integration", "clients", "ray", "minatar", "gpu")
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*$")
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import|import[ \t]+(?P<names>[\w., \t]+))", re.MULTILINE
@@ -120,7 +125,7 @@ def imported_modules(source: str) -> set[str]:
 
 def tox_env(example: Example) -> str:
     """The tox env that has the extras the example imports."""
-    envs = set()
+    envs = {env for folder, env in ENV_OF_FOLDER.items() if example.path.startswith(folder)}
     for module in imported_modules(example.source):
         for prefix, env in ENV_OF_MODULE.items():
             if module == prefix or module.startswith(prefix + "."):

@@ -45,6 +45,7 @@ def test_every_readme_and_guide_quickstart_is_collected():
         "packages/envs/README.md",
         "packages/collectors/README.md",
         "packages/memory/README.md",
+        "packages/minatar/README.md",
         "examples/kernelgym-example-plugin/README.md",
         "docs/guides/train.md",
     ):
@@ -85,6 +86,7 @@ def test_an_example_runs_where_its_imports_are_installed():
     assert tox_env(Example("t.md", 1, "from stable_baselines3 import PPO")) == "clients"
     assert tox_env(Example("t.md", 1, "from kernelgym.collectors.ray import RayCollector")) == "ray"
     assert tox_env(Example("t.md", 1, "import numpy as np")) == "integration"
+    assert tox_env(Example("packages/minatar/README.md", 1, "import kernelgym.envs")) == "minatar"
     with pytest.raises(ValueError, match="several tox envs"):
         tox_env(Example("t.md", 1, "import ray\nimport skrl"))
 
