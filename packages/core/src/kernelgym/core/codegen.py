@@ -21,6 +21,7 @@ import inspect
 import marshal
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 import types
@@ -30,10 +31,12 @@ from pathlib import Path
 import numpy as np
 import platformdirs
 
+from kernelgym.core.disk_cache import check_cache_of, usable_folder
+
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "10"
+TEMPLATE_VERSION = "11"
 
 _BODIES: dict = {}
 
@@ -213,10 +216,12 @@ def is_constant(value) -> bool:
 
 
 def cache_dir() -> Path:
-    """Where launcher modules live: ``$KERNELGYM_CACHE_DIR`` or the user cache directory."""
+    """Where launcher modules live: ``$KERNELGYM_CACHE_DIR`` or the user cache directory, or,
+    where that folder cannot be written, a temporary folder named in a `CacheWarning`."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
     base = Path(configured) if configured else Path(platformdirs.user_cache_dir("kernelgym"))
-    return base / "launchers"
+    setting = f"{CACHE_DIR_ENV_VAR}={configured!r}" if configured else "the user cache directory"
+    return usable_folder(base / "launchers", setting)
 
 
 def _closure_fingerprint(fn) -> bytes:
@@ -320,8 +325,14 @@ def registered_body(key: str):
 def _write_once(path: Path, text: str) -> None:
     # Numba's cache checks the source file's time stamp: rewriting an unchanged file
     # would make every process recompile. Writers race safely through os.replace.
-    if path.exists() and path.read_text() == text:
-        return
+    # Compared as bytes: a corrupted file need not be valid UTF-8.
+    try:
+        if path.read_bytes() == text.encode():
+            return
+    except FileNotFoundError:
+        pass
+    except OSError:  # e.g. a folder in its place, which os.replace cannot replace
+        shutil.rmtree(path, ignore_errors=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(handle, "w") as file:
@@ -349,7 +360,12 @@ def _import_launcher(stem: str, text: str):
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    # compiled from the text itself, not from the file or a .pyc beside it (Python checks a
+    # .pyc's time stamp, not its content): a corrupted cache cannot change the code run
+    exec(compile(text, str(path), "exec"), module.__dict__)
+    for value in vars(module).values():
+        if getattr(getattr(value, "py_func", None), "__module__", None) == module_name:  # its own launchers
+            check_cache_of(value)
     setattr(package, stem, module)
     return module
 
