@@ -26,12 +26,13 @@ import sys
 import tempfile
 import types
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
 import platformdirs
 
-from kernelgym.core.disk_cache import check_cache_of, usable_folder
+from kernelgym.core.disk_cache import CacheWarning, check_cache_of, usable_folder
 
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
@@ -325,14 +326,21 @@ def registered_body(key: str):
 def _write_once(path: Path, text: str) -> None:
     # Numba's cache checks the source file's time stamp: rewriting an unchanged file
     # would make every process recompile. Writers race safely through os.replace.
-    # Compared as bytes: a corrupted file need not be valid UTF-8.
+    # Compared as bytes: a corrupted file need not be valid UTF-8. The name holds the
+    # hash of the text, so an existing file with other content was damaged.
     try:
         if path.read_bytes() == text.encode():
             return
+        problem = "its content is not the generated code"
     except FileNotFoundError:
-        pass
-    except OSError:  # e.g. a folder in its place, which os.replace cannot replace
+        problem = None
+    except OSError as error:  # e.g. a folder in its place, which os.replace cannot replace
+        problem = error.strerror or str(error)
         shutil.rmtree(path, ignore_errors=True)
+    if problem:
+        warnings.warn(f"kernelgym: the launcher file {path.name!r} in the cache folder {str(path.parent)!r} was "
+                      f"damaged ({problem}); writing it again and compiling its kernels again",
+                      CacheWarning, stacklevel=3)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(handle, "w") as file:
