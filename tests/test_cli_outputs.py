@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_write_problem_leaves_an_existing_file_unchanged_and_no_new_file_behind(
 
 def test_save_output_makes_a_removed_folder_again(tmp_path, capsys):
     path = tmp_path / "gone" / "plot.png"
-    assert save_output(lambda p: open(p, "wb").write(b"data"), str(path), "--out", "demo", "learning curve")
+    assert save_output(lambda p: Path(p).write_bytes(b"data"), str(path), "--out", "demo", "learning curve")
     assert path.read_bytes() == b"data"
     assert "was removed during the run; made it again" in capsys.readouterr().err
 
@@ -54,11 +55,11 @@ def test_save_output_that_cannot_write_writes_a_copy_elsewhere_and_says_so_in_on
     blocker = tmp_path / "was-a-folder"
     blocker.write_text("a file where the folder was")
     path = blocker / "plot.png"
-    assert not save_output(lambda p: open(p, "wb").write(b"data"), str(path), "--plot", "bench", "plot")
+    assert not save_output(lambda p: Path(p).write_bytes(b"data"), str(path), "--plot", "bench", "plot")
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith(f"kernelgym bench: error: argument --plot: could not write {str(path)!r}")
     fallback = line.split("the plot was written to ")[1].split("'")[1]
-    assert open(fallback, "rb").read() == b"data"
+    assert Path(fallback).read_bytes() == b"data"
     shutil.rmtree(os.path.dirname(fallback))
 
 

@@ -26,7 +26,7 @@ LOOKUPS = GOOD_IDS + BAD_IDS + ["ns/X-v0", "kernelgym/A-v0", "kernelgym/B-v0", "
 
 
 def _name(env_id):
-    name, _, version = env_id.rpartition("-v")
+    name, _, _ = env_id.rpartition("-v")
     return (name, True) if name else (env_id, False)
 
 

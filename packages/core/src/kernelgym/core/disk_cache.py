@@ -96,7 +96,9 @@ def check_cache_of(dispatcher) -> None:
         try:
             save_overload(sig, data)
         except OSError as error:
-            _warn(f"the compiled kernel could not be saved in the cache folder {folder!r} "
+            name = error.filename2 or error.filename  # os.replace's destination, else the file
+            where = f"as {os.path.basename(name)!r} " if name else ""
+            _warn(f"the compiled kernel could not be saved {where}in the cache folder {folder!r} "
                   f"({error.strerror or error}); the next process compiles it again")
 
     cache.load_overload, cache.save_overload = checked_load_overload, checked_save_overload
@@ -107,6 +109,8 @@ def check_cache_of(dispatcher) -> None:
         buffer = io.BytesIO()
         yield buffer
         content = buffer.getvalue()
+        if os.path.isdir(path) and not os.path.islink(path):  # os.replace cannot replace a folder
+            _discard(path, folder, "a folder in its place", then="saving the kernel in its place")
         with open_for_write(path) as file:
             file.write(content + SEAL_MARKER + hashlib.sha256(content).digest())
 
@@ -156,16 +160,16 @@ def _read_sealed(path: str, folder: str) -> bytes | None:
     return None
 
 
-def _discard(path: str, folder: str, problem: str) -> None:
+def _discard(path: str, folder: str, problem: str, then: str = "compiling the kernel again") -> None:
     """Remove an unusable cache entry (file or folder), with a warning naming it and its folder."""
     try:
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         else:
             os.remove(path)
-        outcome = "removed it; compiling the kernel again"
+        outcome = f"removed it; {then}"
     except OSError as error:
-        outcome = f"could not remove it ({error.strerror or error}); compiling the kernel again"
+        outcome = f"could not remove it ({error.strerror or error}); {then}"
     _warn(f"the compile cache file {os.path.basename(path)!r} in the folder {folder!r} cannot be read "
           f"({problem}); {outcome}")
 
