@@ -343,8 +343,8 @@ def _write_once(path: Path, text: str) -> None:
                       CacheWarning, stacklevel=3)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as file:
-        file.write(text)
+    with os.fdopen(handle, "wb") as file:  # bytes: no newline translation, so it compares equal
+        file.write(text.encode())
     os.replace(temporary, path)
 
 
