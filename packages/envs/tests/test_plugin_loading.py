@@ -323,3 +323,37 @@ def test_an_id_gymnasium_refuses_after_the_checks_is_left_out_of_gymnasium_only(
         print("ok")
     """, PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     assert out.stdout.strip() == "ok"
+
+
+def test_gymnasium_make_of_an_id_two_undeclaring_plugins_claim_names_both_distributions(tmp_path):
+    # gymnasium once said the id "doesn't exist": it was never registered there
+    clash = CLASHING_PLUGIN.replace("Clash-v0", "Twice-v0")
+    collide = CLASHING_PLUGIN.replace('id="Clash-v0")]', 'id="Pair")] + [dataclasses.replace(cartpole.SPEC, id="Pair-v0")]')
+    _install_fake_distribution(tmp_path, "twice-one", clash)
+    _install_fake_distribution(tmp_path, "twice-two", clash)
+    _install_fake_distribution(tmp_path, "pair-maker", collide)
+    result = _run("""
+        import gymnasium
+        import kernelgym.envs as kge
+
+        assert "Twice-v0" not in kge.list_envs()
+        for make in (lambda: gymnasium.make("kernelgym/Twice-v0"),
+                     lambda: gymnasium.make_vec("kernelgym/Twice-v0", num_envs=2),
+                     lambda: gymnasium.make_vec("kernelgym/Twice-v0", num_envs=2, vectorization_mode="sync")):
+            try:
+                make()
+            except KeyError as error:
+                assert "twice-one" in str(error) and "twice-two" in str(error), error
+            else:
+                raise AssertionError("an id two plugins claim was made")
+        for pair_id in ("kernelgym/Pair", "kernelgym/Pair-v0"):
+            try:
+                gymnasium.make(pair_id)
+            except (KeyError, gymnasium.error.Error) as error:
+                assert "Pair" in str(error), error
+            else:
+                raise AssertionError("a colliding id was made")
+        assert kge.make("CartPole-v1", 2, backend="cpu", seed=0).reset()[0].shape == (2, 4)
+        print("named")
+    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    assert result.stdout.strip() == "named"

@@ -2,8 +2,10 @@
 
 Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
 names the argument, what was expected and what was received (argparse's convention),
-before anything is compiled or run; output files are checked then too (folder exists
-and is writable, ``.png``). Ctrl-C prints one line and exits with code 130.
+before anything is compiled or run; output files are checked then too (``.png``, and
+opened for writing: see `kernelgym.cli.outputs`). A result is printed before its file is
+written; a file that cannot be written at the end is a one-line error (exit code 1). Ctrl-C
+prints one line and exits with code 130; running out of memory, one line and exit code 1.
 """
 
 from __future__ import annotations
@@ -18,19 +20,25 @@ BACKENDS = ("auto", "cuda", "cpu", "sim")
 PRECISIONS = ("float64", "float32")
 DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
 DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
+# Seeds reach torch.manual_seed and numpy, which take up to 64 bits
+MAX_SEED = 2**64 - 1
+# More envs than any one machine steps usefully; beyond, allocations fail deep in the run
+MAX_NUM_ENVS = 2**26
 
 
 # ------------------------------------------------------------------- argument types
-def int_at_least(minimum: int):
-    """argparse type: an int >= ``minimum`` (argparse prefixes the argument's name)."""
+def int_at_least(minimum: int, maximum: int | None = None):
+    """argparse type: an int >= ``minimum`` (and <= ``maximum`` if given); argparse
+    prefixes the argument's name."""
+    expected = f"an integer >= {minimum}" + ("" if maximum is None else f" and <= {maximum}")
 
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             value = None
-        if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, received {text!r}")
+        if value is None or value < minimum or (maximum is not None and value > maximum):
+            raise argparse.ArgumentTypeError(f"expected {expected}, received {text!r}")
         return value
 
     return parse
@@ -38,6 +46,8 @@ def int_at_least(minimum: int):
 
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
+seed_int = int_at_least(0, MAX_SEED)
+num_envs_int = int_at_least(1, MAX_NUM_ENVS)
 
 
 def positive_float(text: str) -> float:
@@ -61,16 +71,17 @@ def comma_separated(text: str) -> list[str]:
 
 def png_path(text: str) -> str:
     """argparse type: a PNG to write: ending in .png (matplotlib picks the format from it),
-    in an existing writable folder, and not a folder itself; checked before any work."""
+    in an existing folder, not a folder itself, and opened for writing (an existing file is
+    left unchanged, a new one removed again); checked before any work."""
+    from kernelgym.cli.outputs import write_problem
+
     if not text.lower().endswith(".png"):
         raise argparse.ArgumentTypeError(f"expected a file name ending in .png, received {text!r}")
     folder = os.path.dirname(os.path.abspath(text))
     problem = (
         f"folder {folder!r} does not exist" if not os.path.isdir(folder)
-        else f"folder {folder!r} is not writable" if not os.access(folder, os.W_OK | os.X_OK)
         else "it is a folder" if os.path.isdir(text)
-        else "the file exists and is not writable" if os.path.exists(text) and not os.access(text, os.W_OK)
-        else None
+        else write_problem(text)
     )
     if problem:
         raise argparse.ArgumentTypeError(f"expected a writable .png file path ({problem}), received {text!r}")
@@ -101,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(min, median and max over repeats, and the machine's load; random actions).",
     )
     bench.add_argument("env", metavar="ENV", help="a registered env id (see `kernelgym list`)")
-    bench.add_argument("--num-envs", type=positive_int, nargs="+", default=list(DEFAULT_BENCH_NUM_ENVS),
+    bench.add_argument("--num-envs", type=num_envs_int, nargs="+", default=list(DEFAULT_BENCH_NUM_ENVS),
                        metavar="N", help="numbers of envs to measure (default: %(default)s)")
     bench.add_argument("--backend", choices=BACKENDS, default="auto",
                        help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)")
@@ -125,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-examples", type=positive_int, help=max_examples_help())
     check.add_argument("--checks", type=comma_separated, metavar="NAME,NAME",
                        help="only these checks (default: all; names in the report)")
-    check.add_argument("--seed", type=non_negative_int, help="reproduce a run (each report prints its seed)")
+    check.add_argument("--seed", type=seed_int, help="reproduce a run (each report prints its seed)")
     check.add_argument("--precision", choices=PRECISIONS,
                        help="check the kernels compiled for this precision, for envs that declare the choice "
                             "(default: the env's own; see `kernelgym list`)")
@@ -139,9 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "last 100 episodes reaches the target; then write a learning-curve PNG. "
                     "Needs no argument.",
     )
-    demo.add_argument("--seed", type=non_negative_int, default=1, help="random seed (default: %(default)s)")
+    demo.add_argument("--seed", type=seed_int, default=1, help="random seed (default: %(default)s)")
     demo.add_argument("--backend", choices=BACKENDS, default="auto", help="backend (default: %(default)s)")
-    demo.add_argument("--num-envs", type=positive_int, default=64, help="parallel envs (default: %(default)s)")
+    demo.add_argument("--num-envs", type=num_envs_int, default=64, help="parallel envs (default: %(default)s)")
     demo.add_argument("--target-return", type=positive_float, default=475.0,
                       help="stop at this mean episode return (default: %(default)s)")
     demo.add_argument("--max-env-steps", type=positive_int, default=3_000_000,
@@ -201,6 +212,7 @@ def run_list(args, parser) -> int:
 
 
 def run_bench(args, parser) -> int:
+    from kernelgym.cli.outputs import save_output
     from kernelgym.cli.plots import plot_throughput
     from kernelgym.cli.throughput import bench_env, print_throughput_table
 
@@ -210,7 +222,9 @@ def run_bench(args, parser) -> int:
                       repeats=args.repeats, with_gymnasium=not args.no_gymnasium)
     print_throughput_table(args.env, backend, bench)
     if args.plot:
-        plot_throughput(args.env, backend, bench.rows, args.plot)
+        if not save_output(lambda path: plot_throughput(args.env, backend, bench.rows, path), args.plot,
+                           "--plot", "bench", "plot"):
+            return 1
         print(f"plot written to {args.plot}")
     return 0
 
@@ -257,6 +271,7 @@ def run_demo(args, parser) -> int:
     # steps of a small training run (10x faster on a busy 2-core machine). OpenMP reads
     # this when it loads, so it applies only if torch was not imported yet.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    from kernelgym.cli.outputs import save_output
     from kernelgym.cli.plots import plot_learning_curve
     from kernelgym.cli.ppo import PPOConfig, train
 
@@ -265,14 +280,24 @@ def run_demo(args, parser) -> int:
                        target_return=args.target_return, max_env_steps=args.max_env_steps,
                        time_limit_s=args.time_limit)
     result = train(config, progress=not args.no_progress)
-    plot_learning_curve(result, args.out)
     outcome = "reached" if result.reached_target else "did NOT reach"
+    # the result first: a file that cannot be written must not lose it
     print(f"{outcome} the target mean return {config.target_return:g}: final mean return "
           f"{result.final_return:.1f} after {result.total_env_steps:,} env steps in "
           f"{result.wall_time_s:.1f} s ({result.steps_per_s:,.0f} env-steps/s, backend {result.backend}, "
-          f"seed {config.seed})")
+          f"seed {config.seed})", flush=True)
+    if not save_output(lambda path: plot_learning_curve(result, path), args.out, "--out", "demo",
+                       "learning curve"):
+        return 1
     print(f"learning curve written to {args.out}")
     return 0 if result.reached_target else 1
+
+
+def memory_errors() -> tuple:
+    """The exceptions of a failed allocation: numpy's MemoryError, and torch's own (a
+    RuntimeError) when torch is loaded."""
+    torch = sys.modules.get("torch")
+    return (MemoryError, torch.OutOfMemoryError) if hasattr(torch, "OutOfMemoryError") else (MemoryError,)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -285,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         # the user's own Ctrl-C: one line, the shell's exit code for SIGINT, no traceback
         print(f"kernelgym {args.command}: interrupted", file=sys.stderr)
         return 130
+    except memory_errors() as error:
+        print(f"kernelgym {args.command}: error: out of memory ({error}); fewer envs (--num-envs) need less",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

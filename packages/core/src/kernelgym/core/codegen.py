@@ -21,19 +21,23 @@ import inspect
 import marshal
 import os
 import pickle
+import shutil
 import sys
 import tempfile
 import types
 import uuid
+import warnings
 from pathlib import Path
 
 import numpy as np
 import platformdirs
 
+from kernelgym.core.disk_cache import CacheWarning, check_cache_of, usable_folder
+
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "10"
+TEMPLATE_VERSION = "11"
 
 _BODIES: dict = {}
 
@@ -213,10 +217,12 @@ def is_constant(value) -> bool:
 
 
 def cache_dir() -> Path:
-    """Where launcher modules live: ``$KERNELGYM_CACHE_DIR`` or the user cache directory."""
+    """Where launcher modules live: ``$KERNELGYM_CACHE_DIR`` or the user cache directory, or,
+    where that folder cannot be written, a temporary folder named in a `CacheWarning`."""
     configured = os.environ.get(CACHE_DIR_ENV_VAR)
     base = Path(configured) if configured else Path(platformdirs.user_cache_dir("kernelgym"))
-    return base / "launchers"
+    setting = f"{CACHE_DIR_ENV_VAR}={configured!r}" if configured else "the user cache directory"
+    return usable_folder(base / "launchers", setting)
 
 
 def _closure_fingerprint(fn) -> bytes:
@@ -320,12 +326,25 @@ def registered_body(key: str):
 def _write_once(path: Path, text: str) -> None:
     # Numba's cache checks the source file's time stamp: rewriting an unchanged file
     # would make every process recompile. Writers race safely through os.replace.
-    if path.exists() and path.read_text() == text:
-        return
+    # Compared as bytes: a corrupted file need not be valid UTF-8. The name holds the
+    # hash of the text, so an existing file with other content was damaged.
+    try:
+        if path.read_bytes() == text.encode():
+            return
+        problem = "its content is not the generated code"
+    except FileNotFoundError:
+        problem = None
+    except OSError as error:  # e.g. a folder in its place, which os.replace cannot replace
+        problem = error.strerror or str(error)
+        shutil.rmtree(path, ignore_errors=True)
+    if problem:
+        warnings.warn(f"kernelgym: the launcher file {path.name!r} in the cache folder {str(path.parent)!r} was "
+                      f"damaged ({problem}); writing it again and compiling its kernels again",
+                      CacheWarning, stacklevel=3)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(handle, "w") as file:
-        file.write(text)
+    with os.fdopen(handle, "wb") as file:  # bytes: no newline translation, so it compares equal
+        file.write(text.encode())
     os.replace(temporary, path)
 
 
@@ -349,7 +368,12 @@ def _import_launcher(stem: str, text: str):
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
-    spec.loader.exec_module(module)
+    # compiled from the text itself, not from the file or a .pyc beside it (Python checks a
+    # .pyc's time stamp, not its content): a corrupted cache cannot change the code run
+    exec(compile(text, str(path), "exec"), module.__dict__)
+    for value in vars(module).values():
+        if getattr(getattr(value, "py_func", None), "__module__", None) == module_name:  # its own launchers
+            check_cache_of(value)
     setattr(package, stem, module)
     return module
 

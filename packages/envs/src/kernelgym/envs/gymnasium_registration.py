@@ -15,7 +15,9 @@ made. This module reads the kernelgym registry; the registry never imports it.
 No plugin's id can break the import or another id: malformed and colliding declared ids
 are left out with a `PluginLoadWarning` (`kernelgym.envs.registry`), and an id gymnasium
 still refuses (one that collides with an id already in gymnasium's registry) is left out
-of gymnasium with a warning naming its distribution.
+of gymnasium with a warning naming its distribution. An id two plugins claim is registered
+too (where gymnasium can hold it), so that ``gymnasium.make`` and ``make_vec`` of it raise
+kernelgym's error naming both distributions instead of gymnasium's "doesn't exist".
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from gymnasium.envs.registration import registry as gymnasium_registry
 
 from kernelgym.envs import registry
 
-__all__ = ["ENTRY_POINT", "GYMNASIUM_NAMESPACE", "VECTOR_ENTRY_POINT", "install", "register_gymnasium_envs"]
+__all__ = ["ENTRY_POINT", "GYMNASIUM_NAMESPACE", "VECTOR_ENTRY_POINT", "install", "register_conflicting_ids",
+           "register_gymnasium_envs"]
 
 GYMNASIUM_NAMESPACE = registry.GYMNASIUM_NAMESPACE
 ENTRY_POINT = "kernelgym.envs.gymnasium_env:KernelGymnasiumEnv"
@@ -82,6 +85,21 @@ def _register(env_id: str, max_episode_steps: int | None, provider: str) -> bool
     return True
 
 
+def register_conflicting_ids(_env_ids=None) -> None:
+    """Register each id the kernelgym registry left out for a conflict (already warned about),
+    so that making it reaches `kernelgym.envs.registry.get_spec`, whose error names the
+    claimants; an id gymnasium refuses (``Foo`` beside ``Foo-v0``) stays out."""
+    for env_id in registry._REGISTRY.conflicting_ids():
+        gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
+        if gymnasium_id in gymnasium_registry:
+            continue
+        try:
+            gymnasium.register(id=gymnasium_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
+                               kwargs={"env_id": env_id})
+        except gymnasium_error.Error:
+            pass  # its conflict was warned about when the plugins loaded
+
+
 def install() -> None:
     """Register the declared ids now and complete them (and add new ids) when the plugins load."""
     declared, problems = registry._REGISTRY.checked_declarations()
@@ -90,3 +108,4 @@ def install() -> None:
     for env_id, distributions in sorted(declared.items()):
         _register(env_id, None, f"distribution {registry._distributions(distributions)}")
     registry._REGISTRY.add_listener(register_gymnasium_envs)
+    registry._REGISTRY.add_listener(register_conflicting_ids)

@@ -275,6 +275,12 @@ class _Registry:
                   f"it is left out (the other ids still work): uninstall all but one of them")
         return specs, conflicts, collisions
 
+    def conflicting_ids(self) -> list[str]:
+        """The ids left out because two plugins claim them, or because they collide in gymnasium."""
+        with self._lock:
+            self.specs()
+            return sorted(self._conflicts)
+
     def collisions(self, env_id: str) -> list[str]:
         """The ids ``env_id`` collides with in gymnasium (``Foo`` for ``Foo-v0``); [] when none."""
         with self._lock:
