@@ -240,7 +240,8 @@ class ActionLoader:
             return
         source = actions.detach().numpy() if isinstance(actions, torch.Tensor) else actions
         if self._host_buffer is not None and self._direct:
-            np.copyto(self._host_buffer, source, casting="unsafe")
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the value check's to report
+                np.copyto(self._host_buffer, source, casting="unsafe")
         else:  # sim: the simulator's own host-to-device copy
             self._buffer.copy_to_device(np.ascontiguousarray(source, dtype=self.dtype))
 
@@ -299,7 +300,7 @@ def one_action(space, action, argument: str = "action") -> np.ndarray:
     """
     if isinstance(space, spaces.Discrete):
         if not (isinstance(action, (int, np.integer)) or (isinstance(action, np.ndarray) and action.shape == ()
-                                                          and action.dtype.kind in "iub")):
+                                                          and action.dtype.kind in "iu")):
             raise TypeError(f"{argument}: expected an int in {space}, got {type(action).__name__} {action!r}")
         value = int(action)
         if not space.start <= value < space.start + space.n:
