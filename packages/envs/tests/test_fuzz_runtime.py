@@ -369,3 +369,13 @@ def test_set_state_refuses_a_finite_float_that_overflows_float32():
         np.testing.assert_array_equal(env.get_state()["x"], np.array([np.inf, 2.0**64], np.float32))
     finally:
         env.close()
+
+
+def test_set_params_names_a_finite_value_that_overflows_the_float32_table():
+    env = kge.make("CartPole-v1", 3, backend="cpu", seed=0, precision="float32")  # test_precision's build
+    try:
+        with pytest.raises(ValueError, match=r"set_params param 'length': got 1e\+39, which overflows float32"):
+            env.set_params(length=np.array([0.5, 1e39, 0.5]))
+        np.testing.assert_array_equal(env.get_params()["length"], np.full(3, 0.5, np.float32))
+    finally:
+        env.close()

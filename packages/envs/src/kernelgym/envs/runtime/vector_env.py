@@ -2,10 +2,11 @@
 
 Every buffer (state, observations, rewards, flags, RNG streams) is allocated once on
 the backend and reused (`buffers`). ``step`` hands the actions to ONE composed launch for
-env-layout envs (the caller's own array on cpu when its dtype and layout match, else one
-copy: `actions`) -- the action check, the env's reset for the envs pending a reset, its
-step for the others, then the bookkeeping (`autoreset`) -- all bound by name once, at
-construction (`kernelgym.core.binding`), and returns zero-copy torch views of the output
+env-layout envs (through the fixed action buffer, which thus always holds the actions
+just stepped: a plain memory copy on cpu when their dtype and layout match, else one
+checked, casting copy: `actions`) -- the action check, the env's reset for the envs
+pending a reset, its step for the others, then the bookkeeping (`autoreset`) -- all
+bound by name once, at construction (`kernelgym.core.binding`), and returns zero-copy torch views of the output
 buffers. Nothing leaves the device on the way, and the per-call path allocates nothing.
 
 Autoreset follows gymnasium 1.x:
@@ -155,7 +156,7 @@ class KernelVectorEnv(StateIO):
     data_manager : kernelgym.core.CUDADataManager
         Holds every buffer by name (state arrays, ``observations`` or one per leaf of
         a Dict/Tuple space by its kernel name, ``obs_<key>``, ``rewards``,
-        ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
+        ``terminated``, ``truncated``, ``actions`` (the last step's), ``rng_states``, ``_done_``,
         ``_timestep_``, ...), each with a torch view.
     """
 
