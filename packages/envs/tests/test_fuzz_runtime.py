@@ -228,7 +228,7 @@ class RuntimeMachine(RuleBasedStateMachine):
         np.testing.assert_array_equal(self.env.get_rng_states(), self.rng)
 
 
-RuntimeMachine.TestCase.settings = settings(max_examples=12, stateful_step_count=25, deadline=None,
+RuntimeMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
                                             suppress_health_check=[HealthCheck.too_slow])
 TestRuntimeFuzz = RuntimeMachine.TestCase
 
@@ -379,3 +379,20 @@ def test_set_params_names_a_finite_value_that_overflows_the_float32_table():
         np.testing.assert_array_equal(env.get_params()["length"], np.full(3, 0.5, np.float32))
     finally:
         env.close()
+
+
+def test_the_gymnasium_vector_env_refuses_settings_that_would_change_nothing():
+    from kernelgym.envs.gymnasium_adapter import KernelGymnasiumVectorEnv
+
+    envs = KernelGymnasiumVectorEnv("CartPole-v1", 2, backend="cpu", seed=0)
+    try:
+        for name, value in (("num_envs", 4), ("autoreset_mode", gymnasium.vector.AutoresetMode.NEXT_STEP)):
+            with pytest.raises(AttributeError, match=name):
+                setattr(envs, name, value)
+        with pytest.raises(ValueError, match="render_mode"):
+            envs.render_mode = "human"
+        envs.render_mode = "rgb_array"  # a mode the env has: applied
+        assert envs.render()[0].ndim == 3
+        assert envs.num_envs == 2 and envs.autoreset_mode is gymnasium.vector.AutoresetMode.SAME_STEP
+    finally:
+        envs.close()
