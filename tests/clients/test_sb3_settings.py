@@ -5,7 +5,7 @@ import pytest
 
 pytest.importorskip("stable_baselines3")
 
-from kernelgym.envs.sb3 import KernelSB3VecEnv  # noqa: E402
+from kernelgym.envs.sb3 import KernelSB3VecEnv
 
 
 @pytest.fixture

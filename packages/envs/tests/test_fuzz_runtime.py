@@ -17,14 +17,13 @@ CartPole: they refuse exactly the actions its ``action_space.contains`` refuses.
 from __future__ import annotations
 
 import gymnasium
+import kernelgym.envs as kge
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
-import kernelgym.envs as kge
 from kernelgym.envs.classic import cartpole
 from kernelgym.envs.gymnasium_env import KernelGymnasiumEnv
 from kernelgym.envs.runtime.streams import seed_env_streams
@@ -267,8 +266,10 @@ def test_the_gymnasium_env_refuses_what_gymnasiums_cartpole_refuses(single_envs,
         assert all(np.array_equal(after[name], before[name]) for name in NAMES)
 
 
-def test_make_vec_sync_refuses_a_float_action():
-    envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="sync")
+@pytest.mark.filterwarnings("ignore:.*Raising the last exception:UserWarning")  # async's report of the error
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_refuses_a_float_action(mode):
+    envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode=mode)
     try:
         envs.reset(seed=0)
         with pytest.raises(TypeError, match="action: expected an int in Discrete"):
