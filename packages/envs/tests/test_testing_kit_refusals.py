@@ -71,7 +71,7 @@ def test_a_deferred_refusal_reads_the_fault_within_the_call_and_returns_the_step
 def test_the_kit_catches_a_refusal_that_breaks_the_deferred_contract(mode, message):
     env = cartpole("sim", mode)
     # the kit reads the promise from the env: it promises "deferred", the built check does otherwise
-    env.check_action_values = "deferred"
+    object.__setattr__(env, "check_action_values", "deferred")  # past the attribute guard: a lying env
     with pytest.raises(AssertionError, match=message):
         refusals.refuse(env, OUT_OF_RANGE, SPACE)
 

@@ -28,6 +28,8 @@ from kernelgym.envs.gymnasium_registration import GYMNASIUM_NAMESPACE, register_
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
 
 _FINAL_OBS_KEYS = ("final_obs", "_final_obs")
+# what the kernels were built for: setting one after construction would change nothing
+_FIXED = frozenset({"num_envs", "autoreset_mode"})
 
 
 class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
@@ -88,6 +90,16 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
             "render_modes": render_modes,
             "render_fps": spec.render_fps,
         }
+
+    def __setattr__(self, name, value):
+        """``num_envs`` and ``autoreset_mode`` are fixed once set; ``render_mode`` takes the env's modes only."""
+        if name in _FIXED and name in self.__dict__:
+            raise AttributeError(f"{name}: fixed when the vector env is made (its kernels are built for it); "
+                                 f"make a new one to change it")
+        if name == "render_mode" and "metadata" in self.__dict__ and value is not None \
+                and value not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, got {value!r}")
+        super().__setattr__(name, value)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         """Reset every env; ``seed`` re-seeds the per-env streams."""

@@ -29,6 +29,7 @@ import numpy as np
 
 from kernelgym.envs import registry
 from kernelgym.envs.observations import map_tree
+from kernelgym.envs.runtime.actions import one_action
 
 __all__ = ["KernelGymnasiumEnv"]
 
@@ -108,8 +109,16 @@ class KernelGymnasiumEnv(gymnasium.Env):
         return map_tree(_first, obs), {}
 
     def step(self, action):
-        """One step with one action (an int for discrete spaces, an array for Box)."""
-        self._actions[0] = action
+        """One step with one action (an int for discrete spaces, an array for Box).
+
+        Raises
+        ------
+        TypeError, ValueError
+            An action gymnasium's own envs refuse (a float for ``Discrete``, a wrong
+            shape, a value out of range, non-finite or overflowing the action dtype),
+            before anything runs (`kernelgym.envs.runtime.actions.one_action`).
+        """
+        self._actions[0] = one_action(self.action_space, action, "action")
         obs, rewards, terminated, truncated, _ = self.env.step(self._actions, numpy=True)
         return map_tree(_first, obs), float(rewards[0]), bool(terminated[0]), bool(truncated[0]), {}
 

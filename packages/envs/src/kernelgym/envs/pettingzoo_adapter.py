@@ -30,6 +30,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from kernelgym.envs import registry
 from kernelgym.envs.observations import map_tree
+from kernelgym.envs.runtime.actions import one_action
 
 __all__ = ["KernelParallelEnv"]
 
@@ -99,8 +100,11 @@ class KernelParallelEnv(ParallelEnv):
         unknown = [agent for agent in actions if agent not in self.agents]
         if missing or unknown:
             raise KeyError(f"actions: expected one action per live agent; missing {missing}, unknown {unknown}")
-        for index, agent in enumerate(self.possible_agents):
-            self._action_rows[index] = np.reshape(actions[agent], -1)
+        # every agent's action checked (as gymnasium's spaces check) before any is written
+        checked = [one_action(self._action_spaces[agent], actions[agent], f"actions[{agent!r}]")
+                   for agent in self.possible_agents]
+        for index, action in enumerate(checked):
+            self._action_rows[index] = np.reshape(action, -1)
         obs, rewards, terminated, truncated, _ = self.env.step(self._action_buffer, numpy=True)
         agents = self.agents
         observations = self._per_agent(obs)

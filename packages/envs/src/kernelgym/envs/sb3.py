@@ -80,6 +80,7 @@ class KernelSB3VecEnv(VecEnv):
         # SB3's envs are (env, agent) pairs: every batch is reshaped from (N, A, ...) to (N * A, ...)
         self._agents = self.env.num_agents if self.env.multi_agent else 1
         self._env_attributes = {"render_mode": render_mode}  # what SB3 reads per env through get_attr
+        self._render_modes = render_modes
         self._actions = None
         self._start_time = time.time()
         super().__init__(self.env.num_envs * self._agents, self.env.single_observation_space,
@@ -143,12 +144,31 @@ class KernelSB3VecEnv(VecEnv):
         return [value for _ in self._get_indices(indices)]
 
     def set_attr(self, attr_name: str, value, indices=None) -> None:
-        """Set an attribute of the underlying env; every env shares it, so ``indices`` must be all."""
+        """Set an attribute of the underlying env; every env shares it, so ``indices`` must be all.
+
+        A setting either takes effect or raises: ``max_episode_steps`` applies from the
+        next step (`KernelVectorEnv.max_episode_steps`), ``render_mode`` takes the env's
+        render modes; every other attribute of a `KernelVectorEnv` is fixed at its
+        construction (``params``: per-env fields change through
+        ``env_method("set_params", ...)``).
+
+        Raises
+        ------
+        AttributeError
+            An attribute that cannot be set (or does not exist), named.
+        ValueError
+            A bad value or ``indices``.
+        """
         self._check_all(indices, "set_attr")
-        if attr_name in self._env_attributes:
-            self._env_attributes[attr_name] = value
-        else:
-            setattr(self.env, attr_name, value)
+        if attr_name == "render_mode":
+            if value is not None and value not in self._render_modes:
+                raise ValueError(f"set_attr('render_mode'): expected None or one of {self._render_modes}, "
+                                 f"got {value!r}")
+            self._env_attributes[attr_name] = self.render_mode = value
+            return
+        if not isinstance(attr_name, str) or attr_name.startswith("_") or not hasattr(self.env, attr_name):
+            raise AttributeError(f"set_attr: {attr_name!r} is not a public attribute of {self.env!r}")
+        setattr(self.env, attr_name, value)  # KernelVectorEnv applies it, or raises naming it
 
     def env_method(self, method_name: str, *method_args, indices=None, **method_kwargs) -> list:
         """Call a method of the underlying env once; ``indices`` must be all."""

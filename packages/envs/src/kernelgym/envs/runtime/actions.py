@@ -1,10 +1,11 @@
 """Actions: how they reach the composed kernel, and how their values are checked in it.
 
-The kernel reads the caller's actions where it can: on ``cpu`` an array of the action
-buffer's dtype and C layout is passed to the compiled launcher as it is (a per-call
-argument, `kernelgym.core.binding`); anything else is copied once into the fixed action
-buffer. On ``cuda`` and ``sim`` the actions go through one device copy into that buffer
-(asynchronous on a GPU; numba would otherwise synchronize on a foreign stream).
+Every step's actions land in the fixed action buffer (the data manager's ``actions``),
+so that the buffer always holds the actions just stepped. On ``cpu`` an array of the
+buffer's dtype and C layout takes one plain memory copy into it (no allocation, no
+cast, no type checks: the fast path); anything else is checked and copied once,
+casting. On ``cuda`` and ``sim`` the actions go through one device copy into that
+buffer (asynchronous on a GPU; numba would otherwise synchronize on a foreign stream).
 
 The VALUES are checked inside the composed launch: the check bodies below return env
 ``i``'s fault code (the flat index of its first bad action, or -1), a pass that
@@ -28,8 +29,9 @@ from gymnasium import spaces
 
 from kernelgym.core import env_kernel, streams, to_numpy
 from kernelgym.core.binding import NO_FAULT, Precondition
+from kernelgym.envs.runtime.state_io import checked_cast
 
-__all__ = ["ActionLoader", "CHECK_MODES", "check_mode"]
+__all__ = ["ActionLoader", "CHECK_MODES", "check_mode", "one_action"]
 
 # check_action_values: True picks the backend's default mode.
 CHECK_MODES = (True, False, "sync", "deferred")
@@ -176,16 +178,20 @@ class ActionLoader:
         # the common cases first, each one test: an array exactly like the buffer (the
         # buffer's strides: its shape and C layout in one tuple comparison)
         if self._direct:
+            # a plain memory copy into the buffer: users reading the data manager's actions
+            # see what was stepped, and the launch reads the buffer it was bound to
             if type(actions) is np.ndarray:
                 if actions.strides == self._strides and actions.shape == self.shape and actions.dtype == self.dtype:
-                    return (actions,) if not self._rows else self._per_call_arguments(actions)
+                    self._host_buffer[...] = actions
+                    return self._buffer_arguments
             elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype:
                 try:  # a zero-copy view; refused for a tensor needing grad or off the cpu
                     array = actions.numpy()
                 except (RuntimeError, TypeError):
                     array = None  # the general path below says what is wrong or copies
                 if array is not None and array.strides == self._strides and array.shape == self.shape:
-                    return (array,) if not self._rows else self._per_call_arguments(array)
+                    self._host_buffer[...] = array
+                    return self._buffer_arguments
         if self._column_shape is not None and tuple(getattr(actions, "shape", ())) == self._column_shape:
             return self.arguments(actions.reshape(self.shape))
         self._check_type(actions)
@@ -234,7 +240,8 @@ class ActionLoader:
             return
         source = actions.detach().numpy() if isinstance(actions, torch.Tensor) else actions
         if self._host_buffer is not None and self._direct:
-            np.copyto(self._host_buffer, source, casting="unsafe")
+            with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the value check's to report
+                np.copyto(self._host_buffer, source, casting="unsafe")
         else:  # sim: the simulator's own host-to-device copy
             self._buffer.copy_to_device(np.ascontiguousarray(source, dtype=self.dtype))
 
@@ -262,6 +269,9 @@ class ActionLoader:
         value = value.item()
         if self.discrete:
             raise ValueError(f"actions: expected values in {self.space}, got {value!r} at index {position}")
+        if isinstance(value, float) and math.isfinite(value):  # finite as given, infinite in the buffer
+            raise ValueError(f"actions: got {value!r} at index {position}, which overflows {self.dtype} (the "
+                             f"action dtype; finite values up to {np.finfo(self.dtype).max:g} in magnitude)")
         raise ValueError(f"actions: expected finite values, got {value!r} at index {position}")
 
     def _clear_fault(self) -> None:
@@ -269,6 +279,54 @@ class ActionLoader:
             self._fault[0] = NO_FAULT
         else:
             streams.copy_to_device(self._fault, np.array([NO_FAULT], np.int64))
+
+
+def one_action(space, action, argument: str = "action") -> np.ndarray:
+    """One env's (one agent's) ``action`` as an array of ``space``'s dtype and shape, checked as
+    gymnasium's own envs check it, for the single-env adapters.
+
+    ``Discrete``: an int (Python or numpy, or a 0-d integer array) in range; a float,
+    even ``1.0``, is refused, as gymnasium's ``Discrete.contains`` refuses it.
+    ``MultiDiscrete``/``MultiBinary``: the space's shape, integral values in range.
+    ``Box``: the space's shape, finite real values that the space's dtype holds (no
+    overflow to infinity); bounds are not enforced (gymnasium's envs clip).
+
+    Raises
+    ------
+    TypeError
+        A type or dtype the space refuses, named with ``argument``.
+    ValueError
+        A shape or a value the space refuses, named with ``argument``.
+    """
+    if isinstance(space, spaces.Discrete):
+        if not (isinstance(action, (int, np.integer)) or (isinstance(action, np.ndarray) and action.shape == ()
+                                                          and action.dtype.kind in "iu")):
+            raise TypeError(f"{argument}: expected an int in {space}, got {type(action).__name__} {action!r}")
+        value = int(action)
+        if not space.start <= value < space.start + space.n:
+            raise ValueError(f"{argument}: expected an int in {space}, got {value}")
+        return np.array(value, space.dtype)
+    try:
+        array = np.asarray(action)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{argument}: expected an array for {space}, got {type(action).__name__} ({error})") from None
+    if array.shape != space.shape:
+        raise ValueError(f"{argument}: expected shape {space.shape} for {space}, got {array.shape}")
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{argument}: expected real numbers for {space}, got dtype {array.dtype}")
+    if array.dtype.kind == "f" and not np.all(np.isfinite(array)):
+        raise ValueError(f"{argument}: expected finite values, got {array[~np.isfinite(array)][0].item()!r}")
+    if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
+        if array.dtype.kind == "f" and np.any(array != np.floor(array)):
+            raise ValueError(f"{argument}: expected integral values in {space}, got "
+                             f"{array[array != np.floor(array)][0].item()!r}")
+        low, high = _discrete_bounds(space)
+        flat = array.reshape(-1)
+        outside = (flat < low) | (flat > high)
+        if np.any(outside):
+            raise ValueError(f"{argument}: expected values in {space}, got {flat[outside][0].item()!r}")
+        return flat.astype(space.dtype).reshape(space.shape)
+    return checked_cast(array, space.dtype, argument)
 
 
 def _discrete_bounds(space):

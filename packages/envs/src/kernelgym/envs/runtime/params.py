@@ -28,6 +28,7 @@ import numpy as np
 from kernelgym.core import env_kernel, rng
 from kernelgym.core.arrays import to_backend
 from kernelgym.core.binding import PerEnvScalar
+from kernelgym.envs.runtime.state_io import checked_cast
 from kernelgym.envs.spec import PRECISIONS
 
 __all__ = ["ParamsTable", "draw_params", "reference_draw", "split_params"]
@@ -188,7 +189,8 @@ class ParamsTable:
             if array.shape not in ((), (self.num_envs,)):
                 raise ValueError(f"{where} param {name!r}: expected a scalar or shape ({self.num_envs},), "
                                  f"got shape {array.shape}")
-            array = np.broadcast_to(array.astype(self.real), (self.num_envs,))
+            # a finite value the table's dtype cannot hold is named as an overflow, not stored as inf
+            array = np.broadcast_to(checked_cast(array, self.real, f"{where} param {name!r}"), (self.num_envs,))
             if not np.all(np.isfinite(array)):
                 raise ValueError(f"{where} param {name!r}: expected finite values, got {array[~np.isfinite(array)][0]}")
             checked[name] = np.ascontiguousarray(array)

@@ -2,12 +2,86 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
-__all__ = ["StateIO", "NO_TIME_LIMIT"]
+__all__ = ["StateBuffers", "StateIO", "NO_TIME_LIMIT", "checked_cast"]
 
 # Stands in for "no time limit" in the bookkeeping (episode steps are int32).
 NO_TIME_LIMIT = np.iinfo(np.int32).max
+
+
+class StateBuffers(Mapping):
+    """``env.state``: the state buffers by name, read-only.
+
+    The kernels are bound to these very buffers, so rebinding an entry would leave
+    `get_state` and the kernels on different arrays: it raises instead. The buffers
+    themselves stay writable in place.
+    """
+
+    __slots__ = ("_buffers",)
+
+    def __init__(self, buffers: dict):
+        self._buffers = buffers
+
+    def __getitem__(self, name):
+        return self._buffers[name]
+
+    def __iter__(self):
+        return iter(self._buffers)
+
+    def __len__(self):
+        return len(self._buffers)
+
+    def __setitem__(self, name, value):
+        raise TypeError(f"state[{name!r}]: the env's state buffers cannot be rebound (its kernels are bound to "
+                        f"them); write values with set_state({{{name!r}: values}}) or in place "
+                        f"(env.state[{name!r}][...] = values)")
+
+    def __delitem__(self, name):
+        raise TypeError(f"state[{name!r}]: the env's state buffers cannot be removed")
+
+    def __repr__(self):
+        return f"StateBuffers({self._buffers!r})"
+
+
+def checked_cast(value: np.ndarray, dtype, argument: str) -> np.ndarray:
+    """``value`` as ``dtype``, refused when the cast would change it beyond rounding.
+
+    A safe cast passes as it is. Otherwise integers must lie in the integer dtype's range
+    (no wrap-around) and finite floats must stay finite (no overflow to infinity);
+    NaN and infinity given as such are kept. Floats into integers and anything into
+    bool are refused.
+
+    Raises
+    ------
+    TypeError
+        A dtype that does not cast to ``dtype`` even with a check.
+    ValueError
+        A value that ``dtype`` cannot hold, named with ``argument``.
+    """
+    dtype = np.dtype(dtype)
+    if np.can_cast(value.dtype, dtype, casting="safe"):
+        return value.astype(dtype, copy=False)
+    if value.dtype.kind not in "biuf" or dtype.kind not in "iuf" or (value.dtype.kind == "f" and dtype.kind != "f"):
+        raise TypeError(f"{argument}: expected dtype {dtype} (or one that casts to it safely), got {value.dtype}")
+    if dtype.kind in "iu":
+        limits = np.iinfo(dtype)
+        outside = (value < limits.min) | (value > limits.max)
+        if np.any(outside):
+            bad = value[outside].reshape(-1)[0].item()
+            raise ValueError(f"{argument}: expected values in [{limits.min}, {limits.max}] ({dtype}), got {bad!r}, "
+                             f"which {dtype} cannot hold")
+        return value.astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        cast = value.astype(dtype)
+    overflow = np.isfinite(value) & ~np.isfinite(cast)
+    if np.any(overflow):
+        bad = value[overflow].reshape(-1)[0].item()
+        raise ValueError(f"{argument}: got {bad!r}, which overflows {dtype} (finite values up to "
+                         f"{np.finfo(dtype).max:g} in magnitude)")
+    return cast
 
 
 class StateIO:
@@ -26,16 +100,21 @@ class StateIO:
         """Write state values into every env (``index=None``) or into env ``index``.
 
         ``state`` holds any subset of the state arrays, each with its per-env shape (or
-        the full batch shape when ``index`` is None) and a dtype that casts safely; the
-        others keep their values. Every value is checked before anything is written.
+        the full batch shape when ``index`` is None), of a dtype that casts safely or of
+        values the array's dtype holds (no integer wrap-around, no finite float turned
+        infinite: `checked_cast`); the others keep their values. Every value is checked
+        before anything is written.
 
         By default the env(s) written are not pending a reset, and their episode step
         counter (which truncates at ``max_episode_steps``) starts from the value of the
         state array named by ``spec.episode_step`` when the spec names one (given here,
         else its current value; the env is then that many steps into its episode), else
-        from 0. ``keep_episode_step=True`` writes the values only: the counter and any
-        pending reset stay as they are (a trainer changing an env mid-episode, e.g. a
-        ``keep_on_reset`` array). An env counts as started for the "step before reset"
+        from 0. The episode statistics follow the same rule: the return of the episode
+        that then ends sums the rewards from ``set_state`` on, and its length counts the
+        steps from the counter's start, so ``set_state`` begins a new episode for both.
+        ``keep_episode_step=True`` writes the values only: the counter, the running
+        return and any pending reset stay as they are (a trainer changing an env
+        mid-episode, e.g. a ``keep_on_reset`` array): the episode goes on, for both. An env counts as started for the "step before reset"
         check once every state array was written (or it was reset).
         """
         self._check_open()
@@ -59,14 +138,14 @@ class StateIO:
             expected = target.shape if index is None else target.shape[1:]
             if value.shape != expected:
                 raise ValueError(f"state[{name!r}]: expected shape {expected}, got {value.shape}")
-            if not np.can_cast(value.dtype, target.dtype, casting="same_kind"):
-                raise TypeError(f"state[{name!r}]: expected dtype {target.dtype}, got {value.dtype}")
-            checked[name] = value
+            checked[name] = checked_cast(value, target.dtype, f"state[{name!r}]")
         episode_steps = None if keep_episode_step else self._episode_steps(checked, index)
         for name, value in checked.items():
             self._buffers.write_rows(self.state[name], value, index)
-        if not keep_episode_step:
-            for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps)):
+        if not keep_episode_step:  # a new episode: its step counter and its return start here
+            running_returns = self._buffers.statistics["running_returns"]
+            for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps),
+                                  (running_returns, 0)):
                 self._buffers.write_rows(buffer, value, index)
         if len(checked) == len(self.state):
             self._mark_started(index)

@@ -2,10 +2,11 @@
 
 Every buffer (state, observations, rewards, flags, RNG streams) is allocated once on
 the backend and reused (`buffers`). ``step`` hands the actions to ONE composed launch for
-env-layout envs (the caller's own array on cpu when its dtype and layout match, else one
-copy: `actions`) -- the action check, the env's reset for the envs pending a reset, its
-step for the others, then the bookkeeping (`autoreset`) -- all bound by name once, at
-construction (`kernelgym.core.binding`), and returns zero-copy torch views of the output
+env-layout envs (through the fixed action buffer, which thus always holds the actions
+just stepped: a plain memory copy on cpu when their dtype and layout match, else one
+checked, casting copy: `actions`) -- the action check, the env's reset for the envs
+pending a reset, its step for the others, then the bookkeeping (`autoreset`) -- all
+bound by name once, at construction (`kernelgym.core.binding`), and returns zero-copy torch views of the output
 buffers. Nothing leaves the device on the way, and the per-call path allocates nothing.
 
 Autoreset follows gymnasium 1.x:
@@ -32,7 +33,8 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
-from kernelgym.core.binding import NO_FAULT, check_fast_math
+from kernelgym.core.arrays import to_backend
+from kernelgym.core.binding import NO_FAULT, PerEnvScalar, check_fast_math
 from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
@@ -40,7 +42,7 @@ from kernelgym.envs.runtime.batched_spaces import batch
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.runtime.names import check_names, kernel_values, per_agent_layouts
 from kernelgym.envs.runtime.params import ParamsTable, draw_params, split_params
-from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateIO
+from kernelgym.envs.runtime.state_io import NO_TIME_LIMIT, StateBuffers, StateIO
 from kernelgym.envs.runtime.streams import seed_env_streams
 from kernelgym.envs.spec import EnvSpec, resolve_precision, validate_params
 
@@ -51,6 +53,14 @@ _AUTORESET_MODES = {
     "same_step": AutoresetMode.SAME_STEP,
     AutoresetMode.NEXT_STEP: AutoresetMode.NEXT_STEP,
     AutoresetMode.SAME_STEP: AutoresetMode.SAME_STEP,
+}
+
+# The public attributes that may change after make(); every other one is fixed (the kernels
+# are compiled for it), and setting it raises instead of changing nothing.
+_SETTABLE = frozenset({"max_episode_steps"})
+_FIXED_HINTS = {
+    "state": "write values with set_state(...) or in place (env.state[name][...] = values)",
+    "params": "per-env fields change with set_params(...); other fields are compile-time constants (a new make())",
 }
 
 
@@ -121,8 +131,12 @@ class KernelVectorEnv(StateIO):
 
     Attributes
     ----------
-    num_envs, num_agents, backend, device, spec, autoreset_mode, max_episode_steps,
-    episode_statistics
+    num_envs, num_agents, backend, device, spec, autoreset_mode, episode_statistics
+        Fixed at construction: setting one (or any other public attribute but
+        ``max_episode_steps``) raises AttributeError naming it.
+    max_episode_steps : int or None
+        The time limit (None: none). Settable: the new limit applies from the next step,
+        with no recompilation (an episode already that long truncates at its next step).
     params : params record
         The scalar params (defaults and scalar overrides); per-env values: `get_params`,
         `env_params`.
@@ -136,12 +150,13 @@ class KernelVectorEnv(StateIO):
         A ``Dict``/``Tuple`` observation space gives obs (and SAME_STEP
         ``info["final_obs"]``) as a dict/tuple of such tensors, one per leaf, as
         ``observation_space`` says (`kernelgym.envs.observations`).
-    state : dict of str to backend array
-        The env's state buffers by name.
+    state : mapping of str to backend array
+        The env's state buffers by name, read-only: the kernels are bound to these
+        buffers, so an entry cannot be rebound (write with `set_state`, or in place).
     data_manager : kernelgym.core.CUDADataManager
         Holds every buffer by name (state arrays, ``observations`` or one per leaf of
         a Dict/Tuple space by its kernel name, ``obs_<key>``, ``rewards``,
-        ``terminated``, ``truncated``, ``actions``, ``rng_states``, ``_done_``,
+        ``terminated``, ``truncated``, ``actions`` (the last step's), ``rng_states``, ``_done_``,
         ``_timestep_``, ...), each with a torch view.
     """
 
@@ -182,7 +197,10 @@ class KernelVectorEnv(StateIO):
             raise ValueError(
                 f"max_episode_steps: expected None or an int in [1, {NO_TIME_LIMIT}), got {max_episode_steps!r}"
             )
-        self.max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        self._max_episode_steps = None if max_episode_steps is None else int(max_episode_steps)
+        # the limit is read by the launch at each step (a stride-0 per-env scalar): settable at run time
+        self._time_limit = to_backend(np.full(self.num_envs, self._limit(), np.int32), self.backend)
+        self._time_limit_stride = to_backend(np.zeros(1, np.int64), self.backend)
         self.check_action_values = check_action_values
         self.num_agents = resolved.num_agents
         # copies: seeding one env's space must not change another's samples
@@ -199,7 +217,7 @@ class KernelVectorEnv(StateIO):
                                           self.single_observation_space, self.single_action_space, same_step,
                                           self.backend)
         self.data_manager = buffers.data_manager
-        self.state = buffers.state
+        self._state = StateBuffers(buffers.state)
         self._params_table = ParamsTable(spec, self.params, per_env_values, self.num_envs, self.backend,
                                          self.precision, randomize) if spec.per_env_params else None
         self._closed = False
@@ -218,12 +236,43 @@ class KernelVectorEnv(StateIO):
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
         self._bind(same_step)
         buffers.write(buffers.rng_states, seed_env_streams(spec, seed, self.num_envs, self.num_agents))
+        self._frozen = True
+
+    def __setattr__(self, name, value):
+        if name[0] != "_" and name not in _SETTABLE and self.__dict__.get("_frozen"):
+            hint = _FIXED_HINTS.get(name, "its value is fixed at make() (the kernels are compiled for it); "
+                                          "make a new env to change it")
+            raise AttributeError(f"{name}: cannot set this attribute of KernelVectorEnv after make(); {hint}")
+        super().__setattr__(name, value)
+
+    @property
+    def state(self) -> StateBuffers:
+        """The env's state buffers by name (read-only mapping; see the class docstring)."""
+        return self._state
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The time limit (None: none); setting it applies from the next step, with no recompilation."""
+        return self._max_episode_steps
+
+    @max_episode_steps.setter
+    def max_episode_steps(self, value) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
+                                  or not 1 <= value < NO_TIME_LIMIT):
+            raise ValueError(f"max_episode_steps: expected None or an int in [1, {NO_TIME_LIMIT}), got {value!r}")
+        self._check_open()
+        self._max_episode_steps = None if value is None else int(value)
+        self._buffers.write(self._time_limit, self._limit())
+
+    def _limit(self) -> int:
+        """The limit the bookkeeping compares step counts with (`NO_TIME_LIMIT` for none)."""
+        return NO_TIME_LIMIT if self._max_episode_steps is None else self._max_episode_steps
 
     def _bind(self, same_step: bool) -> None:
         """Bind the composed step and reset launches by name, once (names and extents checked here)."""
         spec = self.spec
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
-        limit = NO_TIME_LIMIT if self.max_episode_steps is None else self.max_episode_steps
+        limit = PerEnvScalar(self._time_limit, self._time_limit_stride)
         actions = self._actions
         values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision,
                                   self.backend),
@@ -430,7 +479,7 @@ class KernelVectorEnv(StateIO):
             self._raise_deferred_fault()
         finally:
             self._closed = True
-            self.state = {}
+            self._state = StateBuffers({})
             self._launch_step = self._launch_reset = self._launch_check = None
             self._numpy_views = None
 
