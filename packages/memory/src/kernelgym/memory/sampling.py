@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from .sequences import chronological_cells, episode_windows, sequence_cells
-from .validation import check_int
+from .validation import as_index_tensor, check_int
 
 
 class Sampler:
@@ -47,16 +47,7 @@ class Sampler:
         """
         views = self._views_for(names)
         mini_batches = check_int(mini_batches, "mini_batches")
-        indexes = torch.as_tensor(indexes, device=self.device)
-        if (
-            indexes.dtype.is_floating_point
-            or indexes.dtype.is_complex
-            or indexes.dtype == torch.bool
-            or indexes.dim() != 1
-        ):
-            raise TypeError(
-                f"indexes: expected a 1-d integer sequence, got {indexes.dtype} of shape {tuple(indexes.shape)}"
-            )
+        indexes = as_index_tensor(indexes, "indexes", self.device)
         count = len(self)
         if indexes.numel():
             low, high = torch.aminmax(indexes)
