@@ -276,6 +276,9 @@ def test_restart_on_failure_makes_the_actor_again_and_keeps_paused_tasks_paused(
     [
         ({"max_processes": 0}, "max_processes must be a positive int"),
         ({"read_timeout": 0}, "read_timeout must be a positive number"),
+        ({"read_timeout": float("inf")}, "read_timeout must be a positive number .*, got inf"),
+        ({"read_timeout": True}, "read_timeout must be a positive number .*, got True"),
+        ({"num_cpus": float("nan")}, "num_cpus: expected a number >= 0 .*, got nan"),
         ({"num_cpus": -1}, "num_cpus: expected a number >= 0"),
         ({"num_gpus": 1}, r"num_gpus: .* need 2 GPU, but the Ray cluster has 0"),
         ({"num_cpus": 3}, r"num_cpus: .* need 6 CPU, but the Ray cluster has 4"),

@@ -26,7 +26,9 @@ child has closed its copy of the server's lifeline, see :func:`die_with_parent`)
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing
+import numbers
 import os
 import selectors
 import signal
@@ -42,6 +44,7 @@ __all__ = [
     "crashed_error",
     "die_with_parent",
     "get_context",
+    "is_seconds",
     "reap",
     "start_process",
     "wait_readable",
@@ -154,6 +157,12 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
     )
     process.start()
     return process
+
+
+def is_seconds(value: Any) -> bool:
+    """Whether ``value`` is a usable wait: a real number of seconds, positive and finite (not a
+    bool; ``inf`` overflows the waits and ``nan`` compares false everywhere)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < value < math.inf
 
 
 def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:
