@@ -96,6 +96,10 @@ class PrioritizedMemory(Memory):
         """
         views = self._views_for(names)
         batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
+        with self._allocating(batch_size * sequence_length, "batch_size * sequence_length"):
+            return self._sample(views, batch_size, mini_batches, sequence_length, return_mask, return_weights)
+
+    def _sample(self, views, batch_size, mini_batches, sequence_length, return_mask, return_weights):
         count = self._check_not_empty()
         starts = self._tree.sample(batch_size, self.generator)
         # every written cell at weight 0 (priorities 0 with epsilon 0): equal weights, so uniform;

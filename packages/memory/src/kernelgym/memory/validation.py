@@ -29,13 +29,27 @@ def _brief(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _check_no_bools(values, argument: str, expected: str) -> None:
+    """Refuse a Python sequence holding a bool: torch and numpy would read it as 0 or 1."""
+    if isinstance(values, (list, tuple)):
+        try:
+            items = np.asarray(values, dtype=object).reshape(-1).tolist()
+        except ValueError:  # ragged: the conversion below says so, naming the argument
+            return
+        if any(isinstance(item, (bool, np.bool_)) for item in items):
+            raise TypeError(f"{argument}: expected {expected}, got a bool in {_brief(values)}")
+
+
 def as_index_tensor(indexes, argument: str, device) -> torch.Tensor:
     """``indexes`` as a 1-d integer tensor on ``device``; TypeError or ValueError naming ``argument``."""
+    _check_no_bools(indexes, argument, "integer indexes")
     try:
         tensor = torch.as_tensor(indexes, device=device)
     except (TypeError, ValueError, RuntimeError, OverflowError) as error:
         # e.g. an int beyond 64 bits: torch says "Overflow when unpacking long long"
         raise ValueError(f"{argument}: expected a 1-d sequence of int64 values, got {_brief(indexes)} ({error})") from None
+    if isinstance(indexes, (list, tuple)) and tensor.numel() == 0 and tensor.dim() == 1:
+        tensor = tensor.long()  # an empty list reads as float32: it is no index at all
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool or tensor.dim() != 1:
         raise TypeError(
             f"{argument}: expected a 1-d integer sequence, got {tensor.dtype} of shape {tuple(tensor.shape)}"
@@ -51,6 +65,7 @@ def as_real_tensor(values, argument: str, device, dtype: torch.dtype) -> torch.T
     its range is refused as overflowing it. Tensors and arrays keep their dtype until checked.
     """
     if not isinstance(values, (torch.Tensor, np.ndarray)):
+        _check_no_bools(values, argument, "real numbers")
         try:
             array = np.asarray(values)
         except (TypeError, ValueError, OverflowError) as error:
