@@ -130,6 +130,8 @@ class DeviceCollector:
 
     def __init__(self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None):
         check_positive("n_steps", n_steps)
+        if n_steps >= 2**62:  # torch sizes are int64: beyond, its own error names no argument
+            raise ValueError(f"n_steps: expected a positive int below 2**62, got {n_steps}")
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
             if not hasattr(env, attribute):
                 raise TypeError(
@@ -184,12 +186,18 @@ class DeviceCollector:
         def timeline(x: torch.Tensor, length: int) -> torch.Tensor:
             return torch.empty((length, *x.shape[1:]), dtype=x.dtype, device=self.device)
 
-        self.fragment = Fragment(
-            state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
-            actor=suply(lambda x: timeline(x, n_steps + 1), info),
-            env={"final_obs": suply(lambda x: timeline(x, n_steps), self.ctx.obs)},
-            hx=suply(torch.clone, self.hx),
-        )
+        try:
+            self.fragment = Fragment(
+                state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
+                actor=suply(lambda x: timeline(x, n_steps + 1), info),
+                env={"final_obs": suply(lambda x: timeline(x, n_steps), self.ctx.obs)},
+                hx=suply(torch.clone, self.hx),
+            )
+        except (RuntimeError, MemoryError) as error:  # the allocator's message names no argument
+            raise ValueError(
+                f"n_steps: {n_steps} steps of {n_envs} envs are more than {self.device} can allocate "
+                f"({str(error).splitlines()[0][:160]})"
+            ) from error
 
     def __iter__(self) -> Iterator[Fragment]:
         while True:

@@ -26,7 +26,6 @@ child has closed its copy of the server's lifeline, see :func:`die_with_parent`)
 from __future__ import annotations
 
 import ctypes
-import math
 import multiprocessing
 import numbers
 import os
@@ -160,9 +159,9 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
 
 
 def is_seconds(value: Any) -> bool:
-    """Whether ``value`` is a usable wait: a real number of seconds, positive and finite (not a
-    bool; ``inf`` overflows the waits and ``nan`` compares false everywhere)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < value < math.inf
+    """Whether ``value`` is a usable wait: a real number of seconds in (0, ``threading.TIMEOUT_MAX``]
+    (not a bool; a larger one, ``inf`` included, overflows the waits, and ``nan`` compares false)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < value <= threading.TIMEOUT_MAX
 
 
 def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:

@@ -286,6 +286,8 @@ class _VectorTasksBase:
         return self._resample_if_all_done(results)
 
     def _check_actions(self, actions: Sequence[Any]) -> None:
+        if isinstance(actions, (str, bytes, Mapping)):  # sized, but one action per character or key is a mistake
+            raise TypeError(f"actions must be a sequence (one per unpaused task), got {type(actions).__name__} {actions!r:.80}")
         try:
             count = len(actions)
         except TypeError:
@@ -514,7 +516,8 @@ class VectorSampledTasks(_VectorTasksBase):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
         if read_timeout is not None and not is_seconds(read_timeout):
             raise ValueError(
-                f"read_timeout must be a positive number of seconds (finite) or None (no limit), got {read_timeout!r}"
+                f"read_timeout must be a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {read_timeout!r}"
             )
 
         num_processes = min(self._num_samplers, max_processes or default_max_processes())

@@ -180,7 +180,10 @@ class RayCollector(faults.ActorHosts):
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise TypeError(f"seed: expected an int or None, got {seed!r}")
         if timeout is not None and not is_seconds(timeout):
-            raise ValueError(f"timeout: expected a positive number of seconds (finite) or None (no limit), got {timeout!r}")
+            raise ValueError(
+                f"timeout: expected a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {timeout!r}"
+            )
         check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
         width = num_envs * num_collectors if sync else num_envs

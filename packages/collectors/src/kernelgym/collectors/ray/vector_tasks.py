@@ -156,7 +156,8 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
         if read_timeout is not None and not is_seconds(read_timeout):
             raise ValueError(
-                f"read_timeout must be a positive number of seconds (finite) or None (no limit), got {read_timeout!r}"
+                f"read_timeout must be a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {read_timeout!r}"
             )
         check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
