@@ -243,7 +243,8 @@ def test_start_up_has_its_own_allowance_and_after_the_users_ray_shutdown_every_c
     try:
         assert len(collector.placements) == 2 and len(tasks.get_observations()) == 1
         ray.shutdown()
-        for call in (collector.collect, collector.update_policy_weights_, tasks.get_observations, lambda: tasks.step([1])):
+        calls = (collector.collect, collector.update_policy_weights_, tasks.get_observations, lambda: tasks.step([1]))
+        for call in calls:
             with pytest.raises(RuntimeError, match=r"Ray was shut down \(ray.shutdown\(\)\) after it started them"):
                 call()
         start_local_ray()  # a new Ray session: the old actors are still gone

@@ -334,9 +334,13 @@ def test_hostile_resources_and_timeouts_are_named_before_any_actor_starts(cls, n
     with pytest.raises((TypeError, ValueError)) as caught:
         if cls == "tasks":
             specs = [{"sampler_id": i} for i in range(2)]
-            RayVectorSampledTasks(CounterSampler, specs, max_processes=2, num_cpus=num_cpus, num_gpus=num_gpus, read_timeout=timeout)
+            RayVectorSampledTasks(
+                CounterSampler, specs, max_processes=2, num_cpus=num_cpus, num_gpus=num_gpus, read_timeout=timeout
+            )
         else:
-            RayCollector("CartPole-v1", LinearActor(), 4, num_envs=2, num_cpus=num_cpus, num_gpus=num_gpus, timeout=timeout)
+            RayCollector(
+                "CartPole-v1", LinearActor(), 4, num_envs=2, num_cpus=num_cpus, num_gpus=num_gpus, timeout=timeout
+            )
     message = str(caught.value)
     assert any(name in message for name in ("num_cpus", "num_gpus", "timeout"))
     assert "got" in message or "but the Ray cluster has" in message  # the received value, or what it would need

@@ -73,7 +73,9 @@ def _batch_shapes(actor: Any, output: str, struct: Any, batch: tuple[int, ...], 
     shapes = []
     for path, leaf in _named_leaves(struct, repr(output)):
         if not isinstance(leaf, torch.Tensor):
-            raise TypeError(f"the output {path} of {type(actor).__name__}.step: expected a tensor, got {type(leaf).__name__}")
+            raise TypeError(
+                f"the output {path} of {type(actor).__name__}.step: expected a tensor, got {type(leaf).__name__}"
+            )
         if tuple(leaf.shape[first_dim : first_dim + len(batch)]) != batch:
             expected = "(" + ", ".join(["..."] * first_dim + [str(n) for n in batch] + ["..."]) + ")"
             raise ValueError(

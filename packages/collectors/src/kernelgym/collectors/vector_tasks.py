@@ -287,7 +287,9 @@ class _VectorTasksBase:
 
     def _check_actions(self, actions: Sequence[Any]) -> None:
         if isinstance(actions, (str, bytes, Mapping)):  # sized, but one action per character or key is a mistake
-            raise TypeError(f"actions must be a sequence (one per unpaused task), got {type(actions).__name__} {actions!r:.80}")
+            raise TypeError(
+                f"actions must be a sequence (one per unpaused task), got {type(actions).__name__} {actions!r:.80}"
+            )
         try:
             count = len(actions)
         except TypeError:

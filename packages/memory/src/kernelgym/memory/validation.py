@@ -47,7 +47,9 @@ def as_index_tensor(indexes, argument: str, device) -> torch.Tensor:
         tensor = torch.as_tensor(indexes, device=device)
     except (TypeError, ValueError, RuntimeError, OverflowError) as error:
         # e.g. an int beyond 64 bits: torch says "Overflow when unpacking long long"
-        raise ValueError(f"{argument}: expected a 1-d sequence of int64 values, got {_brief(indexes)} ({error})") from None
+        raise ValueError(
+            f"{argument}: expected a 1-d sequence of int64 values, got {_brief(indexes)} ({error})"
+        ) from None
     if isinstance(indexes, (list, tuple)) and tensor.numel() == 0 and tensor.dim() == 1:
         tensor = tensor.long()  # an empty list reads as float32: it is no index at all
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool or tensor.dim() != 1:

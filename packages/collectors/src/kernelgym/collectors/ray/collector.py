@@ -263,7 +263,8 @@ class RayCollector(faults.ActorHosts):
         if isinstance(error, faults.WorkerTimeoutError):
             faults.kill(host, restart=True)  # Ray restarts a dead actor, not a hung one
         try:
-            self.placements[host.index] = self._describe(host, faults.deadline_after(faults.start_timeout(self.timeout)))
+            deadline = faults.deadline_after(faults.start_timeout(self.timeout))
+            self.placements[host.index] = self._describe(host, deadline)
         except WorkerError as failure:
             self.close()
             raise WorkerError(f"restarting {host.describe()} failed", **host.fields()) from failure
