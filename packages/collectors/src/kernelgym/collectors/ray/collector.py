@@ -205,7 +205,7 @@ class RayCollector(faults.ActorHosts):
             raise TypeError(f"actor: must be picklable by cloudpickle to reach the collectors: {exc}") from exc
 
         connect(address, ray_init_kwargs)
-        self._ray_job = faults.session()
+        self._ray_session = faults.session()
         check_fits("collector actors", num_collectors, num_cpus, num_gpus)
         actor_class = ray.remote(CollectorActor)
         options = dict(
@@ -281,7 +281,7 @@ class RayCollector(faults.ActorHosts):
     def _check_open(self) -> None:
         if self._is_closed:
             raise RuntimeError("this RayCollector is closed")
-        faults.check_session(self, self._ray_job)
+        faults.check_session(self, self._ray_session)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -359,7 +359,7 @@ class RayCollector(faults.ActorHosts):
             return
         self._is_closed = True
         self._under_way.clear()
-        if not hasattr(self, "_ray_job") or not ray.is_initialized() or faults.session() != self._ray_job:
+        if not faults.in_session(getattr(self, "_ray_session", None)):
             return  # never connected, or Ray was shut down: the actors ended with their session
         for host in self._hosts:
             faults.kill(host)

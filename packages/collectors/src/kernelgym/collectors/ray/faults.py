@@ -116,10 +116,15 @@ def session() -> tuple[str, str]:
     return context.get_node_id(), context.get_job_id()
 
 
-def check_session(owner: Any, job: tuple[str, str]) -> None:
+def in_session(started: tuple[str, str] | None) -> bool:
+    """Whether this driver is still in the Ray session ``started`` (None: never connected)."""
+    return started is not None and ray.is_initialized() and session() == started
+
+
+def check_session(owner: Any, started: tuple[str, str]) -> None:
     """Raise a RuntimeError saying so if Ray was shut down since ``owner`` started its actors
-    in session ``job`` (their handles then fail with Ray's own errors, or start a new cluster)."""
-    if not ray.is_initialized() or session() != job:
+    in session ``started`` (their handles then fail with Ray's own errors, or start a new cluster)."""
+    if not in_session(started):
         name = type(owner).__name__
         raise RuntimeError(
             f"this {name} lost its actors: Ray was shut down (ray.shutdown()) after it started them, "

@@ -164,7 +164,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
         self._read_timeout = read_timeout
         self.restart_on_failure = bool(restart_on_failure)
         payloads = self._split(make_sampler_fn, max_processes, num_cpus, address, ray_init_kwargs)
-        self._ray_job = faults.session()
+        self._ray_session = faults.session()
         check_fits("sampler actors", len(payloads), num_cpus, num_gpus)
         actor_class = ray.remote(SamplerGroupActor)
         options = dict(
@@ -217,7 +217,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
 
     def _check_open(self) -> None:
         super()._check_open()
-        faults.check_session(self, self._ray_job)
+        faults.check_session(self, self._ray_session)
 
     def _startup(self, host: _GroupHost, deadline: float | None) -> tuple:
         """The actor's construction report, its pid noted; a lost actor as its ``WorkerError``."""
@@ -363,7 +363,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             return
         self._is_closed = True
         self._waiting = False
-        if not hasattr(self, "_ray_job") or not ray.is_initialized() or faults.session() != self._ray_job:
+        if not faults.in_session(getattr(self, "_ray_session", None)):
             return  # never connected, or Ray was shut down: the actors ended with their session
         deadline = faults.deadline_after(CLOSE_TIMEOUT)
         serving = [host for host in self._hosts if host.serving]
