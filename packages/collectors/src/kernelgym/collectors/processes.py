@@ -205,10 +205,11 @@ def watch(connection: Any, process: Any) -> selectors.BaseSelector:
 def _signal_group(process: Any, sig: int) -> bool:
     """Send ``sig`` to the process group that ``process`` leads; False if there is none
     (no group support, or a child that has not made its group yet, or an empty group)."""
-    if not hasattr(os, "killpg") or process.pid is None:
+    pid = getattr(process, "pid", None)  # None: never started (or a stand-in without one)
+    if not hasattr(os, "killpg") or pid is None:
         return False
     try:
-        os.killpg(process.pid, sig)  # child_main made the child leader of group ``pid``
+        os.killpg(pid, sig)  # child_main made the child leader of group ``pid``
     except (ProcessLookupError, PermissionError):
         return False
     return True
