@@ -109,6 +109,8 @@ def test_a_kernelgym_core_kernel_writes_rows_of_a_memory_shared_with_its_data_ma
     feed.add_data(name="history", data=np.zeros((memory_size, num_envs, 2), dtype=np.float32))
     manager.push_data_to_device(feed, torch_accessible=True)
     memory = RandomMemory.from_data_manager(manager, ["history"], memory_size, seed=0)
+    with pytest.raises(RuntimeError, match="'history' is attached storage"):
+        memory.share_memory()  # would move the storage away from the kernel's array (issue 25)
     memory.create_tensor("own", 1)  # a tensor of the memory itself, written through its array
     own = memory.get_array_by_name("own")
 
