@@ -279,3 +279,40 @@ def test_dict_observations_are_recorded_leaf_by_leaf_and_go_into_a_memory_as_one
     assert stored.shape == (n_steps, n_envs, 6)
     assert torch.equal(stored[..., :2], finals["count"])
     assert torch.equal(stored[..., 2:], finals["image"].reshape(n_steps, n_envs, 4).float())
+
+
+class OneEnvActor(CountingActor):
+    """Returns its recurrent state or its info sized for one env, from step ``bad_from`` on."""
+
+    def __init__(self, output, bad_from=0):
+        super().__init__()
+        self.output, self.bad_from, self.calls = output, bad_from, 0
+
+    def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):
+        act, hx, info = super().step(stepno, obs, act, rew, fin, hx=hx, virtual=virtual)
+        self.calls += 1
+        if self.calls > self.bad_from:
+            if self.output == "hx":
+                hx = hx[:, :1]
+            else:
+                info = {"count": info["count"][:, :1]}
+        return act, hx, info
+
+
+@pytest.mark.parametrize("output", ["hx", "info"])
+@pytest.mark.parametrize("bad_from", [0, 3])
+def test_a_state_or_info_sized_for_one_env_is_refused_not_broadcast(output, bad_from):
+    env = StepCountingEnv(3, max_len=4, limit=3)
+    pattern = rf"the output '{output}'.*\.step: expected shape .*3.*got \(1, 1(, 1)?\)"
+    with pytest.raises(ValueError, match=pattern):
+        DeviceCollector(env, OneEnvActor(output, bad_from), 4).collect()
+    # refused at the actor call that gave it (the first is at construction), before the env steps on it
+    assert env.steps == max(0, bad_from - 1)
+
+
+class StepCountingEnv(TorchCounterVectorEnv):
+    steps = 0
+
+    def step(self, actions):
+        self.steps += 1
+        return super().step(actions)

@@ -32,6 +32,7 @@ pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 
 # actions that make a FaultTask misbehave; any other action is a normal step
 RAISE, UNPICKLABLE, SEGFAULT, HANG, EXIT, SLOW = "raise", "unpicklable", "segfault", "hang", "exit", "slow"
+SPAWN_AND_HANG = "spawn_and_hang"  # with a path: start a `sleep` subprocess, write its pid there, hang
 SPIN = "spin"  # a long loop that holds the GIL (as a numba loop does): no Python thread runs
 
 
@@ -81,6 +82,11 @@ class FaultTask(Task):
             os._exit(3)
         if action == SLOW:
             time.sleep(0.5)
+        if isinstance(action, tuple) and action[0] == SPAWN_AND_HANG:  # an env running a simulator process
+            child = subprocess.Popen(["sleep", "600"])
+            with open(action[1], "w") as file:
+                file.write(str(child.pid))
+            time.sleep(600)
         if action == SPIN:
             sum(range(10**14))  # one C call: the interpreter never switches threads inside it
         return RLStepResult((self.sampler_id, self.number, self.num_steps_taken() + 1), 0.0, False, {})
@@ -317,6 +323,27 @@ def test_a_hung_worker_times_out_and_is_stopped():
     assert 1.0 <= time.monotonic() - started < 3.5
     assert isinstance(caught.value, TimeoutError) and caught.value.sampler_index == 2
     assert tasks.is_closed and all(pid_gone(pid) for pid in tasks.worker_pids)
+
+
+@pytest.mark.parametrize("restart_on_failure", [False, True])
+def test_what_a_hung_worker_started_is_stopped_with_it(tmp_path, restart_on_failure):
+    """Killed with its worker's process group: when the worker is restarted, or at close()."""
+    tasks = make_tasks(True, read_timeout=1.0, restart_on_failure=restart_on_failure)
+    pid_file = tmp_path / "simulator.pid"
+    with (
+        pytest.warns(WorkerRestartWarning, match="did not answer")
+        if restart_on_failure
+        else pytest.raises(WorkerTimeoutError)
+    ):
+        tasks.step([0, 0, (SPAWN_AND_HANG, str(pid_file))])
+    if not restart_on_failure:
+        tasks.close()
+    simulator = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while not pid_gone(simulator) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the orphan is reaped by init once killed
+    assert pid_gone(simulator), f"the worker's subprocess {simulator} outlived its worker"
+    tasks.close()
 
 
 def test_restart_on_failure_replaces_a_killed_worker():

@@ -214,6 +214,10 @@ def test_restart_on_failure_resumes_collection_with_a_warning():
         ({"num_gpus": 1}, ValueError, r"num_gpus: 2 collector actors x 1 GPU each need 2 GPU, but the Ray cluster has 0"),
         ({"num_envs": 0}, ValueError, "num_envs: expected a positive int, got 0"),
         ({"timeout": -1}, ValueError, "timeout: expected a positive number"),
+        ({"timeout": float("inf")}, ValueError, r"timeout: expected a positive number .*, got inf"),
+        ({"timeout": True}, ValueError, "timeout: expected a positive number .*, got True"),
+        ({"num_cpus": float("nan")}, ValueError, r"num_cpus: expected a number >= 0 .*, got nan"),
+        ({"num_gpus": float("inf")}, ValueError, r"num_gpus: expected a number >= 0 .*, got inf"),
         ({"seed": "3"}, TypeError, "seed: expected an int or None"),
         ({"actor": object()}, TypeError, "actor: expected an Actor"),
     ],
@@ -223,3 +227,31 @@ def test_bad_arguments_fail_before_any_actor_starts(options, error, match):
     with pytest.raises(error, match=match):
         ray_collector(**options)
     assert live_actor_names() == before
+
+
+
+def test_start_up_has_its_own_allowance_and_after_the_users_ray_shutdown_every_call_says_so():
+    """One cluster restart for both (Ray restarts are slow): placing two actors, importing
+    and making their envs takes far longer than a 0.05 s timeout, yet healthy actors
+    starting up are not reported hung (the timeout is for fragments); after the user's own
+    ray.shutdown() every call says so, also once a new Ray session runs, and close() works."""
+    from kernelgym.collectors.ray import RayVectorSampledTasks
+    from test_vector_tasks import CounterSampler
+
+    collector = ray_collector(timeout=0.05)
+    tasks = RayVectorSampledTasks(CounterSampler, [{"sampler_id": 0}], num_cpus=0.25, read_timeout=0.05)
+    try:
+        assert len(collector.placements) == 2 and len(tasks.get_observations()) == 1
+        ray.shutdown()
+        calls = (collector.collect, collector.update_policy_weights_, tasks.get_observations, lambda: tasks.step([1]))
+        for call in calls:
+            with pytest.raises(RuntimeError, match=r"Ray was shut down \(ray.shutdown\(\)\) after it started them"):
+                call()
+        start_local_ray()  # a new Ray session: the old actors are still gone
+        with pytest.raises(RuntimeError, match="Ray was shut down"):
+            collector.collect()
+        collector.close()
+        tasks.close()
+        assert collector.is_closed and tasks.is_closed
+    finally:
+        start_local_ray()

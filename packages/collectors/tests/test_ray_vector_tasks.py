@@ -1,12 +1,14 @@
 """RayVectorSampledTasks on a real local Ray cluster, against VectorSampledTasks."""
 
+import math
 import os
+import threading
 import signal
 import time
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from ray_testing import eventually, live_actor_names, ray, start_local_ray
@@ -276,6 +278,9 @@ def test_restart_on_failure_makes_the_actor_again_and_keeps_paused_tasks_paused(
     [
         ({"max_processes": 0}, "max_processes must be a positive int"),
         ({"read_timeout": 0}, "read_timeout must be a positive number"),
+        ({"read_timeout": float("inf")}, "read_timeout must be a positive number .*, got inf"),
+        ({"read_timeout": True}, "read_timeout must be a positive number .*, got True"),
+        ({"num_cpus": float("nan")}, "num_cpus: expected a number >= 0 .*, got nan"),
         ({"num_cpus": -1}, "num_cpus: expected a number >= 0"),
         ({"num_gpus": 1}, r"num_gpus: .* need 2 GPU, but the Ray cluster has 0"),
         ({"num_cpus": 3}, r"num_cpus: .* need 6 CPU, but the Ray cluster has 4"),
@@ -294,3 +299,49 @@ def test_multiprocessing_arguments_are_ignored_out_loud():
         tasks = ray_tasks(CounterSampler, [{"sampler_id": 0}], multiprocessing_start_method="fork")
     with tasks:
         assert tasks.step([3])[0].reward == 3.0
+
+
+hostile_numbers = st.sampled_from(
+    [-1, 0, True, None, "1", math.nan, math.inf, -math.inf, 2**70, 1e300, 1 + 2j, np.float64(math.nan), 10**6]
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cls=st.sampled_from(["tasks", "collector"]),
+    num_cpus=st.one_of(hostile_numbers, st.just(1)),
+    num_gpus=st.one_of(hostile_numbers, st.just(0)),
+    timeout=st.one_of(hostile_numbers, st.just(30)),
+)
+def test_hostile_resources_and_timeouts_are_named_before_any_actor_starts(cls, num_cpus, num_gpus, timeout):
+    """Issue 25's fuzz of the Ray classes' numeric arguments. Every drawn combination is
+    refused (an accepted one would start actors; those are tested above): the error names
+    the argument, the expected and the received value, and no actor is left."""
+    from kernelgym.collectors.ray import RayCollector
+    from test_ray_collector import LinearActor
+
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    accepted = (
+        number(num_cpus) and 0 <= num_cpus <= 4  # the test cluster's CPUs
+        and number(num_gpus) and num_gpus == 0
+        and (timeout is None or number(timeout) and 0 < timeout <= threading.TIMEOUT_MAX)
+    )
+    if accepted:
+        num_gpus = 10**6  # an accepted combination would start actors: make it one the cluster cannot place
+    before = live_actor_names()
+    with pytest.raises((TypeError, ValueError)) as caught:
+        if cls == "tasks":
+            specs = [{"sampler_id": i} for i in range(2)]
+            RayVectorSampledTasks(
+                CounterSampler, specs, max_processes=2, num_cpus=num_cpus, num_gpus=num_gpus, read_timeout=timeout
+            )
+        else:
+            RayCollector(
+                "CartPole-v1", LinearActor(), 4, num_envs=2, num_cpus=num_cpus, num_gpus=num_gpus, timeout=timeout
+            )
+    message = str(caught.value)
+    assert any(name in message for name in ("num_cpus", "num_gpus", "timeout"))
+    assert "got" in message or "but the Ray cluster has" in message  # the received value, or what it would need
+    assert live_actor_names() == before

@@ -109,6 +109,8 @@ def test_a_kernelgym_core_kernel_writes_rows_of_a_memory_shared_with_its_data_ma
     feed.add_data(name="history", data=np.zeros((memory_size, num_envs, 2), dtype=np.float32))
     manager.push_data_to_device(feed, torch_accessible=True)
     memory = RandomMemory.from_data_manager(manager, ["history"], memory_size, seed=0)
+    with pytest.raises(RuntimeError, match="'history' is attached storage"):
+        memory.share_memory()  # would move the storage away from the kernel's array (issue 25)
     memory.create_tensor("own", 1)  # a tensor of the memory itself, written through its array
     own = memory.get_array_by_name("own")
 
@@ -154,3 +156,38 @@ def test_cuda_memories_hand_out_numba_device_arrays_of_their_storage():
     torch.as_tensor(array, device="cuda").fill_(3)
     memory.advance(2)
     assert memory.sample_all(["x"])[0][0].view(-1).tolist() == [3, 3]
+
+
+def test_share_memory_refuses_attached_numpy_storage_and_writes_stay_visible():
+    buffer = np.zeros((3, 2, 1), dtype=np.float32)
+    memory = RandomMemory(3, 2, device="cpu", seed=0)
+    memory.create_tensor("own", 1)
+    memory.attach_tensor("obs", torch.from_numpy(buffer))
+    with pytest.raises(RuntimeError, match=r"share_memory: tensor 'obs' is attached storage"):
+        memory.share_memory()
+    assert not memory.get_tensor_by_name("own").is_shared()  # refused before anything moved
+    buffer[0] = 5.0  # the owner's writes still reach the memory
+    memory.advance(2)
+    ((obs,),) = memory.sample_all(["obs"])
+    assert obs.view(-1).tolist() == [5.0, 5.0]
+
+
+def test_share_memory_refuses_data_manager_arrays_and_kernel_writes_stay_visible():
+    history = np.zeros((4, 2, 1), dtype=np.float32)
+    memory = RandomMemory.from_data_manager(FakeDataManager(history=history), ["history"], 4, seed=0)
+    with pytest.raises(RuntimeError, match="'history'.*from_data_manager"):
+        memory.share_memory()
+    history[0, :, 0] = [1.0, 2.0]  # what a kernel launched with the manager's array writes
+    memory.advance(2)
+    assert memory.sample_all(["history"])[0][0].view(-1).tolist() == [1.0, 2.0]
+
+
+def test_attached_storage_that_is_shared_already_is_kept_by_share_memory():
+    tensor = torch.zeros(3, 2, 1).share_memory_()
+    array = tensor.numpy()
+    memory = RandomMemory(3, 2, device="cpu", seed=0)
+    memory.attach_tensor("obs", tensor)
+    memory.share_memory()
+    array[0] = 4.0
+    memory.advance(2)
+    assert memory.sample_all(["obs"])[0][0].view(-1).tolist() == [4.0, 4.0]

@@ -75,3 +75,29 @@ def test_all_zero_priorities_without_epsilon_sample_uniformly_with_unit_weights(
 def test_non_finite_or_negative_exponents_are_refused(argument, value):
     with pytest.raises(ValueError, match=f"{argument}: expected a finite number >= 0"):
         PrioritizedMemory(4, device="cpu", **{argument: value})
+
+
+@settings(max_examples=40, deadline=None)
+@given(priority=st.one_of(st.floats(3.5e38, 1e300), st.integers(2**64, 2**1000)))
+def test_finite_list_priorities_beyond_float32_are_read_as_float64(priority):
+    memory = filled(alpha=1.0, epsilon=0.0)
+    memory.update_priorities([0], [priority])  # a list was read as float32: inf, "non-finite"
+    assert memory.get_priorities()[0].item() == float(priority)
+
+
+@pytest.mark.parametrize(
+    ("indexes", "priorities", "error", "match"),
+    [
+        ([0], [10**400], ValueError, "priorities: 1000.* overflows float64"),
+        ([0], ["a"], TypeError, "priorities: expected real numbers"),
+        ([0], [None], TypeError, "priorities: expected real numbers"),
+        ([2**70], [1.0], ValueError, "indexes: expected a 1-d sequence of int64"),
+        ([0], [1 + 2j], TypeError, "priorities: expected real numbers"),
+    ],
+)
+def test_unreadable_list_arguments_name_the_argument(indexes, priorities, error, match):
+    memory = filled(alpha=1.0, epsilon=0.0)
+    before = memory.get_priorities()
+    with pytest.raises(error, match=match):
+        memory.update_priorities(indexes, priorities)
+    assert torch.equal(memory.get_priorities(), before)

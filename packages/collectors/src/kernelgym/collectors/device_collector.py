@@ -55,6 +55,54 @@ def _zero_where(done: torch.Tensor):
     return zero
 
 
+def _named_leaves(struct: Any, path: str) -> list[tuple[str, Any]]:
+    """``(path, leaf)`` of a nested container, depth first, in :func:`leaves`' order."""
+    if isinstance(struct, dict):
+        return [item for key, value in struct.items() for item in _named_leaves(value, f"{path}[{key!r}]")]
+    if isinstance(struct, (list, tuple)):
+        return [item for index, value in enumerate(struct) for item in _named_leaves(value, f"{path}[{index}]")]
+    return [(path, struct)]
+
+
+def _batch_shapes(actor: Any, output: str, struct: Any, batch: tuple[int, ...], first_dim: int) -> list[tuple]:
+    """The leaf shapes of the actor's first ``output``, each with ``batch`` at dims ``first_dim ..``.
+
+    A leaf sized for one env would broadcast to every env on ``copy_``: refused here,
+    naming the output, the expected and the received shape.
+    """
+    shapes = []
+    for path, leaf in _named_leaves(struct, repr(output)):
+        if not isinstance(leaf, torch.Tensor):
+            raise TypeError(
+                f"the output {path} of {type(actor).__name__}.step: expected a tensor, got {type(leaf).__name__}"
+            )
+        if tuple(leaf.shape[first_dim : first_dim + len(batch)]) != batch:
+            expected = "(" + ", ".join(["..."] * first_dim + [str(n) for n in batch] + ["..."]) + ")"
+            raise ValueError(
+                f"the output {path} of {type(actor).__name__}.step: expected shape {expected} "
+                f"(num_envs={batch[-1]} at dim {first_dim + len(batch) - 1}: one per env), got {tuple(leaf.shape)}"
+            )
+        shapes.append(tuple(leaf.shape))
+    return shapes
+
+
+def _check_shapes(actor: Any, output: str, struct: Any, shapes: list[tuple]) -> None:
+    """Refuse a step's ``output`` whose leaves are not exactly ``shapes`` (the first step's)."""
+    named = _named_leaves(struct, repr(output))
+    if len(named) != len(shapes):
+        raise ValueError(
+            f"the output {output!r} of {type(actor).__name__}.step: expected {len(shapes)} tensors "
+            f"(as in its first step), got {len(named)}"
+        )
+    for (path, leaf), shape in zip(named, shapes):
+        got = tuple(leaf.shape) if isinstance(leaf, torch.Tensor) else type(leaf).__name__
+        if got != shape:
+            raise ValueError(
+                f"the output {path} of {type(actor).__name__}.step: expected shape {shape} (as in its first "
+                f"step: one per env), got {got}"
+            )
+
+
 class DeviceCollector:
     """Collect ``(n_steps + 1) x N`` fragments from a kernelgym ``KernelVectorEnv``.
 
@@ -77,10 +125,17 @@ class DeviceCollector:
     ``final_obs`` (``n_steps x N x ...``, the observation before any reset) and
     ``hx`` the actor's recurrent state at the fragment's start. The records follow
     :mod:`kernelgym.collectors.rollout.core`.
+
+    The actor's recurrent state must have ``num_envs`` at dim 1 (``L x N x ...``) and
+    its info values ``1 x N x ...``; every later step must return exactly those shapes
+    (``ValueError`` naming the output, expected and received shape otherwise), since
+    a tensor sized for one env would be broadcast to all.
     """
 
     def __init__(self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None):
         check_positive("n_steps", n_steps)
+        if n_steps >= 2**62:  # torch sizes are int64: beyond, its own error names no argument
+            raise ValueError(f"n_steps: expected a positive int below 2**62, got {n_steps}")
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
             if not hasattr(env, attribute):
                 raise TypeError(
@@ -124,6 +179,9 @@ class DeviceCollector:
         )
         with torch.no_grad():
             _, hx, info = react(actor, self.ctx, None, virtual=True)
+        # exact batch shapes: copy_ would broadcast a state or info sized for one env to all
+        self._hx_shapes = _batch_shapes(actor, "hx", hx, (n_envs,), 1)
+        self._info_shapes = _batch_shapes(actor, "info", info, (1, n_envs), 0)
         self.hx = actor.reset(hx, slice(None)) if leaves(hx) else hx
         # Actor.reset zeroes the envs it is given: a mask does the same without the
         # host sync that indexing by a bool tensor would cost
@@ -132,12 +190,18 @@ class DeviceCollector:
         def timeline(x: torch.Tensor, length: int) -> torch.Tensor:
             return torch.empty((length, *x.shape[1:]), dtype=x.dtype, device=self.device)
 
-        self.fragment = Fragment(
-            state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
-            actor=suply(lambda x: timeline(x, n_steps + 1), info),
-            env={"final_obs": suply(lambda x: timeline(x, n_steps), self.ctx.obs)},
-            hx=suply(torch.clone, self.hx),
-        )
+        try:
+            self.fragment = Fragment(
+                state=suply(lambda x: timeline(x, n_steps + 1), self.ctx),
+                actor=suply(lambda x: timeline(x, n_steps + 1), info),
+                env={"final_obs": suply(lambda x: timeline(x, n_steps), self.ctx.obs)},
+                hx=suply(torch.clone, self.hx),
+            )
+        except (RuntimeError, MemoryError) as error:  # the allocator's message names no argument
+            raise ValueError(
+                f"n_steps: {n_steps} steps of {n_envs} envs are more than {self.device} can allocate "
+                f"({str(error).splitlines()[0][:160]})"
+            ) from error
 
     def __iter__(self) -> Iterator[Fragment]:
         while True:
@@ -160,6 +224,8 @@ class DeviceCollector:
             copy_(out.state, ctx, at=slice(t, t + 1))
             with torch.no_grad():
                 act, hx_, info = react(actor, ctx, hx, virtual=t >= self.n_steps)
+            _check_shapes(actor, "info", info, self._info_shapes)
+            _check_shapes(actor, "hx", hx_, self._hx_shapes)
             copy_(out.actor, info, at=slice(t, t + 1))
             if t >= self.n_steps:
                 break  # the look-ahead reaction to record T is never acted upon

@@ -11,6 +11,10 @@ start, watch and stop their worker processes with these functions only:
   seen at once, never as a hang;
 - :func:`reap` stops a child for good (terminate, then kill, then join: no zombie).
 
+Process groups: each child leads its own process group (:func:`child_main` calls
+``os.setsid``), so that what it starts (an env's simulator subprocess) is in that group,
+and :func:`reap` signals the whole group: nothing a hung worker started outlives it.
+
 Dying with the parent: on Linux the child asks the kernel for SIGKILL when its parent
 thread ends (``prctl(PR_SET_PDEATHSIG)``), which works even while the child runs code
 that holds the GIL (a numba loop); everywhere a watcher thread also ends the child once
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import numbers
 import os
 import re
 import selectors
@@ -39,6 +44,7 @@ __all__ = [
     "crashed_error",
     "die_with_parent",
     "get_context",
+    "is_seconds",
     "reap",
     "start_process",
     "wait_readable",
@@ -123,6 +129,11 @@ def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any)
     :func:`die_with_parent`)."""
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # A group (and session) of its own: reap() then stops whatever the worker's code started.
+    # A new session rather than os.setpgrp: a background group that reads or writes the
+    # terminal would be stopped by job control (SIGTTIN/SIGTTOU), i.e. hang.
+    if hasattr(os, "setsid"):
+        os.setsid()
     die_with_parent(*start)
     return target(*args)
 
@@ -146,6 +157,12 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
     )
     process.start()
     return process
+
+
+def is_seconds(value: Any) -> bool:
+    """Whether ``value`` is a usable wait: a real number of seconds in (0, ``threading.TIMEOUT_MAX``]
+    (not a bool; a larger one, ``inf`` included, overflows the waits, and ``nan`` compares false)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < value <= threading.TIMEOUT_MAX
 
 
 def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:
@@ -214,12 +231,33 @@ def watch(connection: Any, process: Any) -> selectors.BaseSelector:
     return selector
 
 
+def _signal_group(process: Any, sig: int) -> bool:
+    """Send ``sig`` to the process group that ``process`` leads; False if there is none
+    (no group support, or a child that has not made its group yet, or an empty group)."""
+    pid = getattr(process, "pid", None)  # None: never started (or a stand-in without one)
+    if not hasattr(os, "killpg") or pid is None:
+        return False
+    try:
+        os.killpg(pid, sig)  # child_main made the child leader of group ``pid``
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
 def reap(process: Any, timeout: float = 1.0) -> None:
-    """Stop ``process`` for good: terminate it, wait ``timeout`` seconds, then kill it;
-    returns once it has been joined (no zombie is left)."""
+    """Stop ``process`` and its process group for good: terminate them, wait ``timeout``
+    seconds, then kill them; returns once ``process`` has been joined (no zombie is left).
+
+    The group holds what the child started (see :func:`child_main`): those processes are
+    killed too, even when the child itself already exited.
+    """
     if process.is_alive():
-        process.terminate()
+        if not _signal_group(process, signal.SIGTERM):
+            process.terminate()
         process.join(timeout)
-    if process.is_alive():
+    if process.is_alive() and not _signal_group(process, signal.SIGKILL):
         process.kill()
+    # what the child started and left behind (or that ignored SIGTERM): Linux does not reuse
+    # a pid while it names a group with members, so this reaches only the child's group
+    _signal_group(process, signal.SIGKILL)
     process.join()

@@ -32,7 +32,7 @@ from typing import Any
 import cloudpickle
 import numpy as np
 
-from kernelgym.collectors.processes import get_context
+from kernelgym.collectors.processes import get_context, is_seconds
 from kernelgym.collectors.sampler_group import SamplerFailures, SamplerGroup
 from kernelgym.collectors.tasks import RLStepResult
 from kernelgym.collectors.wire import PackedArray, encode, packable, unpack_results
@@ -286,6 +286,10 @@ class _VectorTasksBase:
         return self._resample_if_all_done(results)
 
     def _check_actions(self, actions: Sequence[Any]) -> None:
+        if isinstance(actions, (str, bytes, Mapping)):  # sized, but one action per character or key is a mistake
+            raise TypeError(
+                f"actions must be a sequence (one per unpaused task), got {type(actions).__name__} {actions!r:.80}"
+            )
         try:
             count = len(actions)
         except TypeError:
@@ -512,8 +516,11 @@ class VectorSampledTasks(_VectorTasksBase):
             not isinstance(max_processes, int) or isinstance(max_processes, bool) or max_processes < 1
         ):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
-        if read_timeout is not None and (not isinstance(read_timeout, (int, float)) or not read_timeout > 0):
-            raise ValueError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
+        if read_timeout is not None and not is_seconds(read_timeout):
+            raise ValueError(
+                f"read_timeout must be a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {read_timeout!r}"
+            )
 
         num_processes = min(self._num_samplers, max_processes or default_max_processes())
         sizes = [self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)]

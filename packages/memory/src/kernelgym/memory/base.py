@@ -97,6 +97,7 @@ class Memory(TensorStorage, SampleWriter, Sampler, Persistence, KernelInterop):
         self._row_views: dict[str, list[torch.Tensor]] = {}
         self._skipped_names: set[str] = set()
         self._arrays_handed_out = False
+        self._attached_names: set[str] = set()  # adopted by attach_tensor: their owners write them
         self._lock = threading.RLock()
         self._tracks_writes = type(self)._on_written is not SampleWriter._on_written  # subclass hook to call per add
 
@@ -106,5 +107,6 @@ class Memory(TensorStorage, SampleWriter, Sampler, Persistence, KernelInterop):
         return state
 
     def __setstate__(self, state: dict) -> None:
+        state.setdefault("_attached_names", set())  # pickled before attached tensors were tracked
         self.__dict__.update(state)
         self._lock = threading.RLock()

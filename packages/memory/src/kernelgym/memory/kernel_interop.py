@@ -20,7 +20,8 @@ class KernelInterop:
         """Use an existing tensor of shape (memory_size, num_envs, ...) as storage, without a copy.
 
         Whatever writes into ``tensor`` (a kernel, another library) writes into the memory;
-        call :meth:`advance` after such writes so that the memory counts them.
+        call :meth:`advance` after such writes so that the memory counts them. A CPU
+        tensor must already be in shared memory if :meth:`share_memory` is to be called.
         """
         check_tensor_name(name)
         if name in self.tensors:
@@ -36,6 +37,7 @@ class KernelInterop:
         if tensor.device != self.device:
             raise ValueError(f"tensor: expected a tensor on {self.device}, got one on {tensor.device}")
         self._register(name, tensor, keep_dimensions)
+        self._attached_names.add(name)
 
     def advance(self, num_samples: int) -> None:
         """Count ``num_samples`` cells written in place from the write position.

@@ -9,6 +9,7 @@ import torch
 
 from .base import Memory
 from .sum_tree import SumTree
+from .validation import as_index_tensor, as_real_tensor
 
 
 def _check_real(value, argument: str, low: float) -> float:
@@ -95,6 +96,10 @@ class PrioritizedMemory(Memory):
         """
         views = self._views_for(names)
         batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
+        with self._allocating(batch_size * sequence_length, "batch_size * sequence_length"):
+            return self._sample(views, batch_size, mini_batches, sequence_length, return_mask, return_weights)
+
+    def _sample(self, views, batch_size, mini_batches, sequence_length, return_mask, return_weights):
         count = self._check_not_empty()
         starts = self._tree.sample(batch_size, self.generator)
         # every written cell at weight 0 (priorities 0 with epsilon 0): equal weights, so uniform;
@@ -136,19 +141,9 @@ class PrioritizedMemory(Memory):
             Finite, non-negative, one per index. If an index repeats, one of its
             priorities is kept.
         """
-        indexes = torch.as_tensor(indexes, device=self.device)
-        priorities = torch.as_tensor(priorities, device=self.device)
-        if (
-            indexes.dim() != 1
-            or indexes.dtype.is_floating_point
-            or indexes.dtype.is_complex
-            or indexes.dtype == torch.bool
-        ):
-            raise TypeError(
-                f"indexes: expected a 1-d integer tensor, got {indexes.dtype} of shape {tuple(indexes.shape)}"
-            )
-        if priorities.dtype.is_complex or priorities.dtype == torch.bool:
-            raise TypeError(f"priorities: expected real numbers, got {priorities.dtype}")
+        indexes = as_index_tensor(indexes, "indexes", self.device)
+        # read in the tree's float64: a list read as float32 would turn a finite 1e39 into inf
+        priorities = as_real_tensor(priorities, "priorities", self.device, torch.float64)
         priorities = priorities.reshape(-1).to(torch.float64)
         if priorities.shape != indexes.shape:
             raise ValueError(f"priorities: expected {indexes.numel()} values (one per index), got {priorities.numel()}")

@@ -62,6 +62,10 @@ class RandomMemory(Memory):
         """
         views = self._views_for(names)
         batch_size, mini_batches, sequence_length = self._check_sample_sizes(batch_size, mini_batches, sequence_length)
+        with self._allocating(batch_size * sequence_length, "batch_size * sequence_length"):
+            return self._sample(views, batch_size, mini_batches, sequence_length, return_mask)
+
+    def _sample(self, views, batch_size: int, mini_batches: int, sequence_length: int, return_mask: bool):
         starts = self._draw(batch_size, self._check_not_empty())
         if sequence_length == 1:
             indexes, valid = starts, None

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import torch
 
 from .sequences import chronological_cells, episode_windows, sequence_cells
-from .validation import check_int
+from .validation import as_index_tensor, check_int
+
+#: most rows one sampling call returns: 8 TB of int64 cell indexes alone, beyond any machine
+MAX_ROWS = 2**40
 
 
 class Sampler:
@@ -33,6 +37,22 @@ class Sampler:
             raise ValueError(f"mini_batches: expected at most batch_size={batch_size}, got {mini_batches}")
         return batch_size, mini_batches, check_int(sequence_length, "sequence_length")
 
+    @contextmanager
+    def _allocating(self, rows: int, arguments: str) -> Iterator[None]:
+        """Refuse a call that returns ``rows`` rows when torch could not allocate them, with a
+        ValueError naming ``arguments`` (the allocator's own message names none)."""
+        if rows > MAX_ROWS:
+            raise ValueError(f"{arguments}: expected at most {MAX_ROWS} rows per call (2**40), got {rows}")
+        try:
+            yield
+        except (MemoryError, RuntimeError) as error:  # torch.OutOfMemoryError is a RuntimeError
+            text = str(error)
+            if not isinstance(error, MemoryError) and "allocat" not in text and "out of memory" not in text:
+                raise
+            raise ValueError(
+                f"{arguments}: {rows} rows are more than the device could allocate ({text.splitlines()[0][:160]})"
+            ) from error
+
     def _check_not_empty(self) -> int:
         count = len(self)
         if count == 0:
@@ -47,16 +67,7 @@ class Sampler:
         """
         views = self._views_for(names)
         mini_batches = check_int(mini_batches, "mini_batches")
-        indexes = torch.as_tensor(indexes, device=self.device)
-        if (
-            indexes.dtype.is_floating_point
-            or indexes.dtype.is_complex
-            or indexes.dtype == torch.bool
-            or indexes.dim() != 1
-        ):
-            raise TypeError(
-                f"indexes: expected a 1-d integer sequence, got {indexes.dtype} of shape {tuple(indexes.shape)}"
-            )
+        indexes = as_index_tensor(indexes, "indexes", self.device)
         count = len(self)
         if indexes.numel():
             low, high = torch.aminmax(indexes)
@@ -97,6 +108,10 @@ class Sampler:
         mini_batches = check_int(mini_batches, "mini_batches")
         sequence_length = check_int(sequence_length, "sequence_length")
         count = self._check_not_empty()
+        with self._allocating(count * sequence_length, "sequence_length"):
+            return self._sample_all(views, count, mini_batches, sequence_length, return_mask)
+
+    def _sample_all(self, views, count: int, mini_batches: int, sequence_length: int, return_mask: bool):
         if sequence_length == 1:
             indexes = chronological_cells(
                 position=self._position, count=count, capacity=self._capacity, device=self.device

@@ -69,6 +69,10 @@ class SequenceMemory(RandomMemory):
         length = self.sequence_length if sequence_length is None else sequence_length
         burn_in = self.burn_in if burn_in is None else check_int(burn_in, "burn_in", minimum=0)
         batch_size, mini_batches, length = self._check_sample_sizes(batch_size, mini_batches, length)
+        with self._allocating(batch_size * (burn_in + length), "batch_size * (burn_in + sequence_length)"):
+            return self._sample_sequences(views, batch_size, mini_batches, burn_in, length)
+
+    def _sample_sequences(self, views, batch_size: int, mini_batches: int, burn_in: int, length: int):
         starts = self._draw(batch_size, self._check_not_empty())
         steps = burn_in + length
         cells, valid = self._sequences(starts, -burn_in, steps)

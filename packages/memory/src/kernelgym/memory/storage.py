@@ -137,7 +137,22 @@ class TensorStorage:
             (target if tensor.shape == target.shape else view).copy_(tensor)
 
     def share_memory(self) -> None:
-        """Move CPU tensors to shared memory so that other processes see the same storage."""
+        """Move CPU tensors to shared memory so that other processes see the same storage.
+
+        Refused (RuntimeError naming the tensor, nothing moved) for a CPU tensor adopted with
+        :meth:`attach_tensor` or :meth:`from_data_manager` that is not shared already: its
+        owner (a numpy array, a data manager) writes the old storage, so after a move the
+        memory would never see those writes. Attach a tensor that is shared already instead.
+        """
+        for name in sorted(self._attached_names):
+            tensor = self.tensors[name]
+            if tensor.device.type == "cpu" and not tensor.is_shared():
+                raise RuntimeError(
+                    f"share_memory: tensor {name!r} is attached storage (attach_tensor or from_data_manager) that "
+                    "its owner writes; sharing would move it to new memory, and the owner's writes (e.g. kernels "
+                    "launched with the data manager's arrays) would no longer reach the memory. Attach a tensor "
+                    "that is already in shared memory (tensor.share_memory_() before attach_tensor) instead"
+                )
         if self._arrays_handed_out and any(not t.is_shared() for t in self.tensors.values() if t.device.type == "cpu"):
             # share_memory_ moves the storage: arrays from get_array_by_name would dangle
             raise RuntimeError("share_memory: call it before get_array_by_name (sharing moves CPU storage)")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -47,10 +49,10 @@ def check_max_restarts(max_restarts) -> None:
 
 
 def check_resources(num_cpus: float, num_gpus: float) -> None:
-    """Resources asked for each actor must be numbers >= 0."""
+    """Resources asked for each actor must be finite numbers >= 0 (``nan < 0`` is False: checked apart)."""
     for name, value in (("num_cpus", num_cpus), ("num_gpus", num_gpus)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-            raise ValueError(f"{name}: expected a number >= 0 (per actor), got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+            raise ValueError(f"{name}: expected a number >= 0 (per actor, finite), got {value!r}")
 
 
 def check_fits(what: str, count: int, num_cpus: float, num_gpus: float) -> None:

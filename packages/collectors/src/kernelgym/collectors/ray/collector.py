@@ -24,6 +24,7 @@ import cloudpickle
 import ray
 import torch
 
+from kernelgym.collectors.processes import is_seconds
 from kernelgym.collectors.ray import faults
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_max_restarts, check_resources, connect
@@ -133,7 +134,9 @@ class RayCollector(faults.ActorHosts):
     num_cpus, num_gpus : float
         Resources of each actor.
     timeout : float or None
-        Seconds to wait for a fragment before declaring its actor hung.
+        Seconds to wait for a fragment before declaring its actor hung. An actor's start-up
+        (and restart) is allowed at least ``faults.START_TIMEOUT`` (60 s), as in
+        ``RayVectorSampledTasks``.
     restart_on_failure : bool
         Let Ray restart a lost actor (``max_restarts`` times; -1: no limit) and go on
         collecting with a ``WorkerRestartWarning``; the fragment under way is lost, the
@@ -176,8 +179,11 @@ class RayCollector(faults.ActorHosts):
             raise TypeError(f"actor: expected an Actor (a torch module with .step), got {type(actor).__name__}")
         if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool)):
             raise TypeError(f"seed: expected an int or None, got {seed!r}")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or not timeout > 0):
-            raise ValueError(f"timeout: expected a positive number of seconds or None, got {timeout!r}")
+        if timeout is not None and not is_seconds(timeout):
+            raise ValueError(
+                f"timeout: expected a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {timeout!r}"
+            )
         check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
         width = num_envs * num_collectors if sync else num_envs
@@ -199,6 +205,7 @@ class RayCollector(faults.ActorHosts):
             raise TypeError(f"actor: must be picklable by cloudpickle to reach the collectors: {exc}") from exc
 
         connect(address, ray_init_kwargs)
+        self._ray_session = faults.session()
         check_fits("collector actors", num_collectors, num_cpus, num_gpus)
         actor_class = ray.remote(CollectorActor)
         options = dict(
@@ -220,7 +227,10 @@ class RayCollector(faults.ActorHosts):
                     max(1, int(num_cpus)),
                 )
                 self._hosts.append(faults.Host(index, handle, name))
-            self.placements = [self._describe(host, faults.deadline_after(timeout)) for host in self._hosts]
+            # start-up has its own allowance (placement, process start, imports, env make), as in
+            # RayVectorSampledTasks: a short collect timeout must not report healthy actors hung
+            deadline = faults.deadline_after(faults.start_timeout(timeout))
+            self.placements = [self._describe(host, deadline) for host in self._hosts]
         except BaseException:
             self.close()
             raise
@@ -228,7 +238,8 @@ class RayCollector(faults.ActorHosts):
     # -- actors -------------------------------------------------------------------------------
 
     def _describe(self, host: faults.Host, deadline: float | None) -> dict[str, Any]:
-        placement = faults.call_once_up(host.actor.describe, host, deadline, self.timeout)
+        """Wait for the actor to be up (at start or after a restart: the start-up allowance)."""
+        placement = faults.call_once_up(host.actor.describe, host, deadline, faults.start_timeout(self.timeout))
         host.pid = placement["pid"]
         return placement
 
@@ -252,7 +263,8 @@ class RayCollector(faults.ActorHosts):
         if isinstance(error, faults.WorkerTimeoutError):
             faults.kill(host, restart=True)  # Ray restarts a dead actor, not a hung one
         try:
-            self.placements[host.index] = self._describe(host, faults.deadline_after(self.timeout))
+            deadline = faults.deadline_after(faults.start_timeout(self.timeout))
+            self.placements[host.index] = self._describe(host, deadline)
         except WorkerError as failure:
             self.close()
             raise WorkerError(f"restarting {host.describe()} failed", **host.fields()) from failure
@@ -269,6 +281,7 @@ class RayCollector(faults.ActorHosts):
     def _check_open(self) -> None:
         if self._is_closed:
             raise RuntimeError("this RayCollector is closed")
+        faults.check_session(self, self._ray_session)
 
     # -- public API ---------------------------------------------------------------------------
 
@@ -346,6 +359,8 @@ class RayCollector(faults.ActorHosts):
             return
         self._is_closed = True
         self._under_way.clear()
+        if not faults.in_session(getattr(self, "_ray_session", None)):
+            return  # never connected, or Ray was shut down: the actors ended with their session
         for host in self._hosts:
             faults.kill(host)
         faults.wait_dead(self._hosts, 5.0)

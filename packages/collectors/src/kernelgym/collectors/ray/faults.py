@@ -99,6 +99,39 @@ def ray_account(exc: BaseException) -> str:
     return text[:240]
 
 
+#: seconds an actor may take to start (placement, process start, imports); at least the timeout
+START_TIMEOUT = 60.0
+
+
+def start_timeout(timeout: float | None) -> float | None:
+    """The allowance for an actor's start-up under a call ``timeout``: a healthy actor that
+    is still being placed and importing must not be reported hung."""
+    return None if timeout is None else max(timeout, START_TIMEOUT)
+
+
+def session() -> tuple[str, str]:
+    """This driver's Ray session: its node and job ids. After ``ray.shutdown()`` and
+    ``ray.init()`` one of them changes (a job id alone repeats on a new local cluster)."""
+    context = ray.get_runtime_context()
+    return context.get_node_id(), context.get_job_id()
+
+
+def in_session(started: tuple[str, str] | None) -> bool:
+    """Whether this driver is still in the Ray session ``started`` (None: never connected)."""
+    return started is not None and ray.is_initialized() and session() == started
+
+
+def check_session(owner: Any, started: tuple[str, str]) -> None:
+    """Raise a RuntimeError saying so if Ray was shut down since ``owner`` started its actors
+    in session ``started`` (their handles then fail with Ray's own errors, or start a new cluster)."""
+    if not in_session(started):
+        name = type(owner).__name__
+        raise RuntimeError(
+            f"this {name} lost its actors: Ray was shut down (ray.shutdown()) after it started them, "
+            f"and they ended with that Ray session; make a new {name}"
+        )
+
+
 def deadline_after(timeout: float | None) -> float | None:
     return None if timeout is None else time.monotonic() + timeout
 

@@ -20,6 +20,7 @@ from typing import Any
 import cloudpickle
 import ray
 
+from kernelgym.collectors.processes import is_seconds
 from kernelgym.collectors.ray import faults
 from kernelgym.collectors.ray._internals import (
     CLOSE_TIMEOUT,
@@ -38,8 +39,7 @@ from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_max_
 from kernelgym.collectors.tasks import RLStepResult
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning, error_from_failures
 
-#: seconds an actor may take to start (placement, process start, imports); at least ``read_timeout``
-START_TIMEOUT = 60.0
+START_TIMEOUT = faults.START_TIMEOUT  # kept importable from here
 
 
 class SamplerGroupActor:
@@ -154,13 +154,17 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             not isinstance(max_processes, int) or isinstance(max_processes, bool) or max_processes < 1
         ):
             raise ValueError(f"max_processes must be a positive int or None, got {max_processes!r}")
-        if read_timeout is not None and (not isinstance(read_timeout, (int, float)) or not read_timeout > 0):
-            raise ValueError(f"read_timeout must be a positive number of seconds or None, got {read_timeout!r}")
+        if read_timeout is not None and not is_seconds(read_timeout):
+            raise ValueError(
+                f"read_timeout must be a positive number of seconds up to threading.TIMEOUT_MAX or None (no limit), "
+                f"got {read_timeout!r}"
+            )
         check_max_restarts(max_restarts)
         check_resources(num_cpus, num_gpus)
         self._read_timeout = read_timeout
         self.restart_on_failure = bool(restart_on_failure)
         payloads = self._split(make_sampler_fn, max_processes, num_cpus, address, ray_init_kwargs)
+        self._ray_session = faults.session()
         check_fits("sampler actors", len(payloads), num_cpus, num_gpus)
         actor_class = ray.remote(SamplerGroupActor)
         options = dict(
@@ -209,7 +213,11 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
 
     @property
     def _start_timeout(self) -> float | None:
-        return None if self._read_timeout is None else max(self._read_timeout, START_TIMEOUT)
+        return faults.start_timeout(self._read_timeout)
+
+    def _check_open(self) -> None:
+        super()._check_open()
+        faults.check_session(self, self._ray_session)
 
     def _startup(self, host: _GroupHost, deadline: float | None) -> tuple:
         """The actor's construction report, its pid noted; a lost actor as its ``WorkerError``."""
@@ -355,6 +363,8 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             return
         self._is_closed = True
         self._waiting = False
+        if not faults.in_session(getattr(self, "_ray_session", None)):
+            return  # never connected, or Ray was shut down: the actors ended with their session
         deadline = faults.deadline_after(CLOSE_TIMEOUT)
         serving = [host for host in self._hosts if host.serving]
         for host in serving:
