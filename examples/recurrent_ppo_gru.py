@@ -212,8 +212,9 @@ def setup(config: Config):
     return env, agent, optimizer, collector, make_memory(config, obs_size, env.device)
 
 
-def train(config: Config = Config()) -> TrainLog:
-    """Collect fragments and update the agent until ``config.env_steps``; return the log."""
+def train(config: Config | None = None) -> TrainLog:
+    """Collect fragments and update the agent until ``config.env_steps`` (default `Config`); return the log."""
+    config = Config() if config is None else config
     env, agent, optimizer, collector, memory = setup(config)
     log = TrainLog()
     episode_return = torch.zeros(config.num_envs)

@@ -9,7 +9,7 @@ import warnings
 import gymnasium
 import pytest
 
-import kernelgym.envs  # noqa: F401  (registers the gymnasium ids)
+import kernelgym.envs  # registers the gymnasium ids
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[1] / "examples"
 
