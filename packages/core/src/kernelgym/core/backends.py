@@ -121,7 +121,7 @@ def resolve_backend(name: str | None = None) -> str:
     return key
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_auto_choice(chosen: str, why: str) -> None:
     """Log what ``auto`` chose, once per process and outcome (launches resolve it at every call)."""
     logger.info("backend 'auto' chose %r: %s", chosen, why)
