@@ -5,6 +5,9 @@ compiles on its first launch with new argument types, which takes seconds to min
 later processes load the build from Numba's on-disk cache. Numba announces each real
 compilation (not a cache load) as a ``numba:compile`` event: a listener installed once,
 at import, times the outermost ones and logs them at INFO. Nothing runs per launch.
+numba-cuda has its own event bus (with its own listener class and event kinds); its
+CUDADispatcher announces no compilation there (numba-cuda 0.30), so a ``cuda.jit``
+launcher's GPU build is not logged until it does.
 """
 
 from __future__ import annotations
