@@ -41,6 +41,9 @@ META_DEPENDENCIES = {"kernelgym": {"kernelgym-core", "kernelgym-envs", "kernelgy
 # Wheels that ship programs, found on disk rather than imported: NVIDIA's ptxas for the
 # GPU-compile table (located by cuda.pathfinder).
 BINARY_DEPENDENCIES = {"kernelgym-core": {"nvidia-cuda-nvcc-cu12"}}
+# Extras that another library imports on the user's behalf: gymnasium's RecordVideo writes
+# the videos of kernelgym's rendered envs with moviepy.
+IMPORTED_BY_OTHERS = {"kernelgym-envs": {"moviepy"}}
 # Subpackages that exist for one extra (imported only by users of that extra): what they
 # import, module level included, counts as optional, so it must be declared in an extra.
 EXTRA_SUBPACKAGES = {"kernelgym-collectors": {"kernelgym/collectors/ray": "ray"}}
@@ -142,7 +145,7 @@ def test_every_declared_dependency_is_imported(distribution):
     unused = declared - required - optional - META_DEPENDENCIES.get(distribution, set())
     assert not unused, f"{distribution} declares {sorted(unused)} but never imports them"
     for extra, dependencies in extras.items():
-        binaries = BINARY_DEPENDENCIES.get(distribution, set())
+        binaries = BINARY_DEPENDENCIES.get(distribution, set()) | IMPORTED_BY_OTHERS.get(distribution, set())
         unused = {name for name in dependencies if name not in optional | required | binaries and name != distribution}
         assert not unused, f"{distribution}[{extra}] declares {sorted(unused)} but never imports them"
 

@@ -61,6 +61,18 @@ def positive_float(text: str) -> float:
     return value
 
 
+def tensorboard_dir(text: str) -> str:
+    """argparse type: a folder for TensorBoard event files; needs the tensorboard package."""
+    try:
+        import tensorboard  # noqa: F401  (torch.utils.tensorboard writes through it)
+    except ImportError:
+        raise argparse.ArgumentTypeError(
+            "needs the tensorboard package: pip install \"kernelgym[tensorboard]\"") from None
+    if os.path.exists(text) and not os.path.isdir(text):
+        raise argparse.ArgumentTypeError(f"expected a folder, received {text!r} (a file)")
+    return text
+
+
 def comma_separated(text: str) -> list[str]:
     """argparse type: a non-empty comma-separated list of names."""
     names = [name.strip() for name in text.split(",") if name.strip()]
@@ -162,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", type=png_path, default=DEFAULT_DEMO_PLOT, metavar="FILE.png",
                       help="learning-curve PNG (default: %(default)s)")
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    demo.add_argument("--tensorboard", type=tensorboard_dir, metavar="DIR",
+                      help="also write TensorBoard scalars (return, env-steps/s, losses) to DIR "
+                           "(pip install \"kernelgym[tensorboard]\")")
 
     gpu_compile = commands.add_parser(
         "gpu-compile", help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
@@ -279,7 +294,7 @@ def run_demo(args, parser) -> int:
     config = PPOConfig(seed=args.seed, backend=backend, num_envs=args.num_envs,
                        target_return=args.target_return, max_env_steps=args.max_env_steps,
                        time_limit_s=args.time_limit)
-    result = train(config, progress=not args.no_progress)
+    result = train(config, progress=not args.no_progress, tensorboard_dir=args.tensorboard)
     outcome = "reached" if result.reached_target else "did NOT reach"
     # the result first: a file that cannot be written must not lose it
     print(f"{outcome} the target mean return {config.target_return:g}: final mean return "
@@ -290,6 +305,8 @@ def run_demo(args, parser) -> int:
                        "learning curve"):
         return 1
     print(f"learning curve written to {args.out}")
+    if args.tensorboard:
+        print(f"TensorBoard scalars written to {args.tensorboard} (tensorboard --logdir {args.tensorboard})")
     return 0 if result.reached_target else 1
 
 

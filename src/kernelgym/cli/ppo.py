@@ -214,7 +214,7 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.
 
 
 # ------------------------------------------------------------------------- training
-def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult:
+def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_dir: str | None = None) -> TrainResult:
     """Train a PPO agent until the target return, the step budget or the time limit.
 
     Parameters
@@ -222,6 +222,11 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     config : PPOConfig
     progress : bool
         Show a tqdm bar with the mean return and env-steps/s.
+    tensorboard_dir : str, optional
+        Also write TensorBoard scalars there, one point per fragment at its env-step count:
+        ``charts/mean_return``, ``charts/env_steps_per_s`` and the last minibatch's
+        ``losses/policy``, ``losses/value`` and ``losses/entropy`` (needs the tensorboard
+        package: ``pip install "kernelgym[tensorboard]"``).
 
     Returns
     -------
@@ -272,6 +277,11 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     env_steps = 0
     bar = tqdm(total=config.max_env_steps, unit="step", unit_scale=True, disable=not progress,
                desc=f"PPO {config.env_id} [{backend}]")
+    writer = None
+    if tensorboard_dir is not None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        writer = SummaryWriter(tensorboard_dir)
     start = time.perf_counter()
     try:
         for fragment in collector:
@@ -337,6 +347,12 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
             result.mean_returns.append(mean_return)
             bar.update(T * N)
             bar.set_postfix(mean_return=f"{mean_return:.1f}", steps_per_s=f"{env_steps / elapsed:,.0f}")
+            if writer is not None:
+                scalars = {"charts/mean_return": mean_return, "charts/env_steps_per_s": env_steps / elapsed,
+                           "losses/policy": policy_loss.item(), "losses/value": value_loss.item(),
+                           "losses/entropy": entropy.item()}
+                for tag, value in scalars.items():
+                    writer.add_scalar(tag, value, env_steps)
             full_window = len(recent_returns) == config.return_window
             if full_window and mean_return >= config.target_return:
                 result.reached_target = True
@@ -346,4 +362,6 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True) -> TrainResult
     finally:
         bar.close()
         env.close()
+        if writer is not None:
+            writer.close()
     return result

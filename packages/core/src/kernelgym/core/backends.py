@@ -17,6 +17,7 @@ name      kernels                                          arrays
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import threading
 
@@ -25,6 +26,8 @@ import numba
 BACKENDS = ("cuda", "cpu", "sim")
 BACKEND_NAMES = BACKENDS + ("auto",)
 BACKEND_ENV_VAR = "KERNELGYM_BACKEND"
+
+logger = logging.getLogger(__name__)
 
 
 class BackendUnavailableError(RuntimeError):
@@ -96,7 +99,10 @@ def resolve_backend(name: str | None = None) -> str:
     if key not in BACKEND_NAMES:
         raise ValueError(f"{source}: expected one of {BACKEND_NAMES}, got {name!r}")
     if key == "auto":
-        return "cuda" if gpu_usable() else "cpu"
+        reason = gpu_unavailable_reason()
+        chosen = "cpu" if reason else "cuda"
+        _log_auto_choice(chosen, reason or "a usable CUDA GPU was found")
+        return chosen
     if key == "cuda":
         reason = gpu_unavailable_reason()
         if reason is not None:
@@ -113,6 +119,12 @@ def resolve_backend(name: str | None = None) -> str:
             "the process imports numba (e.g. `NUMBA_ENABLE_CUDASIM=1 python ...`)"
         )
     return key
+
+
+@functools.cache
+def _log_auto_choice(chosen: str, why: str) -> None:
+    """Log what ``auto`` chose, once per process and outcome (launches resolve it at every call)."""
+    logger.info("backend 'auto' chose %r: %s", chosen, why)
 
 
 def in_simulator_thread() -> bool:

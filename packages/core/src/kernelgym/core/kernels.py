@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from kernelgym.core import codegen, streams
+from kernelgym.core import codegen, compile_log, streams
 from kernelgym.core.arrays import is_device_array, is_torch_tensor
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import device_function, register_cuda_overloads
@@ -38,6 +38,8 @@ ENV_THREADS_PER_BLOCK = 128
 MAX_AGENT_THREADS = 256
 
 SCALAR_TYPES = (bool, int, float, complex, np.generic)
+
+compile_log.install()  # every launcher's compilation is logged, with its time
 
 
 def check_count(name: str, value, minimum: int = 0) -> int:

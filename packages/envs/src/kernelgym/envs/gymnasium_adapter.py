@@ -67,6 +67,9 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         Passed to `kernelgym.envs.make` (``max_episode_steps``, ``precision``, ``fast_math``, params).
     """
 
+    # as KernelGymnasiumEnv.metadata: the class declares the mode, each instance its env's
+    metadata = {"render_modes": ["rgb_array"], "render_fps": None}
+
     def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
                  render_mode: str | None = None, autoreset_mode="same_step", **kwargs):
         spec = registry.get_spec(env_id)

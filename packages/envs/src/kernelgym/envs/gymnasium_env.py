@@ -70,6 +70,11 @@ class KernelGymnasiumEnv(gymnasium.Env):
         PettingZoo adapter or a vector env).
     """
 
+    # gymnasium.make reads the class's metadata before it creates the env: declare the mode
+    # this adapter renders, so that render_mode="rgb_array" passes without a warning. Each
+    # instance narrows it to its env's (an env without a renderer refuses the mode).
+    metadata = {"render_modes": ["rgb_array"], "render_fps": None}
+
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
                  max_episode_steps: int | None = None, precision: str | None = None, fast_math: bool = False,
                  **kwargs):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import os
 import threading
 import warnings
@@ -48,6 +49,8 @@ from kernelgym.envs.spec import EnvSpec
 
 __all__ = ["PluginLoadWarning", "declared_env_ids", "get_spec", "gymnasium_id_problem", "list_envs", "make",
            "register_plugin"]
+
+logger = logging.getLogger(__name__)
 
 NO_AUTOLOAD_ENV_VAR = "KERNELGYM_NO_PLUGIN_AUTOLOAD"
 BUILTIN_DISTRIBUTION = "kernelgym-envs"
@@ -399,4 +402,8 @@ def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | N
     """
     from kernelgym.envs.vector_env import KernelVectorEnv
 
-    return KernelVectorEnv(get_spec(env_id), num_envs, backend=backend, seed=seed, **kwargs)
+    spec = get_spec(env_id)
+    env = KernelVectorEnv(spec, num_envs, backend=backend, seed=seed, **kwargs)
+    logger.info("made %s: %d envs on backend %r, %s, autoreset %s, seed %s", spec.id, env.num_envs,
+                env.backend, env.precision, env.autoreset_mode.value, seed)
+    return env

@@ -228,6 +228,7 @@ def _child(argv=None) -> int:
     options = parser.parse_args(argv)
     reason = gpu_compile.toolchain_missing_reason()
     if reason is not None:
+        # the child's report, not a diagnostic: the parent reads its last stderr line as the skip reason
         print(reason, file=sys.stderr)
         return _UNAVAILABLE_EXIT_CODE
     with open(options.request, "rb") as file:
