@@ -75,7 +75,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelgym.core import codegen, kernels
+from kernelgym.core import codegen, extents, kernels
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
@@ -358,14 +358,70 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
     checked: dict = {}
+    written: set = set()
+    needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
     calls, names, descriptions = [], [], []
     for program in programs:
         call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call, fast_math, order)
+                                            per_call, fast_math, order, written, needs)
         calls.append(call)
         names += used
         descriptions.append(description)
+    arrays = {f"value {name!r}": value for name, value in checked.items()
+              if not isinstance(value, (PerEnvScalar, type)) and not isinstance(value, SCALAR_TYPES)}
+    arrays = {label: item for label, value in arrays.items()
+              for item in (value if isinstance(value, tuple) else (value,)) if not isinstance(item, SCALAR_TYPES)}
+    extents.check_no_overlap(arrays, {f"value {name!r}" for name in written})
+    watch = extents.TensorWatch()
+    for name in dict.fromkeys(names):
+        value = values.get(name)
+        if name not in per_call:
+            watch.add(f"value {name!r}", value.array if isinstance(value, PerEnvScalar) else value)
+    per_call_needs = tuple((position, f"per-call value {name!r}", needs[name])
+                           for position, name in enumerate(per_call) if needs.get(name))
+    if watch or per_call_needs:
+        calls = [_guarded(call, watch, per_call_needs) for call in calls]
     return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
+
+
+class _GuardedPartial(functools.partial):
+    """A cpu launcher's partial that first checks its per-call values' rows and its bound
+    tensors (`_check_launch`); ``func`` and ``args`` stay the launcher's own."""
+
+    def __call__(self, *per_call):
+        _check_launch(self.guard, per_call)
+        return super().__call__(*per_call)
+
+
+def _guarded(call, watch, per_call_needs):
+    """``call`` checking, at each launch, what may have changed since bind."""
+    guard = (watch, per_call_needs)
+    if isinstance(call, functools.partial):
+        guarded = _GuardedPartial(call.func, *call.args)
+        guarded.guard = guard
+        return guarded
+
+    def guarded_call(*per_call):
+        _check_launch(guard, per_call)
+        return call(*per_call)
+
+    return guarded_call
+
+
+def _check_launch(guard, per_call) -> None:
+    """Raise before a launch whose per-call arrays are too small or whose tensors moved:
+    O(arguments), no allocation."""
+    watch, needs = guard
+    if watch:
+        watch.check()
+    for position, label, needed in needs:
+        if position >= len(per_call):
+            raise TypeError(f"{label}: expected {position + 1} or more per-call values, got {len(per_call)}")
+        shape = getattr(per_call[position], "shape", None)
+        if shape is None or len(shape) < len(needed) or shape[0] < needed[0] or (
+                len(needed) > 1 and shape[1] < needed[1]):
+            raise ValueError(f"{label}: expected an array of at least {needed} leading dims, got "
+                             f"{'a ' + type(per_call[position]).__name__ if shape is None else f'shape {tuple(shape)}'}")
 
 
 def _items(program) -> list:
@@ -389,7 +445,8 @@ def _available_names(name: str, values) -> str:
     return text + (f"; did you mean {close[0]!r}?" if close else "")
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None,
+              written=None, needs=None):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -465,6 +522,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     if kind == "agent" and num_agents is None:
         raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
     description = " + ".join(body.__qualname__ for body in bodies)
+    _check_body_access(bodies, names, checked, layouts, num_envs, num_agents,
+                       set() if written is None else written, {} if needs is None else needs)
     for name in per_call:
         if name not in names:
             names.append(name)  # passed at each call whether or not a body here reads it
@@ -506,6 +565,29 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     # on torch's current stream, read at each call (`kernelgym.core.streams`)
     launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
     return launch, names, description
+
+
+def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> None:
+    """Check each bound array against what the bodies index and write (`kernelgym.core.extents`);
+    note the written names and each array's least leading dims (``needs``)."""
+    access = extents.merged_access(bodies)
+    for name in names:
+        value = checked.get(name)
+        if isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES):
+            continue
+        body_layout = access.layouts.get(name)
+        hint = layouts.get(name, "per_env")
+        layout = "per_agent" if "per_agent" in (body_layout, hint) else (
+            "per_env" if "per_env" in (body_layout, hint) else None)
+        needed = extents.needed_shape(layout, num_envs, num_agents)
+        writes = name in access.written
+        for item in value if isinstance(value, tuple) else (value,):
+            if not isinstance(item, SCALAR_TYPES):
+                extents.check_array(f"value {name!r}", item, needed, access.ndims.get(name, 0), writes)
+        if writes or name in access.passed:
+            written.add(name)
+        if len(needed) > len(needs.get(name, ())):
+            needs[name] = needed
 
 
 def _permuted(module, kind, counts, args, order, statements, description):

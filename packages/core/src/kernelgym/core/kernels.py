@@ -18,16 +18,18 @@ build is cached on disk, so later processes load it instead of compiling.
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import operator
 import sys
 
 import numpy as np
 
-from kernelgym.core import codegen, streams
-from kernelgym.core.arrays import is_device_array, is_torch_tensor
+from kernelgym.core import codegen, extents, streams
+from kernelgym.core.arrays import check_supported_dtype, is_device_array, is_torch_tensor
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import device_function, register_cuda_overloads
+from kernelgym.core.extents import MAX_COUNT, check_scalar
 
 __all__ = [
     "EnvKernel", "AgentKernel", "env_kernel", "agent_kernel", "kernel_argument",
@@ -41,7 +43,8 @@ SCALAR_TYPES = (bool, int, float, complex, np.generic)
 
 
 def check_count(name: str, value, minimum: int = 0) -> int:
-    """``value`` as an int ``>= minimum``, else a TypeError/ValueError naming ``name``."""
+    """``value`` as an int in ``[minimum, 2**63 - 1]`` (a launcher's int64 loop bound), else a
+    TypeError/ValueError naming ``name``."""
     if isinstance(value, bool):
         raise TypeError(f"{name}: expected an int, got bool {value!r}")
     try:
@@ -50,21 +53,27 @@ def check_count(name: str, value, minimum: int = 0) -> int:
         raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}") from None
     if count < minimum:
         raise ValueError(f"{name}: expected an int >= {minimum}, got {count}")
+    if count > MAX_COUNT:
+        raise ValueError(f"{name}: expected an int <= {MAX_COUNT} (an int64 count), got {count}")
     return count
 
 
 def kernel_argument(backend: str, label: str, value):
     """Check one launch argument (``label`` names it in errors) for ``backend``; torch tensors become arrays."""
     if isinstance(value, SCALAR_TYPES):
+        check_scalar(label, value)
         return value
     if isinstance(value, tuple):
         return tuple(kernel_argument(backend, label, item) for item in value)
+    if is_torch_tensor(value):
+        _check_tensor(backend, label, value)
     if backend == "cpu":
         if is_torch_tensor(value) and not value.is_cuda:
             value = value.detach().numpy()
         if isinstance(value, np.ndarray):
             if value.dtype == object:
                 raise TypeError(f"{label}: expected a numeric array, got dtype object")
+            check_supported_dtype(label, value.dtype)
             return value
         raise TypeError(
             f"{label}: backend 'cpu' expected a numpy array or a scalar, got {type(value).__name__}"
@@ -80,6 +89,46 @@ def kernel_argument(backend: str, label: str, value):
         f"{label}: backend {backend!r} expected a device array or a scalar, got {type(value).__name__}"
         " (copy host arrays once with CUDADataManager or numba.cuda.to_device)"
     )
+
+
+def _check_tensor(backend: str, label: str, tensor) -> None:
+    """Refuse a tensor no kernel can view (a meta or foreign-device tensor, bfloat16, ...)."""
+    import torch
+
+    device = "cpu" if backend == "cpu" else "cuda"
+    if tensor.device.type != device:
+        raise TypeError(f"{label}: backend {backend!r} expected a {device} tensor, got a {tensor.device.type} tensor")
+    try:
+        dtype = torch.empty((), dtype=tensor.dtype).numpy().dtype
+    except TypeError:
+        raise TypeError(f"{label}: expected a tensor dtype numpy and Numba know (e.g. torch.float32), "
+                        f"got {tensor.dtype}") from None
+    check_supported_dtype(label, dtype)
+    if tensor.is_conj() or tensor.is_neg():
+        raise TypeError(f"{label}: expected a tensor without a lazy conjugate/negative bit, got one; "
+                        "pass tensor.resolve_conj().resolve_neg()")
+
+
+def check_launch(kernel, labels, args, num_envs: int, num_agents=None, layouts=None) -> None:
+    """Check ``args`` (already backend values, named by ``labels``) against what ``kernel``'s
+    body indexes and writes (`kernelgym.core.extents`), before any launch."""
+    access = extents.body_access(kernel)
+    names = tuple(inspect.signature(kernel.py_func).parameters)[1 if kernel.kind == "env" else 3:]
+    arrays, written = {}, set()
+    for label, name, value in zip(labels, names, args):
+        layout = access.layouts.get(name)
+        if layouts is not None and layouts.get(name) == "per_agent":
+            layout = "per_agent"
+        needed = extents.needed_shape(layout, num_envs, num_agents)
+        for item in value if isinstance(value, tuple) else (value,):
+            if isinstance(item, SCALAR_TYPES):
+                continue
+            writes = name in access.written
+            extents.check_array(label, item, needed, access.ndims.get(name, 0), writes)
+            arrays.setdefault(label, item)
+            if writes or name in access.passed:
+                written.add(label)
+    extents.check_no_overlap(arrays, written)
 
 
 class _WriteOnceKernel:
@@ -125,6 +174,13 @@ class _WriteOnceKernel:
     def _checked_args(self, backend: str, args: tuple) -> tuple:
         return tuple(kernel_argument(backend, f"argument {position}", value) for position, value in enumerate(args))
 
+    def _check(self, num_envs, num_agents, args) -> None:
+        names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3:]
+        if len(args) != len(names):
+            raise TypeError(f"{self.__qualname__}: expected {len(names)} arguments {names}, got {len(args)}")
+        labels = [f"argument {position} {name!r}" for position, name in enumerate(names)]
+        check_launch(self, labels, args, num_envs, num_agents)
+
 
 class EnvKernel(_WriteOnceKernel):
     """A per-env body ``body(i, *args)`` run for ``i`` in ``range(num_envs)``."""
@@ -132,11 +188,15 @@ class EnvKernel(_WriteOnceKernel):
     kind = "env"
 
     def cpu(self, num_envs: int, *args) -> None:
-        """Run the cpu build: a prange loop over the envs."""
+        """Run the cpu build: a prange loop over the envs (arguments checked first)."""
+        num_envs = check_count("num_envs", num_envs)
+        self._check(num_envs, None, args)
         self.cpu_launcher(len(args))(num_envs, *args)
 
     def cuda(self, num_envs: int, *args) -> None:
         """Launch the CUDA kernel, one thread per env, on torch's current stream (asynchronous on a GPU)."""
+        num_envs = check_count("num_envs", num_envs)
+        self._check(num_envs, None, args)
         if num_envs == 0:
             return
         threads = min(ENV_THREADS_PER_BLOCK, num_envs)
@@ -165,11 +225,15 @@ class AgentKernel(_WriteOnceKernel):
     kind = "agent"
 
     def cpu(self, num_envs: int, num_agents: int, *args) -> None:
-        """Run the cpu build: prange over envs, the agents of an env in order."""
+        """Run the cpu build: prange over envs, the agents of an env in order (arguments checked first)."""
+        num_envs, num_agents = check_count("num_envs", num_envs), check_count("num_agents", num_agents)
+        self._check(num_envs, num_agents, args)
         self.cpu_launcher(len(args))(num_envs, num_agents, *args)
 
     def cuda(self, num_envs: int, num_agents: int, *args) -> None:
         """Launch one block per env and one thread per agent, on torch's current stream (asynchronous)."""
+        num_envs, num_agents = check_count("num_envs", num_envs), check_count("num_agents", num_agents)
+        self._check(num_envs, num_agents, args)
         if num_envs == 0 or num_agents == 0:
             return
         threads = min(MAX_AGENT_THREADS, num_agents)
