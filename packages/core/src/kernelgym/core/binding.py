@@ -549,6 +549,7 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
+        _type_check(launcher, (*counts, *bound, *(checked[name] for name in per_call)), names, checked, description)
         return functools.partial(launcher, *counts, *bound), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
@@ -567,13 +568,27 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     return launch, names, description
 
 
+def _type_check(launcher, arguments, names, checked, description) -> None:
+    """Compile ``launcher`` for ``arguments`` now (as its first launch would), so that values the
+    bodies cannot take fail here with a TypeError naming them, not a Numba dump at launch."""
+    import numba
+    from numba.core.errors import TypingError
+
+    try:
+        launcher.compile(tuple(numba.typeof(value) for value in arguments))
+    except TypingError as error:
+        raise kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
+                                   [_launch_value(checked[name]) for name in names]) from None
+
+
 def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> None:
     """Check each bound array against what the bodies index and write (`kernelgym.core.extents`);
     note the written names and each array's least leading dims (``needs``)."""
     access = extents.merged_access(bodies)
     for name in names:
         value = checked.get(name)
-        if isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES):
+        if (isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES)
+                or name.endswith(_stride_name(""))):  # a PerEnvScalar's stride, no parameter
             continue
         body_layout = access.layouts.get(name)
         hint = layouts.get(name, "per_env")
@@ -588,6 +603,9 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
             written.add(name)
         if len(needed) > len(needs.get(name, ())):
             needs[name] = needed
+    if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
+        shapes = {name: tuple(checked[name].shape) for name in names if hasattr(checked.get(name), "shape")}
+        extents.check_bounds(access, shapes, {name: f"value {name!r}" for name in names})
 
 
 def _permuted(module, kind, counts, args, order, statements, description):

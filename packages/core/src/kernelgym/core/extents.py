@@ -37,7 +37,7 @@ import numpy as np
 
 from kernelgym.core.arrays import check_supported_dtype, is_torch_tensor
 
-__all__ = ["BodyAccess", "body_access", "check_array", "check_scalar", "check_no_overlap", "needed_shape",
+__all__ = ["BodyAccess", "body_access", "merged_access", "check_bounds", "check_array", "check_scalar", "check_no_overlap", "needed_shape",
            "TensorWatch", "MAX_COUNT"]
 
 # The largest num_envs / num_agents a launcher can take (an int64 loop bound).
@@ -61,12 +61,17 @@ class BodyAccess(NamedTuple):
         Parameters the body writes (stores, ``atomic_add``, rng draws).
     passed : frozenset of str
         Parameters handed whole to other functions (which may write them).
+    bounds : frozenset of tuple
+        ``(name, axis, least)``: dim ``axis`` of ``name`` must be at least ``least``, an int
+        (``x[i, 2]`` needs 3) or ``(other, other_axis)`` (``out[i, j]`` in a loop
+        ``for j in range(x.shape[1])`` needs ``out.shape[1] >= x.shape[1]``).
     """
 
     layouts: dict
     ndims: dict
     written: frozenset
     passed: frozenset
+    bounds: frozenset = frozenset()
 
 
 _NOTHING = BodyAccess({}, {}, frozenset(), frozenset())
@@ -98,13 +103,20 @@ def _read_access(kernel) -> BodyAccess:
     values = set(parameters[leading:])
     reassigned = any(isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in (env, agent)
                      for node in ast.walk(function))
-    layouts, ndims, written, passed = {}, {}, set(), set()
+    layouts, ndims, written, passed, bounds = {}, {}, set(), set(), set()
+    loops = _loop_extents(function, values, reassigned)
+    unconditional = _unconditional_nodes(function.body)
 
-    def indexed(name: str, index, store: bool) -> None:
+    def indexed(name: str, index, store: bool, node) -> None:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         ndims[name] = max(ndims.get(name, 0), len(parts))
         if store:
             written.add(name)
+        for axis, part in enumerate(parts if id(node) in unconditional else ()):
+            if isinstance(part, ast.Constant) and type(part.value) is int and part.value >= 0:
+                bounds.add((name, axis, part.value + 1))
+            elif isinstance(part, ast.Name) and part.id in loops:
+                bounds.add((name, axis, loops[part.id]))
         if reassigned or not (isinstance(parts[0], ast.Name) and parts[0].id == env):
             return
         per_agent = agent is not None and len(parts) > 1 and isinstance(parts[1], ast.Name) and parts[1].id == agent
@@ -113,22 +125,58 @@ def _read_access(kernel) -> BodyAccess:
 
     for node in ast.walk(function):
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in values:
-            indexed(node.value.id, node.slice, isinstance(node.ctx, ast.Store))
+            indexed(node.value.id, node.slice, isinstance(node.ctx, ast.Store), node)
         elif isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
             if (callee in _INDEXING_WRITERS and len(node.args) > 1 and isinstance(first, ast.Name)
                     and first.id in values):
-                indexed(first.id, node.args[1], True)
+                indexed(first.id, node.args[1], True, node)
                 names = names[1:]
             passed.update(names)
-    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written))
+    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+
+
+def _unconditional_nodes(statements) -> set:
+    """The ids of the nodes every run of ``statements`` evaluates: loop bodies count; if, while,
+    try and with bodies do not (an index there may be guarded by the data), nor anything after
+    a statement that may leave early (return, break, continue, raise)."""
+    nodes = set()
+    for statement in statements:
+        leaves = any(isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise))
+                     for node in ast.walk(statement))
+        if isinstance(statement, ast.For):
+            nodes.update(id(node) for node in ast.walk(statement.iter))
+            nodes |= _unconditional_nodes(statement.body)
+        elif isinstance(statement, (ast.Expr, ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+            nodes.update(id(node) for node in ast.walk(statement))
+        if leaves:
+            break
+    return nodes
+
+
+def _loop_extents(function, values, reassigned) -> dict:
+    """Loop variables bounded by a parameter's dim: ``{j: (x, 1)}`` for ``for j in range(x.shape[1])``
+    (a variable also assigned elsewhere is left out)."""
+    loops, stores = {}, {}
+    for node in ast.walk(function):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            stores[node.id] = stores.get(node.id, 0) + 1
+        if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call)
+                and getattr(node.iter.func, "id", None) == "range" and len(node.iter.args) == 1):
+            continue
+        bound = node.iter.args[0]
+        if (isinstance(bound, ast.Subscript) and isinstance(bound.value, ast.Attribute) and bound.value.attr == "shape"
+                and isinstance(bound.value.value, ast.Name) and bound.value.value.id in values
+                and isinstance(bound.slice, ast.Constant) and type(bound.slice.value) is int):
+            loops[node.target.id] = (bound.value.value.id, bound.slice.value)
+    return {} if reassigned else {name: extent for name, extent in loops.items() if stores.get(name) == 1}
 
 
 def merged_access(kernels) -> BodyAccess:
     """One `BodyAccess` for bodies that share a launch (the strictest need of each name)."""
-    layouts, ndims, written, passed = {}, {}, set(), set()
+    layouts, ndims, written, passed, bounds = {}, {}, set(), set(), set()
     for kernel in kernels:
         access = body_access(kernel)
         for name, layout in access.layouts.items():
@@ -138,7 +186,28 @@ def merged_access(kernels) -> BodyAccess:
             ndims[name] = max(ndims.get(name, 0), ndim)
         written |= access.written
         passed |= access.passed
-    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written))
+        bounds |= access.bounds
+    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+
+
+def check_bounds(access: BodyAccess, shapes: dict, labels: dict) -> None:
+    """Refuse arrays too small for the body's constant indices and loops (`BodyAccess.bounds`);
+    ``shapes`` and ``labels`` map parameter names to the bound arrays' shapes and labels
+    (call it only for launches that run at least one env and agent)."""
+    for name, axis, least in sorted(access.bounds, key=repr):
+        shape = shapes.get(name)
+        if shape is None or axis >= len(shape):
+            continue  # a scalar, or too few dims (check_array says so)
+        if isinstance(least, tuple):
+            other = shapes.get(least[0])
+            if other is None or least[1] >= len(other):
+                continue
+            if shape[axis] < other[least[1]]:
+                raise ValueError(f"{labels[name]}: expected dim {axis} >= dim {least[1]} of {labels[least[0]]} "
+                                 f"({other[least[1]]}; the kernel loops over that dim to index this one), got shape {shape}")
+        elif shape[axis] < least:
+            raise ValueError(f"{labels[name]}: expected dim {axis} of at least {least} (the kernel indexes it at "
+                             f"{least - 1}), got shape {shape}")
 
 
 def needed_shape(layout, num_envs: int, num_agents) -> tuple:

@@ -21,6 +21,7 @@ import functools
 import inspect
 import math
 import operator
+import re
 import sys
 
 import numpy as np
@@ -128,7 +129,36 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None, layouts=N
             arrays.setdefault(label, item)
             if writes or name in access.passed:
                 written.add(label)
+    if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
+        shapes = {name: tuple(value.shape) for name, value in zip(names, args) if hasattr(value, "shape")}
+        extents.check_bounds(access, shapes, dict(zip(names, labels)))
     extents.check_no_overlap(arrays, written)
+
+
+def typing_error(title: str, error, names, labels, args) -> TypeError:
+    """A TypeError for a Numba ``TypingError`` of a launch: the failing statement and the type of
+    each parameter it uses (``names``, shown as ``labels``, bound to ``args``), not Numba's dump."""
+    import numba
+
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    reason = next((line for line in lines if not line.startswith("Failed in")), type(error).__name__)
+    signature = next((line[3:].strip() for line in lines if line.startswith(">>>")), None)
+    reason = reason if signature is None else f"{reason} {signature}"
+    # Numba quotes the failing source line last, above a caret line
+    statement = next((line for line in reversed(lines) if not line.startswith(("^", "During", "File", "<", "def "))),
+                     "")
+    used = set(re.findall(r"[A-Za-z_]\w*", statement))
+    chosen = [(label, value) for name, label, value in zip(names, labels, args) if name in used]
+
+    def typed(value):
+        try:
+            return str(numba.typeof(value))
+        except ValueError:
+            return type(value).__name__
+
+    described = ", ".join(f"{label}: {typed(value)}" for label, value in (chosen or zip(labels, args)))
+    return TypeError(f"{title}: the values do not type-check in the kernel body at `{statement}` ({reason}); "
+                     f"the values it uses: {described}")
 
 
 class _WriteOnceKernel:
@@ -174,6 +204,16 @@ class _WriteOnceKernel:
     def _checked_args(self, backend: str, args: tuple) -> tuple:
         return tuple(kernel_argument(backend, f"argument {position}", value) for position, value in enumerate(args))
 
+    def _typed_call(self, launcher, counts, args) -> None:
+        from numba.core.errors import TypingError
+
+        try:
+            launcher(*counts, *args)
+        except TypingError as error:
+            names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3:]
+            labels = [f"argument {position} {name!r}" for position, name in enumerate(names)]
+            raise typing_error(self.__qualname__, error, names, labels, args) from None
+
     def _check(self, num_envs, num_agents, args) -> None:
         names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3:]
         if len(args) != len(names):
@@ -191,7 +231,7 @@ class EnvKernel(_WriteOnceKernel):
         """Run the cpu build: a prange loop over the envs (arguments checked first)."""
         num_envs = check_count("num_envs", num_envs)
         self._check(num_envs, None, args)
-        self.cpu_launcher(len(args))(num_envs, *args)
+        self._typed_call(self.cpu_launcher(len(args)), (num_envs,), args)
 
     def cuda(self, num_envs: int, *args) -> None:
         """Launch the CUDA kernel, one thread per env, on torch's current stream (asynchronous on a GPU)."""
@@ -228,7 +268,7 @@ class AgentKernel(_WriteOnceKernel):
         """Run the cpu build: prange over envs, the agents of an env in order (arguments checked first)."""
         num_envs, num_agents = check_count("num_envs", num_envs), check_count("num_agents", num_agents)
         self._check(num_envs, num_agents, args)
-        self.cpu_launcher(len(args))(num_envs, num_agents, *args)
+        self._typed_call(self.cpu_launcher(len(args)), (num_envs, num_agents), args)
 
     def cuda(self, num_envs: int, num_agents: int, *args) -> None:
         """Launch one block per env and one thread per agent, on torch's current stream (asynchronous)."""
