@@ -549,7 +549,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
-        _type_check(launcher, (*counts, *bound, *(checked[name] for name in per_call)), names, checked, description)
+        # a per-call value no body here reads is still passed: its template types the launcher
+        templates = {name: checked[name] if name in checked else
+                     kernel_argument(backend, f"value {name!r}", values[name]) for name in per_call}
+        _type_check(launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description)
         return functools.partial(launcher, *counts, *bound), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
@@ -604,7 +607,8 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
         if len(needed) > len(needs.get(name, ())):
             needs[name] = needed
     if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
-        shapes = {name: tuple(checked[name].shape) for name in names if hasattr(checked.get(name), "shape")}
+        shapes = {name: tuple(checked[name].shape) for name in names
+                  if hasattr(checked.get(name), "shape") and not isinstance(checked[name], type)}
         extents.check_bounds(access, shapes, {name: f"value {name!r}" for name in names})
 
 

@@ -215,7 +215,7 @@ def needed_shape(layout, num_envs: int, num_agents) -> tuple:
     if layout == "per_env":
         return (num_envs,)
     if layout == "per_agent":
-        return (num_envs, num_agents)
+        return (num_envs, num_agents if num_envs else 0)  # no env: no agent runs
     return ()
 
 
@@ -264,7 +264,7 @@ def check_array(label: str, array, needed: tuple = (), ndim: int = 0, written: b
     if not view.flags.writeable:
         raise TypeError(f"{label}: the kernel writes it, so it must be writable, got a read-only array "
                         "(pass a copy: np.array(value))")
-    if any(stride == 0 and size > 1 for stride, size in zip(view.strides, view.shape)):
+    if view.size and any(stride == 0 and size > 1 for stride, size in zip(view.strides, view.shape)):
         raise ValueError(f"{label}: the kernel writes it, got a broadcast array (strides {view.strides}) whose "
                          "rows share memory; pass a copy: np.array(value)")
 
@@ -346,7 +346,7 @@ def check_no_overlap(arrays: dict, written) -> None:
 class TensorWatch:
     """Bound tensors, kept alive, and the data pointers they had at bind time."""
 
-    __slots__ = ("_tensors", "_storages")
+    __slots__ = ("_storages", "_tensors")
 
     def __init__(self):
         self._tensors = []  # (label, tensor, data pointer)

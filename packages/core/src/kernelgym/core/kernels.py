@@ -130,7 +130,8 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None, layouts=N
             if writes or name in access.passed:
                 written.add(label)
     if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
-        shapes = {name: tuple(value.shape) for name, value in zip(names, args) if hasattr(value, "shape")}
+        shapes = {name: tuple(value.shape) for name, value in zip(names, args)
+                  if hasattr(value, "shape") and not isinstance(value, type)}
         extents.check_bounds(access, shapes, dict(zip(names, labels)))
     extents.check_no_overlap(arrays, written)
 
