@@ -1,4 +1,4 @@
-"""Bind write-once kernels to fixed buffers BY NAME, once; launch with no checks after.
+"""Bind write-once kernels to fixed buffers BY NAME, once; launch with O(arguments) checks after.
 
 A kernel body's parameters after its layout parameters (``i`` for an ``@env_kernel``,
 ``env, agent, num_agents`` for an ``@agent_kernel``) are names. `bind` looks each one
@@ -55,11 +55,18 @@ in one thread, the envs and the agents of each env in the order it holds (change
 place between launches): a kernel whose results depend on that order races on a GPU,
 where an env's agents run concurrently.
 
-Everything is checked at bind time: a name no value matches raises `BindingError`
-naming the kernel, the parameter and the available names; every per-env array must
-have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
-launch can write past a buffer on any backend; arrays must suit the backend. A bound
-launch then calls the compiled launcher directly: no per-call checks, no allocation.
+Everything that depends only on what was bound is checked at bind time: a name no value
+matches raises `BindingError` naming the kernel, the parameter and the available names;
+every per-env array must have at least ``num_envs`` rows (per-agent arrays also
+``num_agents`` columns), whether a ``layouts`` hint says so or the body indexes it so
+(`kernelgym.core.extents` reads each body once), so no launch can write past a buffer
+on any backend; written arrays must be writable, not broadcast, and share no memory
+with another bound array other than row for row; arrays and scalars must suit the
+backend, and on cpu the launcher is typed for the values (a value the bodies cannot take
+is named, not left to a Numba dump at launch). A bound launch then checks only what can
+change after bind: each per-call array's rows, and that no bound tensor was re-pointed
+(``set_``, ``resize_``): a shape and a data-pointer compare per argument, no allocation.
+Without per-call values or bound tensors it calls the compiled launcher directly.
 A cuda launch runs on torch's current CUDA stream, read at each call
 (`kernelgym.core.streams`), so ``torch.cuda.stream`` and CUDA-graph capture order it.
 """
@@ -233,7 +240,8 @@ def parameter_names(kernel) -> tuple[str, ...]:
 
 
 class BoundLaunch:
-    """Kernels bound to fixed values: call it to launch (no checks, no allocation).
+    """Kernels bound to fixed values: call it to launch (no allocation; per-call rows and
+    bound tensors checked, see the module docstring).
 
     Attributes
     ----------
@@ -314,9 +322,16 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         A parameter name that ``values`` lacks (naming kernel, parameter and the
         available names), or a program mixing layouts.
     ValueError
-        A per-env or per-agent array with too few rows.
+        A per-env or per-agent array with too few rows or dims for the layout or for what
+        the bodies index; a broadcast array a body writes; two arrays, one written, that
+        share memory at different rows; a count or int scalar beyond 64 bits.
     TypeError
-        A value the backend cannot take, or a ``fast_math`` that is not a bool.
+        A value the backend cannot take (dtype, byte order, tensor device or dtype), a
+        read-only array a body writes, values the bodies do not type-check with (cpu), or
+        a ``fast_math`` that is not a bool.
+
+    At each launch, a ValueError names a per-call array with too few rows or a bound
+    tensor re-pointed since bind.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
                          layouts=layouts, per_call=per_call, fast_math=fast_math, order=order)

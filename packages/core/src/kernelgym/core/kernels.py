@@ -249,7 +249,9 @@ class EnvKernel(_WriteOnceKernel):
         """Run the body for every env on ``backend`` ("cuda", "cpu", "sim", "auto" or None).
 
         Arguments are checked before anything runs: cpu takes numpy arrays (or CPU
-        tensors), cuda and sim take device arrays, every backend takes scalars.
+        tensors), cuda and sim take device arrays, every backend takes scalars; arrays
+        the body indexes by env need ``num_envs`` rows, written ones must be writable,
+        not broadcast and not overlapping another argument (`kernelgym.core.extents`).
         """
         backend = resolve_backend(backend)
         num_envs = check_count("num_envs", num_envs)
