@@ -116,7 +116,7 @@ def test_arrays_no_kernel_can_take_are_named_at_bind(value, error, message):
     (np.zeros((4, 2))[...].view(), None),
     (np.broadcast_to(np.zeros(2), (4, 2)), "value 'out': the kernel writes it, so it must be writable"),
     (np.lib.stride_tricks.as_strided(np.zeros(2), (4, 2), (0, 8)), "value 'out': the kernel writes it, got a broadcast"),
-], ids=["writable", "read-only broadcast", "writable broadcast"])
+], ids=["writable", "read-only-broadcast", "writable-broadcast"])
 def test_written_arrays_must_be_writable_and_not_broadcast(out, message):
     if message is None:
         bind(affine, _affine_values(out=out), backend="cpu", num_envs=4)()

@@ -399,44 +399,34 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
 
 
-class _GuardedPartial(functools.partial):
-    """A cpu launcher's partial that first checks its per-call values' rows and its bound
-    tensors (`_check_launch`); ``func`` and ``args`` stay the launcher's own."""
-
-    def __call__(self, *per_call):
-        _check_launch(self.guard, per_call)
-        return super().__call__(*per_call)
-
-
 def _guarded(call, watch, per_call_needs):
-    """``call`` checking, at each launch, what may have changed since bind."""
-    guard = (watch, per_call_needs)
-    if isinstance(call, functools.partial):
-        guarded = _GuardedPartial(call.func, *call.args)
-        guarded.guard = guard
-        return guarded
+    """``call`` checking, at each launch, what may have changed since bind: per-call rows and
+    re-pointed tensors (O(arguments), no allocation). A cpu launcher's ``func`` and ``args``
+    stay readable on it, as on the partial it wraps."""
+    needs = tuple((position, label, needed[0], needed[1] if len(needed) > 1 else -1, len(needed))
+                  for position, label, needed in per_call_needs)
+    tensors = watch if watch else None
 
-    def guarded_call(*per_call):
-        _check_launch(guard, per_call)
+    def guarded(*per_call):
+        if tensors is not None:
+            tensors.check()
+        for position, label, rows, columns, ndim in needs:
+            shape = getattr(per_call[position], "shape", None) if position < len(per_call) else None
+            if shape is None or len(shape) < ndim or shape[0] < rows or (columns >= 0 and shape[1] < columns):
+                _refuse_per_call(label, per_call, position, (rows, columns)[:ndim])
         return call(*per_call)
 
-    return guarded_call
+    guarded.func, guarded.args = getattr(call, "func", call), getattr(call, "args", ())
+    return guarded
 
 
-def _check_launch(guard, per_call) -> None:
-    """Raise before a launch whose per-call arrays are too small or whose tensors moved:
-    O(arguments), no allocation."""
-    watch, needs = guard
-    if watch:
-        watch.check()
-    for position, label, needed in needs:
-        if position >= len(per_call):
-            raise TypeError(f"{label}: expected {position + 1} or more per-call values, got {len(per_call)}")
-        shape = getattr(per_call[position], "shape", None)
-        if shape is None or len(shape) < len(needed) or shape[0] < needed[0] or (
-                len(needed) > 1 and shape[1] < needed[1]):
-            raise ValueError(f"{label}: expected an array of at least {needed} leading dims, got "
-                             f"{'a ' + type(per_call[position]).__name__ if shape is None else f'shape {tuple(shape)}'}")
+def _refuse_per_call(label, per_call, position, needed) -> None:
+    if position >= len(per_call):
+        raise TypeError(f"{label}: expected {position + 1} or more per-call values, got {len(per_call)}")
+    value = per_call[position]
+    shape = getattr(value, "shape", None)
+    raise ValueError(f"{label}: expected an array of at least {needed} leading dims, got "
+                     f"{'a ' + type(value).__name__ if shape is None else f'shape {tuple(shape)}'}")
 
 
 def _items(program) -> list:
