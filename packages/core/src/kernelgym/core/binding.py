@@ -580,11 +580,10 @@ def _type_check(launcher, arguments, names, checked, description) -> None:
     """Compile ``launcher`` for ``arguments`` now (as its first launch would), so that values the
     bodies cannot take fail here with a TypeError naming them, not a Numba dump at launch."""
     import numba
-    from numba.core.errors import TypingError
 
     try:
         launcher.compile(tuple(numba.typeof(value) for value in arguments))
-    except TypingError as error:
+    except numba.core.errors.TypingError as error:
         raise kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
                                    [_launch_value(checked[name]) for name in names]) from None
 

@@ -26,6 +26,8 @@ import sys
 
 import numpy as np
 
+from numba.core.errors import TypingError
+
 from kernelgym.core import codegen, extents, streams
 from kernelgym.core.arrays import check_supported_dtype, is_device_array, is_torch_tensor
 from kernelgym.core.backends import resolve_backend, simulator_enabled
@@ -34,7 +36,7 @@ from kernelgym.core.extents import MAX_COUNT, check_scalar
 
 __all__ = [
     "EnvKernel", "AgentKernel", "env_kernel", "agent_kernel", "kernel_argument",
-    "ENV_THREADS_PER_BLOCK", "MAX_AGENT_THREADS",
+    "ENV_THREADS_PER_BLOCK", "MAX_AGENT_THREADS", "KernelTypingError",
 ]
 
 ENV_THREADS_PER_BLOCK = 128
@@ -136,6 +138,11 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None, layouts=N
     extents.check_no_overlap(arrays, written)
 
 
+class KernelTypingError(TypingError, TypeError):
+    """Values a kernel body does not type-check with: a Numba ``TypingError`` (as before) and a
+    ``TypeError`` whose message names the failing statement and the types of its values."""
+
+
 def typing_error(title: str, error, names, labels, args) -> TypeError:
     """A TypeError for a Numba ``TypingError`` of a launch: the failing statement and the type of
     each parameter it uses (``names``, shown as ``labels``, bound to ``args``), not Numba's dump."""
@@ -158,8 +165,11 @@ def typing_error(title: str, error, names, labels, args) -> TypeError:
             return type(value).__name__
 
     described = ", ".join(f"{label}: {typed(value)}" for label, value in (chosen or zip(labels, args)))
-    return TypeError(f"{title}: the values do not type-check in the kernel body at `{statement}` ({reason}); "
-                     f"the values it uses: {described}")
+    # errors that an overload raised on purpose (e.g. atomic_add's dtype refusal) say it best
+    specific = [line.split(":", 1)[1].strip() for line in lines if line.startswith(("TypingError:", "TypeError:"))]
+    return KernelTypingError(
+        f"{title}: the values do not type-check in the kernel body at `{statement}` ({reason}); "
+        f"the values it uses: {described}" + "".join(f"; {line}" for line in dict.fromkeys(specific)))
 
 
 class _WriteOnceKernel:
@@ -206,8 +216,6 @@ class _WriteOnceKernel:
         return tuple(kernel_argument(backend, f"argument {position}", value) for position, value in enumerate(args))
 
     def _typed_call(self, launcher, counts, args) -> None:
-        from numba.core.errors import TypingError
-
         try:
             launcher(*counts, *args)
         except TypingError as error:
