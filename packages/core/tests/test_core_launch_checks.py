@@ -148,3 +148,21 @@ def test_absurd_data_shapes_name_the_data_not_numpy_internals():
         dm.push_data_to_device(feed)
     with pytest.raises(MemoryError, match="num_envs: cannot allocate"):
         CUDADataManager(num_envs=2**62, backend="cpu")
+
+
+@pytest.mark.sim
+def test_the_simulator_checks_device_arrays_alike():
+    """The kernels the GPU runs: rows, per-agent columns and shared rows of device arrays."""
+    from kernelgym.core.arrays import to_backend
+
+    x, out = to_backend(np.ones((4, 2)), "sim"), to_backend(np.zeros((3, 2)), "sim")
+    with pytest.raises(ValueError, match="argument 1 'out': expected at least num_envs rows"):
+        affine.launch("sim", 4, x, out, 2.0, 0.5)
+    with pytest.raises(ValueError, match="value 'out'"):
+        bind(affine, {"x": x, "out": out, "scale": 2.0, "shift": 0.5}, backend="sim", num_envs=4)
+    visits = to_backend(np.zeros((8, 2), np.int64), "sim")
+    with pytest.raises(ValueError, match="'visits'"):
+        tally.launch("sim", 8, 3, to_backend(np.zeros(8), "sim"), visits, to_backend(np.zeros((8, 3), np.int64), "sim"))
+    shared = to_backend(np.zeros((5, 2)), "sim")
+    with pytest.raises(ValueError, match="share memory"):
+        affine.launch("sim", 4, shared[1:], shared[:4], 2.0, 0.5)
