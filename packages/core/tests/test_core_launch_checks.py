@@ -45,6 +45,18 @@ def test_an_agent_kernel_knows_its_per_agent_arrays_without_a_layout_hint():
     assert not visits.any()
 
 
+def test_a_body_whose_source_cannot_be_read_has_every_array_checked_as_per_env():
+    """A body typed at a prompt (no source file): its arrays are taken as per env and written."""
+    from kernelgym.core import env_kernel
+
+    namespace = {"__name__": "prompt"}
+    exec(compile("def bump(i, x, table):\n    x[i] += table[0]\n", "<prompt>", "exec"), namespace)
+    bump = env_kernel(namespace["bump"])
+    assert not body_access(bump).known
+    with pytest.raises(ValueError, match="argument 1 'table': expected at least num_envs rows"):
+        bump.launch("cpu", 4, np.zeros(4), np.ones(1))
+
+
 def test_a_loop_over_one_array_bounds_the_other_and_a_constant_index_needs_its_dim():
     x, out = np.ones((4, 3)), np.zeros((4, 2))  # affine loops over x.shape[1] to write out[i, j]
     with pytest.raises(ValueError, match=r"'out': expected dim 1 >= dim 1 of argument 0 'x' \(3"):

@@ -602,7 +602,7 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
         layout = "per_agent" if "per_agent" in (body_layout, hint) else (
             "per_env" if "per_env" in (body_layout, hint) else None)
         needed = extents.needed_shape(layout, num_envs, num_agents)
-        writes = name in access.written
+        writes = name in access.written or not access.known
         for item in value if isinstance(value, tuple) else (value,):
             if not isinstance(item, SCALAR_TYPES):
                 extents.check_array(f"value {name!r}", item, needed, access.ndims.get(name, 0), writes)

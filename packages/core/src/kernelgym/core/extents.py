@@ -65,6 +65,9 @@ class BodyAccess(NamedTuple):
         ``(name, axis, least)``: dim ``axis`` of ``name`` must be at least ``least``, an int
         (``x[i, 2]`` needs 3) or ``(other, other_axis)`` (``out[i, j]`` in a loop
         ``for j in range(x.shape[1])`` needs ``out.shape[1] >= x.shape[1]``).
+    known : bool
+        False when the source could not be read (a body typed at a prompt): then every
+        array is taken as per env, and as written.
     """
 
     layouts: dict
@@ -72,16 +75,18 @@ class BodyAccess(NamedTuple):
     written: frozenset
     passed: frozenset
     bounds: frozenset = frozenset()
+    known: bool = True
 
 
+_UNKNOWN = BodyAccess({}, {}, frozenset(), frozenset(), known=False)
 _NOTHING = BodyAccess({}, {}, frozenset(), frozenset())
 
 
 def body_access(kernel) -> BodyAccess:
     """What ``kernel``'s body indexes and writes, read once from its source (cached on it).
 
-    A body whose source cannot be read, or that reassigns its env or agent index, gives
-    no layouts (nothing to check beyond what bind's layouts say).
+    A body that reassigns its env or agent index gives no layouts; one whose source cannot
+    be read gives an access that is not `BodyAccess.known` (see there).
     """
     cached = getattr(kernel, "_access", None)
     if cached is None:
@@ -93,7 +98,7 @@ def _read_access(kernel) -> BodyAccess:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.py_func)))
     except (OSError, TypeError, SyntaxError):
-        return _NOTHING
+        return _UNKNOWN
     function = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)), None)
     if function is None:
         return _NOTHING
@@ -177,8 +182,10 @@ def _loop_extents(function, values, reassigned) -> dict:
 def merged_access(kernels) -> BodyAccess:
     """One `BodyAccess` for bodies that share a launch (the strictest need of each name)."""
     layouts, ndims, written, passed, bounds = {}, {}, set(), set(), set()
+    known = True
     for kernel in kernels:
         access = body_access(kernel)
+        known = known and access.known
         for name, layout in access.layouts.items():
             if layouts.get(name) != "per_agent":
                 layouts[name] = layout
@@ -187,7 +194,7 @@ def merged_access(kernels) -> BodyAccess:
         written |= access.written
         passed |= access.passed
         bounds |= access.bounds
-    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+    return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds), known)
 
 
 def check_bounds(access: BodyAccess, shapes: dict, labels: dict) -> None:

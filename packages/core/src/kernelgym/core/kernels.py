@@ -112,21 +112,19 @@ def _check_tensor(backend: str, label: str, tensor) -> None:
                         "pass tensor.resolve_conj().resolve_neg()")
 
 
-def check_launch(kernel, labels, args, num_envs: int, num_agents=None, layouts=None) -> None:
+def check_launch(kernel, labels, args, num_envs: int, num_agents=None) -> None:
     """Check ``args`` (already backend values, named by ``labels``) against what ``kernel``'s
     body indexes and writes (`kernelgym.core.extents`), before any launch."""
     access = extents.body_access(kernel)
     names = tuple(inspect.signature(kernel.py_func).parameters)[1 if kernel.kind == "env" else 3:]
     arrays, written = {}, set()
     for label, name, value in zip(labels, names, args):
-        layout = access.layouts.get(name)
-        if layouts is not None and layouts.get(name) == "per_agent":
-            layout = "per_agent"
+        layout = access.layouts.get(name, None if access.known else "per_env")
         needed = extents.needed_shape(layout, num_envs, num_agents)
         for item in value if isinstance(value, tuple) else (value,):
             if isinstance(item, SCALAR_TYPES):
                 continue
-            writes = name in access.written
+            writes = name in access.written or not access.known
             extents.check_array(label, item, needed, access.ndims.get(name, 0), writes)
             arrays.setdefault(label, item)
             if writes or name in access.passed:
