@@ -57,7 +57,7 @@ def test_a_body_whose_source_cannot_be_read_has_every_array_checked_as_per_env()
         bump.launch("cpu", 4, np.zeros(4), np.ones(1))
 
 
-def test_a_loop_over_one_array_bounds_the_other_and_a_constant_index_needs_its_dim():
+def test_a_loop_over_one_array_bounds_the_other_and_a_constant_leading_index_needs_its_row():
     x, out = np.ones((4, 3)), np.zeros((4, 2))  # affine loops over x.shape[1] to write out[i, j]
     with pytest.raises(ValueError, match=r"'out': expected dim 1 >= dim 1 of argument 0 'x' \(3"):
         affine.launch("cpu", 4, x, out, 1.0, 0.0)
