@@ -62,8 +62,9 @@ every per-env array must have at least ``num_envs`` rows (per-agent arrays also
 (`kernelgym.core.extents` reads each body once), so no launch can write past a buffer
 on any backend; written arrays must be writable, not broadcast, and share no memory
 with another bound array other than row for row; arrays and scalars must suit the
-backend, and on cpu the launcher is typed for the values (a value the bodies cannot take
-is named, not left to a Numba dump at launch). A bound launch then checks only what can
+backend. On cpu the launcher is also typed for the values at bind: values the bodies
+cannot take (and read-only arrays they write) make the launch raise a clear error naming
+them, at its first call as Numba's own error did, before any kernel runs. A bound launch then checks only what can
 change after bind: each per-call array's rows, and that no bound tensor was re-pointed
 (``set_``, ``resize_``): a shape and a data-pointer compare per argument, no allocation.
 Without per-call values or bound tensors it calls the compiled launcher directly.
@@ -326,12 +327,13 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         the bodies index; a broadcast array a body writes; two arrays, one written, that
         share memory at different rows; a count or int scalar beyond 64 bits.
     TypeError
-        A value the backend cannot take (dtype, byte order, tensor device or dtype), a
-        read-only array a body writes, values the bodies do not type-check with (cpu), or
-        a ``fast_math`` that is not a bool.
+        A value the backend cannot take (dtype, byte order, tensor device or dtype), or a
+        ``fast_math`` that is not a bool.
 
-    At each launch, a ValueError names a per-call array with too few rows or a bound
-    tensor re-pointed since bind.
+    At each launch, before any kernel runs: a TypeError names a read-only array a body
+    writes, or (cpu: found at bind, raised at launch as Numba did) values the bodies do not
+    type-check with (`kernelgym.core.kernels.KernelTypingError`); a ValueError names a
+    per-call array with too few rows or a bound tensor re-pointed since bind.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
                          layouts=layouts, per_call=per_call, fast_math=fast_math, order=order)
@@ -527,8 +529,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     if kind == "agent" and num_agents is None:
         raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
     description = " + ".join(body.__qualname__ for body in bodies)
-    _check_body_access(bodies, names, checked, layouts, num_envs, num_agents,
-                       set() if written is None else written, {} if needs is None else needs)
+    refusal = _check_body_access(bodies, names, checked, layouts, num_envs, num_agents,
+                                 set() if written is None else written, {} if needs is None else needs)
     for name in per_call:
         if name not in names:
             names.append(name)  # passed at each call whether or not a body here reads it
@@ -547,6 +549,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     args = tuple(_launch_value(checked[name]) for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if refusal is not None:
+        return _Refusal(refusal), names, description
     if order is not None:
         return _permuted(module, kind, counts, args, order, statements, description), names, description
     if backend == "cpu":
@@ -557,7 +561,10 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         # a per-call value no body here reads is still passed: its template types the launcher
         templates = {name: checked[name] if name in checked else
                      kernel_argument(backend, f"value {name!r}", values[name]) for name in per_call}
-        _type_check(launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description)
+        error = _type_check(launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates},
+                            description)
+        if error is not None:
+            return _Refusal(error), names, description
         return functools.partial(launcher, *counts, *bound), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
@@ -576,22 +583,39 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     return launch, names, description
 
 
-def _type_check(launcher, arguments, names, checked, description) -> None:
-    """Compile ``launcher`` for ``arguments`` now (as its first launch would), so that values the
-    bodies cannot take fail here with a TypeError naming them, not a Numba dump at launch."""
+def _type_check(launcher, arguments, names, checked, description):
+    """Compile ``launcher`` for ``arguments`` now (what its first launch would do). Returns None,
+    or for values the bodies cannot take a `kernels.KernelTypingError` naming them (not Numba's
+    dump) for the first launch to raise, where Numba raised it before."""
     import numba
 
     try:
         launcher.compile(tuple(numba.typeof(value) for value in arguments))
     except numba.core.errors.TypingError as error:
-        raise kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
-                                   [_launch_value(checked[name]) for name in names]) from None
+        return kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
+                                    [_launch_value(checked[name]) for name in names])
+    return None
+
+
+class _Refusal:
+    """The launch of a program whose values no kernel can take: raises its error, runs nothing."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def __call__(self, *per_call):
+        raise self.error.with_traceback(None)  # not this launch's frames on top of the last one's
 
 
 def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> None:
     """Check each bound array against what the bodies index and write (`kernelgym.core.extents`);
-    note the written names and each array's least leading dims (``needs``)."""
+    note the written names and each array's least leading dims (``needs``). Returns the error
+    of a read-only array a body writes, for the first launch to raise (as Numba's compile
+    did), or None."""
     access = extents.merged_access(bodies)
+    deferred = None
     for name in names:
         value = checked.get(name)
         if (isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES)
@@ -606,6 +630,8 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
         for item in value if isinstance(value, tuple) else (value,):
             if not isinstance(item, SCALAR_TYPES):
                 extents.check_array(f"value {name!r}", item, needed, access.ndims.get(name, 0), writes)
+                if writes and deferred is None:
+                    deferred = extents.read_only_error(f"value {name!r}", item)
         if writes or name in access.passed:
             written.add(name)
         if len(needed) > len(needs.get(name, ())):
@@ -614,6 +640,7 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
         shapes = {name: tuple(checked[name].shape) for name in names
                   if hasattr(checked.get(name), "shape") and not isinstance(checked[name], type)}
         extents.check_bounds(access, shapes, {name: f"value {name!r}" for name in names})
+    return deferred
 
 
 def _permuted(module, kind, counts, args, order, statements, description):

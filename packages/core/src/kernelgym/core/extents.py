@@ -13,7 +13,8 @@ may crash the process. So every launch path (`EnvKernel.launch`, `AgentKernel.la
   those it hands to other functions (which may write them).
 - `check_array` refuses, naming the argument: a dtype kernels cannot take (big-endian,
   float128, ...), too few dims or rows for what the body indexes, and for written arrays a
-  read-only array or a broadcast (stride 0) one, where every env would write the same element.
+  broadcast (stride 0) one, where every env would write the same element; `read_only_error`
+  names a read-only array a body writes.
 - `check_scalar` refuses what Numba cannot type: ints beyond 64 bits, float128 scalars.
 - `check_no_overlap` refuses two arrays, one of them written, that share memory other
   than row for row (``x = a[1:]``, ``y = a[:-1]``: env ``i`` writes what env ``i + 1`` reads,
@@ -37,7 +38,7 @@ import numpy as np
 
 from kernelgym.core.arrays import check_supported_dtype, is_torch_tensor
 
-__all__ = ["BodyAccess", "body_access", "merged_access", "check_bounds", "check_array", "check_scalar", "check_no_overlap", "needed_shape",
+__all__ = ["BodyAccess", "body_access", "merged_access", "check_bounds", "check_array", "read_only_error", "check_scalar", "check_no_overlap", "needed_shape",
            "TensorWatch", "MAX_COUNT"]
 
 # The largest num_envs / num_agents a launcher can take (an int64 loop bound).
@@ -247,12 +248,12 @@ def check_array(label: str, array, needed: tuple = (), ndim: int = 0, written: b
     ndim : int
         The fewest dims the body's indexing needs.
     written : bool
-        Whether the body writes it: then it must be writable and not broadcast.
+        Whether the body writes it: then it must not be broadcast (see also `read_only_error`).
 
     Raises
     ------
     TypeError
-        A dtype kernels cannot take, or a read-only array the body writes.
+        A dtype kernels cannot take.
     ValueError
         Too few dims or rows, or a broadcast array the body writes.
     """
@@ -271,12 +272,19 @@ def check_array(label: str, array, needed: tuple = (), ndim: int = 0, written: b
     view = _numpy_view(array)
     if not written or view is None:
         return
-    if not view.flags.writeable:
-        raise TypeError(f"{label}: the kernel writes it, so it must be writable, got a read-only array "
-                        "(pass a copy: np.array(value))")
     if view.size and any(stride == 0 and size > 1 for stride, size in zip(view.strides, view.shape)):
         raise ValueError(f"{label}: the kernel writes it, got a broadcast array (strides {view.strides}) whose "
                          "rows share memory; pass a copy: np.array(value)")
+
+
+def read_only_error(label: str, array) -> TypeError | None:
+    """The TypeError for a read-only ``array`` a kernel writes (Numba cannot compile the
+    store), or None: a launch raises it, `bind` at the first launch (when Numba would)."""
+    view = _numpy_view(array)
+    if view is None or view.flags.writeable:
+        return None
+    return TypeError(f"{label}: the kernel writes it, so it must be writable, got a read-only array "
+                     "(pass a copy: np.array(value))")
 
 
 def check_scalar(label: str, value) -> None:

@@ -126,6 +126,9 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None) -> None:
                 continue
             writes = name in access.written or not access.known
             extents.check_array(label, item, needed, access.ndims.get(name, 0), writes)
+            error = extents.read_only_error(label, item) if writes else None
+            if error is not None:
+                raise error
             arrays.setdefault(label, item)
             if writes or name in access.passed:
                 written.add(label)
