@@ -56,6 +56,11 @@ class allocation:
         self.name, self.shape, self.dtype, self.where = name, tuple(shape), np.dtype(dtype), where
 
     def __enter__(self):
+        # numpy refuses such a shape with a ValueError that names nothing ("array is too big")
+        nbytes = int(np.prod(self.shape, dtype=object)) * self.dtype.itemsize
+        if nbytes > np.iinfo(np.intp).max:
+            raise MemoryError(f"{self.name}: cannot allocate {nbytes:,} bytes on {self.where} for shape {self.shape} "
+                              f"dtype {self.dtype}: more than an address space holds")
         return self
 
     def __exit__(self, kind, error, traceback):

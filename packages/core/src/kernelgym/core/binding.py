@@ -1,4 +1,4 @@
-"""Bind write-once kernels to fixed buffers BY NAME, once; launch with no checks after.
+"""Bind write-once kernels to fixed buffers BY NAME, once; launch with O(arguments) checks after.
 
 A kernel body's parameters after its layout parameters (``i`` for an ``@env_kernel``,
 ``env, agent, num_agents`` for an ``@agent_kernel``) are names. `bind` looks each one
@@ -55,11 +55,19 @@ in one thread, the envs and the agents of each env in the order it holds (change
 place between launches): a kernel whose results depend on that order races on a GPU,
 where an env's agents run concurrently.
 
-Everything is checked at bind time: a name no value matches raises `BindingError`
-naming the kernel, the parameter and the available names; every per-env array must
-have at least ``num_envs`` rows (per-agent arrays also ``num_agents`` columns), so no
-launch can write past a buffer on any backend; arrays must suit the backend. A bound
-launch then calls the compiled launcher directly: no per-call checks, no allocation.
+Everything that depends only on what was bound is checked at bind time: a name no value
+matches raises `BindingError` naming the kernel, the parameter and the available names;
+every per-env array must have at least ``num_envs`` rows (per-agent arrays also
+``num_agents`` columns), whether a ``layouts`` hint says so or the body indexes it so
+(`kernelgym.core.extents` reads each body once), so no launch can write past a buffer
+on any backend; written arrays must be writable, not broadcast, and share no memory
+with another bound array other than row for row; arrays and scalars must suit the
+backend. On cpu the launcher is also typed for the values at bind: values the bodies
+cannot take (and read-only arrays they write) make the launch raise a clear error naming
+them, at its first call as Numba's own error did, before any kernel runs. A bound launch then checks only what can
+change after bind: each per-call array's rows, and that no bound tensor was re-pointed
+(``set_``, ``resize_``): a shape and a data-pointer compare per argument, no allocation.
+Without per-call values or bound tensors it calls the compiled launcher directly.
 A cuda launch runs on torch's current CUDA stream, read at each call
 (`kernelgym.core.streams`), so ``torch.cuda.stream`` and CUDA-graph capture order it.
 """
@@ -75,7 +83,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelgym.core import codegen, kernels
+from kernelgym.core import codegen, extents, kernels
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
@@ -233,7 +241,8 @@ def parameter_names(kernel) -> tuple[str, ...]:
 
 
 class BoundLaunch:
-    """Kernels bound to fixed values: call it to launch (no checks, no allocation).
+    """Kernels bound to fixed values: call it to launch (no allocation; per-call rows and
+    bound tensors checked, see the module docstring).
 
     Attributes
     ----------
@@ -314,9 +323,17 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
         A parameter name that ``values`` lacks (naming kernel, parameter and the
         available names), or a program mixing layouts.
     ValueError
-        A per-env or per-agent array with too few rows.
+        A per-env or per-agent array with too few rows or dims for the layout or for what
+        the bodies index; a broadcast array a body writes; two arrays, one written, that
+        share memory at different rows; a count or int scalar beyond 64 bits.
     TypeError
-        A value the backend cannot take, or a ``fast_math`` that is not a bool.
+        A value the backend cannot take (dtype, byte order, tensor device or dtype), or a
+        ``fast_math`` that is not a bool.
+
+    At each launch, before any kernel runs: a TypeError names a read-only array a body
+    writes, or (cpu: found at bind, raised at launch as Numba did) values the bodies do not
+    type-check with (`kernelgym.core.kernels.KernelTypingError`); a ValueError names a
+    per-call array with too few rows or a bound tensor re-pointed since bind.
     """
     return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
                          layouts=layouts, per_call=per_call, fast_math=fast_math, order=order)
@@ -358,14 +375,60 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
     checked: dict = {}
+    written: set = set()
+    needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
     calls, names, descriptions = [], [], []
     for program in programs:
         call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call, fast_math, order)
+                                            per_call, fast_math, order, written, needs)
         calls.append(call)
         names += used
         descriptions.append(description)
+    arrays = {f"value {name!r}": value for name, value in checked.items()
+              if not isinstance(value, (PerEnvScalar, type)) and not isinstance(value, SCALAR_TYPES)}
+    arrays = {label: item for label, value in arrays.items()
+              for item in (value if isinstance(value, tuple) else (value,)) if not isinstance(item, SCALAR_TYPES)}
+    extents.check_no_overlap(arrays, {f"value {name!r}" for name in written})
+    watch = extents.TensorWatch()
+    for name in dict.fromkeys(names):
+        value = values.get(name)
+        if name not in per_call:
+            watch.add(f"value {name!r}", value.array if isinstance(value, PerEnvScalar) else value)
+    per_call_needs = tuple((position, f"per-call value {name!r}", needs[name])
+                           for position, name in enumerate(per_call) if needs.get(name))
+    if watch or per_call_needs:
+        calls = [_guarded(call, watch, per_call_needs) for call in calls]
     return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
+
+
+def _guarded(call, watch, per_call_needs):
+    """``call`` checking, at each launch, what may have changed since bind: per-call rows and
+    re-pointed tensors (O(arguments), no allocation). A cpu launcher's ``func`` and ``args``
+    stay readable on it, as on the partial it wraps."""
+    needs = tuple((position, label, needed[0], needed[1] if len(needed) > 1 else -1, len(needed))
+                  for position, label, needed in per_call_needs)
+    tensors = watch if watch else None
+
+    def guarded(*per_call):
+        if tensors is not None:
+            tensors.check()
+        for position, label, rows, columns, ndim in needs:
+            shape = getattr(per_call[position], "shape", None) if position < len(per_call) else None
+            if shape is None or len(shape) < ndim or shape[0] < rows or (columns >= 0 and shape[1] < columns):
+                _refuse_per_call(label, per_call, position, (rows, columns)[:ndim])
+        return call(*per_call)
+
+    guarded.func, guarded.args = getattr(call, "func", call), getattr(call, "args", ())
+    return guarded
+
+
+def _refuse_per_call(label, per_call, position, needed) -> None:
+    if position >= len(per_call):
+        raise TypeError(f"{label}: expected {position + 1} or more per-call values, got {len(per_call)}")
+    value = per_call[position]
+    shape = getattr(value, "shape", None)
+    raise ValueError(f"{label}: expected an array of at least {needed} leading dims, got "
+                     f"{'a ' + type(value).__name__ if shape is None else f'shape {tuple(shape)}'}")
 
 
 def _items(program) -> list:
@@ -389,7 +452,8 @@ def _available_names(name: str, values) -> str:
     return text + (f"; did you mean {close[0]!r}?" if close else "")
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None):
+def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None,
+              written=None, needs=None):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -465,6 +529,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     if kind == "agent" and num_agents is None:
         raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
     description = " + ".join(body.__qualname__ for body in bodies)
+    refusal = _check_body_access(bodies, names, checked, layouts, num_envs, num_agents,
+                                 set() if written is None else written, {} if needs is None else needs)
     for name in per_call:
         if name not in names:
             names.append(name)  # passed at each call whether or not a body here reads it
@@ -483,6 +549,8 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     args = tuple(_launch_value(checked[name]) for index, name in enumerate(names[:len(names) - len(per_call)])
                  if index not in constants)
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if refusal is not None:
+        return _Refusal(refusal), names, description
     if order is not None:
         return _permuted(module, kind, counts, args, order, statements, description), names, description
     if backend == "cpu":
@@ -490,6 +558,13 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
+        # a per-call value no body here reads is still passed: its template types the launcher
+        templates = {name: checked[name] if name in checked else
+                     kernel_argument(backend, f"value {name!r}", values[name]) for name in per_call}
+        error = _type_check(launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates},
+                            description)
+        if error is not None:
+            return _Refusal(error), names, description
         return functools.partial(launcher, *counts, *bound), names, description
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description
@@ -506,6 +581,66 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     # on torch's current stream, read at each call (`kernelgym.core.streams`)
     launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
     return launch, names, description
+
+
+def _type_check(launcher, arguments, names, checked, description):
+    """Compile ``launcher`` for ``arguments`` now (what its first launch would do). Returns None,
+    or for values the bodies cannot take a `kernels.KernelTypingError` naming them (not Numba's
+    dump) for the first launch to raise, where Numba raised it before."""
+    import numba
+
+    try:
+        launcher.compile(tuple(numba.typeof(value) for value in arguments))
+    except numba.core.errors.TypingError as error:
+        return kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
+                                    [_launch_value(checked[name]) for name in names])
+    return None
+
+
+class _Refusal:
+    """The launch of a program whose values no kernel can take: raises its error, runs nothing."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: Exception):
+        self.error = error
+
+    def __call__(self, *per_call):
+        raise self.error.with_traceback(None)  # not this launch's frames on top of the last one's
+
+
+def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> None:
+    """Check each bound array against what the bodies index and write (`kernelgym.core.extents`);
+    note the written names and each array's least leading dims (``needs``). Returns the error
+    of a read-only array a body writes, for the first launch to raise (as Numba's compile
+    did), or None."""
+    access = extents.merged_access(bodies)
+    deferred = None
+    for name in names:
+        value = checked.get(name)
+        if (isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES)
+                or name.endswith(_stride_name(""))):  # a PerEnvScalar's stride, no parameter
+            continue
+        body_layout = access.layouts.get(name)
+        hint = layouts.get(name, "per_env")
+        layout = "per_agent" if "per_agent" in (body_layout, hint) else (
+            "per_env" if "per_env" in (body_layout, hint) else None)
+        needed = extents.needed_shape(layout, num_envs, num_agents)
+        writes = name in access.written or not access.known
+        for item in value if isinstance(value, tuple) else (value,):
+            if not isinstance(item, SCALAR_TYPES):
+                extents.check_array(f"value {name!r}", item, needed, access.ndims.get(name, 0), writes)
+                if writes and deferred is None:
+                    deferred = extents.read_only_error(f"value {name!r}", item)
+        if writes or name in access.passed:
+            written.add(name)
+        if len(needed) > len(needs.get(name, ())):
+            needs[name] = needed
+    if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
+        shapes = {name: tuple(checked[name].shape) for name in names
+                  if hasattr(checked.get(name), "shape") and not isinstance(checked[name], type)}
+        extents.check_bounds(access, shapes, {name: f"value {name!r}" for name in names})
+    return deferred
 
 
 def _permuted(module, kind, counts, args, order, statements, description):

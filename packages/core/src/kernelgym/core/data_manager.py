@@ -305,7 +305,8 @@ class CUDADataManager:
                     name + AT_RESET_SUFFIX, values, torch_accessible, {"copy_of": name})
             if attributes.get("log_data_across_episode"):
                 log_shape = (self.episode_length + 1, *values.shape)
-                log = np.broadcast_to(np.zeros((), values.dtype), log_shape)  # uniform: no host copy
+                with allocation(name + FOR_LOG_SUFFIX, log_shape, values.dtype, where=self.backend):
+                    log = np.broadcast_to(np.zeros((), values.dtype), log_shape)  # uniform: no host copy
                 entries[name + FOR_LOG_SUFFIX] = self._new_entry(
                     name + FOR_LOG_SUFFIX, log, torch_accessible, {"log_of": name})
         self._data.update(entries)
