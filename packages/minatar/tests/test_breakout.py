@@ -13,3 +13,5 @@ class TestBreakoutFullActionSet(EnvTestSuite):
     env_id = "MinAtar-Breakout-v0"
     backends = ("cpu",)
     max_examples = 5
+    # the options test_against_original's "changed" set uses: one build serves both (CI time)
+    params = {"sticky_action_prob": 0.5, "difficulty_ramping": False}
