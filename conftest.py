@@ -33,7 +33,7 @@ def _gpu_usable() -> bool:
         from numba import cuda
 
         return bool(cuda.is_available())
-    except Exception:  # noqa: BLE001 - any failure to probe means no GPU
+    except Exception:
         return False
 
 

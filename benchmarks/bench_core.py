@@ -126,7 +126,8 @@ def main() -> None:
     lines = [
         "## kernelgym-core (cpu backend)",
         "",
-        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, load average {load:.1f} at start "
+        f"- machine: {platform.machine()}, {os.cpu_count()} cores, {platform.system()}, "
+        f"load average {load:.1f} at start "
         f"(shared machine), numba threads {numba.get_num_threads()}",
         f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- versions: Python {platform.python_version()}, numpy {np.__version__}, numba {numba.__version__}",

@@ -144,7 +144,8 @@ def main(argv=None) -> str:
             envpool_rate, envpool_version = bench_envpool(args.envpool_python, n, steps, args.repeats,
                                                           args.envpool_threads)
         rows.append((n, ours_by_threads, vector, sync, envpool_rate))
-        print(f"N={n}: kernelgym {ours / 1e6:.2f} M/s (best of threads {thread_counts}), CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
+        print(f"N={n}: kernelgym {ours / 1e6:.2f} M/s (best of threads {thread_counts}), "
+              f"CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
               f"SyncVectorEnv {sync / 1e6:.3f} M/s, EnvPool "
               f"{'-' if envpool_rate is None else f'{envpool_rate / 1e6:.3f} M/s'}", file=sys.stderr)
     load_end = os.getloadavg()[0]

@@ -1,7 +1,8 @@
 """GPU throughput: CartPole at N = 2^12 .. 2^24, TagContinuous at 2,000 envs x 1,000 agents
 (WarpDrive's headline setup: 2.9 M env-steps/s on one A100) and the DeviceCollector end
 to end. Writes benchmarks/results/gpu_throughput.md, naming the GPU, row by row as each is
-measured, and prints it. The whole GPU check (tests, sanitizers, sync counts, these numbers and more) is benchmarks/gpu_check.
+measured, and prints it. The whole GPU check (tests, sanitizers, sync counts, these numbers
+and more) is benchmarks/gpu_check.
 
     .venv/bin/python benchmarks/bench_gpu.py                      # on a machine with a GPU
     .venv/bin/python benchmarks/bench_gpu.py --backend cpu --tiny # the same code path, tiny N
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu_check"))
-from parts import cartpole_collector, timed_median  # noqa: E402 - the GPU check's, one source
+from parts import cartpole_collector, timed_median
 
 # results/gpu.md holds the whole GPU check's section (benchmarks/gpu_check); this script's
 # narrower throughput table is a section of its own

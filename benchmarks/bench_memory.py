@@ -24,6 +24,7 @@ import statistics
 import time
 
 import torch
+
 from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 # name -> (per-sample shape, dtype): four tensors, as a typical off-policy agent stores

@@ -73,7 +73,8 @@ def main() -> None:
         "",
         f"- date: {datetime.date.today()}; machine: {platform.machine()}, {os.cpu_count()} cores, "
         f"load average {load_at_start:.1f} at the start, {load[0]:.1f} at the end; "
-        f"Python {platform.python_version()}, torch {torch.__version__}, stable-baselines3 {stable_baselines3.__version__}",
+        f"Python {platform.python_version()}, torch {torch.__version__}, "
+        f"stable-baselines3 {stable_baselines3.__version__}",
         f"- command: `.venv/bin/python benchmarks/bench_sb3.py --seeds {' '.join(map(str, args.seeds))} "
         f"--max-steps {args.max_steps}`",
         f"- PPO (rl-zoo CartPole settings), {NUM_ENVS} envs, one torch thread; stop when the mean return of the "

@@ -40,7 +40,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plain_cartpole import PlainCartPole  # noqa: E402
+from plain_cartpole import PlainCartPole
 
 SIZES = (64, 1_024, 4_096, 65_536, 1_048_576)
 BATCHES = 8  # distinct pre-made action batches, cycled
@@ -133,8 +133,8 @@ class Contenders:
 
 def gymnax_rates(sizes, repeats):
     try:
-        import jax
         import gymnax
+        import jax
     except ImportError:
         return None
     rates = {}

@@ -9,7 +9,8 @@ The variants of one env count are built side by side and stepped in turn (one
 interleaved run: a load change on a shared machine hits every variant alike); each row
 is the best single step of that cell, after a warm-up step, in rounds of one step of
 each variant until one variant has spent ``--cell-seconds`` (at least one round). Each
-row is written to the results file as soon as it is measured. TagGridWorld observes every agent (WarpDrive's game has no K): at 2,000 envs
+row is written to the results file as soon as it is measured. TagGridWorld observes every
+agent (WarpDrive's game has no K): at 2,000 envs
 its observations alone are 32 GB, so rows that need more memory than the machine has
 available are written as skipped, with the bytes they need.
 """

@@ -116,7 +116,7 @@ def gpu_lines() -> list[str]:
         runtime = ".".join(map(str, cuda.runtime.get_version()))
         lines.append(f"- CUDA runtime {runtime}; the sections below ran with `auto` resolved to `cuda`.")
         return lines
-    except Exception as error:  # noqa: BLE001 - a failed probe is reported, not hidden
+    except Exception as error:
         return [f"No usable CUDA GPU was present (probing failed: {type(error).__name__}: {error})."]
 
 

@@ -18,10 +18,10 @@ import ast
 import dataclasses
 import pathlib
 import sys
-import tomllib
 from importlib.metadata import packages_distributions
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

@@ -15,6 +15,7 @@ import sys
 import unicodedata
 
 import pytest
+
 from doc_examples import (
     CONTINUE,
     ROOT,

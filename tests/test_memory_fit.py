@@ -1,5 +1,5 @@
-"""Every benchmark configuration (bench_gpu.py's, bench_tag.py's) fits a GPU machine: each is built (made, reset, stepped
-once) on cpu at N = 2 and 4, and its host and device bytes are extrapolated linearly
+"""Every benchmark configuration (bench_gpu.py's, bench_tag.py's) fits a GPU machine: each is
+built (made, reset, stepped once) on cpu at N = 2 and 4, and its host and device bytes are extrapolated linearly
 to the configured N.
 
 Device bytes are the data manager's arrays (what a cuda build allocates on the GPU);

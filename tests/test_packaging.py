@@ -4,10 +4,10 @@ A wheel built from a package folder ships that folder's LICENSE and README (the 
 so both must stand on their own; siblings are pinned to the one shared VERSION.
 """
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -2,10 +2,10 @@
 
 import importlib
 import pathlib
-import tomllib
 from importlib import metadata
 
 import pytest
+import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = {"kernelgym-core": "core", "kernelgym-envs": "envs", "kernelgym-collectors": "collectors",

@@ -78,7 +78,7 @@ def part_info(backend: str, tiny: bool) -> None:
         from importlib.metadata import version
 
         versions["numba-cuda"] = version("numba-cuda")
-    except Exception as error:  # noqa: BLE001 - report, do not stop
+    except Exception as error:
         versions["numba-cuda"] = f"unknown ({error})"
     device = torch.cuda.get_device_name(0) if backend == "cuda" else platform.processor() or platform.machine()
     emit("info", backend=backend, device=device, cpus=os.cpu_count(), **versions)
@@ -245,8 +245,9 @@ def cartpole_collector(num_envs: int, n_steps: int, backend: str = "cuda"):
 
 def part_cartpole(backend: str, tiny: bool) -> None:
     """CartPole env-steps/s at N = 2^12 .. 2^24, and bytes moved against the bandwidth."""
-    import kernelgym.envs as kge
     from bench_step import BYTES_PER_ENV_STEP
+
+    import kernelgym.envs as kge
 
     exponents = (6, 8) if tiny else range(12, 25)
     for exponent in exponents:
@@ -320,7 +321,7 @@ def _graph_replay(env, num_envs: int, steps: int) -> None:
             env.check_actions()
         emit("graph", envs=num_envs, us_per_replay=seconds * 1e6, recipe="kernelgym.envs.cuda_graph"
              if capture_step is not None else "torch.cuda.graph by hand", ok=True)
-    except Exception as error:  # noqa: BLE001 - a failed capture is a finding
+    except Exception as error:
         emit("graph", envs=num_envs, ok=False, error=f"{type(error).__name__}: {error}"[:400])
 
 
@@ -420,7 +421,7 @@ def part_kit(backend: str, tiny: bool) -> None:
             env_id, precision = futures[future]
             try:
                 emit("kit", **future.result())
-            except Exception as error:  # noqa: BLE001 - one env's crash must not hide the others
+            except Exception as error:
                 emit("kit", env=env_id, precision=precision, ok=False, error=f"{type(error).__name__}: {error}"[:600])
 
 

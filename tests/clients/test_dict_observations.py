@@ -44,7 +44,8 @@ def test_make_vec_spaces_agree_with_what_it_returns(mode, autoreset_mode):
 
 
 def test_sb3_multi_input_policy_learns_the_dict_env():
-    """PPO's mean episode return rises from an untrained policy's (about -0.7) to near the best (about 0.9) in 12k steps."""
+    """PPO's mean episode return rises from an untrained policy's (about -0.7) to near the best
+    (about 0.9) in 12k steps."""
     from stable_baselines3 import PPO
 
     from kernelgym.envs.sb3 import KernelSB3VecEnv

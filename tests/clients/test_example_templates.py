@@ -8,6 +8,7 @@ so one shared policy learns from all of them (parameter sharing).
 import numpy as np
 import pytest
 import torch
+
 from sb3_evaluation import mean_episode_return
 
 ENV_ID = "Ring-v0"  # the example plugin's multi-agent template
@@ -32,7 +33,7 @@ def test_every_agent_is_one_sb3_env():
     for env in range(3):
         rows = obs[env * agents:(env + 1) * agents]
         np.testing.assert_array_equal(rows[:, 2], np.roll(rows[:, 0], -1))
-    for step in range(4):
+    for _step in range(4):
         obs, rewards, dones, infos = venv.step(np.full(venv.num_envs, 1))
         assert rewards.shape == dones.shape == (3 * agents,)
     assert dones.all()  # the time limit ends every env, so every agent's episode

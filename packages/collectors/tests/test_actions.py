@@ -12,12 +12,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_device_collector import TorchCounterVectorEnv
+from test_rollout_envs import CounterEnv, counter_factory, policy
 
 from kernelgym.collectors import WorkerError
 from kernelgym.collectors.device_collector import DeviceCollector
-from kernelgym.collectors.rollout import Actor, evaluate, episode, inprocess, pool
-from test_device_collector import TorchCounterVectorEnv
-from test_rollout_envs import CounterEnv, counter_factory, policy
+from kernelgym.collectors.rollout import Actor, episode, evaluate, inprocess, pool
 
 
 class ShapedActor(Actor):

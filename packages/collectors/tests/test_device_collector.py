@@ -8,10 +8,10 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rollout_envs import CountingActor, PolicyActor
 
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.rollout import State, collect, prepare, startup
-from test_rollout_envs import CountingActor, PolicyActor
 
 FIELDS = State._fields
 

@@ -199,7 +199,7 @@ def test_samplers_made_before_a_failing_one_are_closed():
         try:
             SingleProcessVectorSampledTasks(lambda: object(), [{}])
         except WorkerError as error:
-            raise error.__cause__
+            raise error.__cause__ from error
 
 
 @contextmanager

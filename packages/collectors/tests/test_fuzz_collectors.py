@@ -17,13 +17,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from test_device_collector import FormulaCounterEnv, TorchCounterVectorEnv
+from test_rollout_envs import PolicyActor
+from test_vector_tasks import CounterSampler, VectorModel, as_tuples, sampler_specs
 
 from kernelgym.collectors import VectorSampledTasks, WorkerTimeoutError
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.rollout import State, collect, prepare, startup
-from test_device_collector import FormulaCounterEnv, TorchCounterVectorEnv
-from test_rollout_envs import PolicyActor
-from test_vector_tasks import CounterSampler, VectorModel, as_tuples, sampler_specs
 
 pytestmark = [pytest.mark.timeout(120), pytest.mark.usefixtures("no_leftover_processes")]
 

@@ -5,14 +5,14 @@ import signal
 
 import pytest
 import torch
-from ray_testing import eventually, live_actor_names, ray, start_local_ray
+from test_faults import pid_gone
 
 import kernelgym.envs as kge
 from kernelgym.collectors import WorkerCrashedError, WorkerError, WorkerRestartWarning
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.ray import RayCollector
 from kernelgym.collectors.rollout import Actor, Fragment, suply
-from test_faults import pid_gone
+from ray_testing import eventually, live_actor_names, ray, start_local_ray
 
 ENV, N_ENVS, N_STEPS, SEED, LIMIT = "CartPole-v1", 4, 12, 3, 15
 
@@ -74,7 +74,7 @@ def test_sync_fragments_are_the_in_process_collectors_joined_and_weights_reach_e
         assert collector.loaded_weights() == [None, None]  # the initial weights
 
         previous = None
-        for update, weight in enumerate(([1.0, 0.5, 0.0, 0.0], [0.0, 0.0, -1.0, 2.0])):
+        for weight in ([1.0, 0.5, 0.0, 0.0], [0.0, 0.0, -1.0, 2.0]):
             learner.weight.copy_(torch.tensor(weight))
             collector.update_policy_weights_()
             ref = collector.weights_ref
@@ -236,8 +236,9 @@ def test_start_up_has_its_own_allowance_and_after_the_users_ray_shutdown_every_c
     and making their envs takes far longer than a 0.05 s timeout, yet healthy actors
     starting up are not reported hung (the timeout is for fragments); after the user's own
     ray.shutdown() every call says so, also once a new Ray session runs, and close() works."""
-    from kernelgym.collectors.ray import RayVectorSampledTasks
     from test_vector_tasks import CounterSampler
+
+    from kernelgym.collectors.ray import RayVectorSampledTasks
 
     collector = ray_collector(timeout=0.05)
     tasks = RayVectorSampledTasks(CounterSampler, [{"sampler_id": 0}], num_cpus=0.25, read_timeout=0.05)

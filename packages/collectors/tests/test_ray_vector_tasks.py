@@ -2,8 +2,8 @@
 
 import math
 import os
-import threading
 import signal
+import threading
 import time
 
 import numpy as np
@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from ray_testing import eventually, live_actor_names, ray, start_local_ray
+from test_faults import HANG, RAISE, UNPICKLABLE, FaultSampler, pid_gone
+from test_vector_tasks import CounterSampler, sampler_specs
 
 from kernelgym.collectors import (
     GymTaskSampler,
@@ -23,8 +24,7 @@ from kernelgym.collectors import (
     WorkerTimeoutError,
 )
 from kernelgym.collectors.ray import RayVectorSampledTasks
-from test_faults import HANG, RAISE, UNPICKLABLE, FaultSampler, pid_gone
-from test_vector_tasks import CounterSampler, sampler_specs
+from ray_testing import eventually, live_actor_names, ray, start_local_ray
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -317,8 +317,9 @@ def test_hostile_resources_and_timeouts_are_named_before_any_actor_starts(cls, n
     """Issue 25's fuzz of the Ray classes' numeric arguments. Every drawn combination is
     refused (an accepted one would start actors; those are tested above): the error names
     the argument, the expected and the received value, and no actor is left."""
-    from kernelgym.collectors.ray import RayCollector
     from test_ray_collector import LinearActor
+
+    from kernelgym.collectors.ray import RayCollector
 
     def number(value):
         return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_rollout_envs import ConstantActor, CounterEnv, CountingActor, PolicyActor
 
 from kernelgym.collectors.rollout import (
     State,
@@ -20,7 +21,6 @@ from kernelgym.collectors.rollout import (
     prepare,
     startup,
 )
-from test_rollout_envs import ConstantActor, CounterEnv, CountingActor, PolicyActor
 
 FIELDS = State._fields
 

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 from numpy.random import SeedSequence
+from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments, seeded_envs
+from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
 
 from kernelgym.collectors import WorkerCrashedError, WorkerError, WorkerTimeoutError
 from kernelgym.collectors.rollout import double, evaluation, pool
 from kernelgym.collectors.rollout.worker_setup import env_seeds
-from test_rollout_core import FIELDS, assert_fragment_equal, reference_fragments, seeded_envs
-from test_rollout_envs import ConstantActor, CounterEnv, PolicyActor, counter_factory
 
 MAX_LEN, LIMIT, N_STEPS = 4, 3, 5
 # these envs and actors use no OpenMP threads, so the quickest start method is safe

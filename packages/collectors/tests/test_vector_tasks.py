@@ -19,8 +19,8 @@ from kernelgym.collectors import (
     TaskSampler,
     VectorSampledTasks,
 )
-from kernelgym.collectors.wire import PackedArray, pack_results, unpack_results
 from kernelgym.collectors.vector_tasks import default_max_processes
+from kernelgym.collectors.wire import PackedArray, pack_results, unpack_results
 
 pytestmark = pytest.mark.usefixtures("no_leftover_processes")
 

@@ -9,11 +9,11 @@ with one message that names the dtype and the supported ones.
 
 import numpy as np
 import pytest
-from core_test_kernels import agent_sum
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba.core.errors import TypingError
 
+from core_test_kernels import agent_sum
 from kernelgym.core import atomic_add
 from kernelgym.core.device_functions import ATOMIC_ADD_DTYPES
 

@@ -5,12 +5,12 @@ import sysconfig
 import numpy as np
 import pytest
 import torch
-from core_test_kernels import seed_example_kernel, tick
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
+from core_test_kernels import seed_example_kernel, tick
 from kernelgym.core import CUDADataManager, DataFeed, codegen
 
 ALL_DTYPES = [
@@ -312,7 +312,8 @@ def feed_of(**entries):
         ({"scal": (5.0, {"log_data_across_episode": True})}, ValueError, "scal: log_data_across_episode needs the leading dim"),
         ({"lay": (np.zeros(3), {"layout": "per_env"})}, ValueError, r"lay: layout='per_env' needs the leading dim to be num_envs=4"),
         ({"agents": (np.zeros((4, 3)), {"layout": "per_agent"})}, ValueError,
-         r"agents: layout='per_agent' needs the leading dims to be \(num_envs, num_agents\)=\(4, 2\), got shape \(4, 3\)"),
+         r"agents: layout='per_agent' needs the leading dims to be \(num_envs, num_agents\)"
+         r"=\(4, 2\), got shape \(4, 3\)"),
         ({"odd": (np.zeros(4), {"layout": "diagonal"})}, ValueError, "odd: layout must be one of"),
         ({"_done_": (np.zeros(4), {})}, ValueError, "_done_: already used as data on the device"),
         ({"steps": (np.zeros(4), {})}, ValueError, "steps: already used as meta info"),

@@ -10,8 +10,8 @@ build still rounds twice, and that the two builds' modules differ only by the co
 import sys
 from fractions import Fraction
 
-import numpy as np
 import numba
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -5,9 +5,9 @@ import sys
 
 import numpy as np
 import pytest
-from core_test_kernels import agent_sum, scaled_lookup, tick
 from numba import cuda, njit, prange
 
+from core_test_kernels import agent_sum, scaled_lookup, tick
 from kernelgym.core import BackendUnavailableError, CUDADataManager, DataFeed, FunctionManager
 from kernelgym.core.backends import simulator_enabled
 

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from core_test_kernels import affine, draw_all, draw_bits, tally
 from test_core_data_manager import check_log_step, check_reset_device_in_place, check_seed_example
 
+from core_test_kernels import affine, draw_all, draw_bits, tally
 from kernelgym.core import CUDADataManager, DataFeed, rng, to_numpy, to_torch
 from kernelgym.core.arrays import to_backend
 

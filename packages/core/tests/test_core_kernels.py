@@ -8,11 +8,11 @@ import textwrap
 
 import numpy as np
 import pytest
-from core_test_kernels import affine, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from core_test_kernels import affine, tally
 from kernelgym.core import kernels, to_numpy
 from kernelgym.core.arrays import to_backend
 

@@ -9,10 +9,10 @@ tests compile them for.
 import numpy as np
 import pytest
 import torch
-from core_test_kernels import affine, stamp, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core_test_kernels import affine, stamp, tally
 from kernelgym.core import CUDADataManager, DataFeed, bind
 from kernelgym.core.arrays import byte_view
 from kernelgym.core.extents import body_access, check_no_overlap

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from core_test_kernels import affine, stamp, take_turns, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core_test_kernels import affine, stamp, take_turns, tally
 from kernelgym.core import BindingError, bind, env_kernel
 from kernelgym.core.binding import LaunchOrder, Precondition
 

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from core_test_kernels import portable_sines, portable_sines_float32
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core_test_kernels import portable_sines, portable_sines_float32
 from kernelgym.core import gpu_compile
 from kernelgym.core.portable_math import cos, cos_as, sin, sin_as, sincos, sincos_as
 

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-from core_test_kernels import draw_all, draw_bits, draw_per_agent, draw_uniforms
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from core_test_kernels import draw_all, draw_bits, draw_per_agent, draw_uniforms
 from kernelgym.core import rng, to_numpy
 from kernelgym.core.arrays import to_backend
 

@@ -8,11 +8,11 @@ work on a side stream and a bound launch is captured in a ``torch.cuda.graph``.
 
 import numpy as np
 import pytest
-from core_test_kernels import affine, tally
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import cuda
 
+from core_test_kernels import affine, tally
 from kernelgym.core import CUDADataManager, DataFeed, FunctionManager, bind, streams, to_numpy
 from kernelgym.core.arrays import to_backend
 

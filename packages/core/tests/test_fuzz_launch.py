@@ -11,11 +11,11 @@ error naming the bad argument or a result equal to numpy's. Only the tiny kernel
 import numpy as np
 import pytest
 import torch
-from core_test_kernels import affine, scaled_lookup, tally
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from core_test_kernels import affine, scaled_lookup, tally
 from kernelgym.core import CUDADataManager, DataFeed, FunctionManager, bind
 
 ERRORS = (ValueError, TypeError, IndexError, MemoryError)

@@ -6,13 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelgym.core import rng, to_numpy
-from kernelgym.core import Branch
+from kernelgym.core import Branch, rng, to_numpy
 from kernelgym.core.arrays import to_backend
-from kernelgym.envs.runtime.autoreset import clear_step_outputs
-from kernelgym.envs.runtime.names import bind_env_programs
 from kernelgym.envs.classic import acrobot
 from kernelgym.envs.classic.acrobot import SPEC, AcrobotParams
+from kernelgym.envs.runtime.autoreset import clear_step_outputs
+from kernelgym.envs.runtime.names import bind_env_programs
 
 PARAMS = SPEC.params
 NAMES = [array.name for array in SPEC.state]

@@ -14,7 +14,6 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kit_fixtures import dict_walk, walk
 
 import kernelgym.envs as kge
 from kernelgym.core import BindingError, env_kernel, rng, to_numpy
@@ -22,6 +21,7 @@ from kernelgym.envs.observations import build_tree, check_observation_space, lea
 from kernelgym.envs.runtime import KernelVectorEnv
 from kernelgym.envs.runtime.buffers import Buffers
 from kernelgym.envs.testing import check_env, check_names, format_report
+from kit_fixtures import dict_walk, walk
 
 KEYS = ["a", "b", "a_b", "b_0", "0", "x-y", "class"]
 LEAVES = st.sampled_from([spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(0, 255, (1, 2, 2), np.uint8),
@@ -205,10 +205,10 @@ def test_the_kit_passes_a_multi_agent_env_with_dict_observations_on_cpu():
 
 
 def test_pettingzoo_gives_each_agent_its_dict_and_passes_the_api_test():
-    from kit_fixtures import agent_dict_walk
     from pettingzoo.test import parallel_api_test
 
     from kernelgym.envs.pettingzoo_adapter import KernelParallelEnv
+    from kit_fixtures import agent_dict_walk
 
     if agent_dict_walk.SPEC.id not in kge.list_envs():
         kge.register_plugin(agent_dict_walk, name="agent_dict_walk")

@@ -6,11 +6,11 @@ Nothing is installed here: the module is imported from the source folder and giv
 
 import importlib
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pytest
+import tomllib
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+from test_registry import _toy_spec
 
 from kernelgym.envs import registry
 from kernelgym.envs.hookspecs import hookimpl
-from test_registry import _toy_spec
 
 GOOD_IDS = ["A-v0", "A-v1", "A", "B-v0", "C-v0"]
 BAD_IDS = ["Bad Id-v0", "Bad-v01"]  # EnvSpec takes them, gymnasium does not

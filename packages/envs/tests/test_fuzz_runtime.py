@@ -17,13 +17,14 @@ CartPole: they refuse exactly the actions its ``action_space.contains`` refuses.
 from __future__ import annotations
 
 import gymnasium
-import kernelgym.envs as kge
 import numpy as np
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+import kernelgym.envs as kge
 from kernelgym.envs.classic import cartpole
 from kernelgym.envs.gymnasium_env import KernelGymnasiumEnv
 from kernelgym.envs.runtime.streams import seed_env_streams

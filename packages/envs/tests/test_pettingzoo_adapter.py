@@ -5,13 +5,12 @@ import pytest
 
 pytest.importorskip("pettingzoo", reason="the optional extra kernelgym-envs[pettingzoo] is not installed")
 
-from pettingzoo.test import parallel_api_test  # noqa: E402
-
-import kernelgym.envs as kge  # noqa: E402
-from kernelgym.envs.pettingzoo_adapter import KernelParallelEnv  # noqa: E402
-
 # The multi-agent test env "LineWalk-v0" and its plugin registration live there.
-import test_vector_env_multiagent as linewalk  # noqa: E402
+import test_vector_env_multiagent as linewalk
+from pettingzoo.test import parallel_api_test
+
+import kernelgym.envs as kge
+from kernelgym.envs.pettingzoo_adapter import KernelParallelEnv
 
 
 def test_parallel_api_test_passes_on_a_multi_agent_env():

@@ -12,10 +12,10 @@ import warnings
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_registry import _toy_spec
 
 from kernelgym.envs import hookspecs, registry
 from kernelgym.envs.hookspecs import hookimpl
-from test_registry import _toy_spec
 
 ENVS_SOURCE = pathlib.Path(registry.__file__).parent
 

@@ -219,7 +219,8 @@ def test_a_bad_action_among_many_is_named_by_its_first_index_and_changes_nothing
     actions.reshape(-1)[flat] = bad_value
     first = tuple(int(k) for k in np.unravel_index(min(flat), shape))
     before = env.get_state()
-    with pytest.raises(ValueError, match=rf"got {re.escape(repr(float(bad_value)) if env_id == 'Pendulum-v1' else repr(bad_value))} at index {re.escape(str(first))}"):
+    shown = repr(float(bad_value)) if env_id == "Pendulum-v1" else repr(bad_value)
+    with pytest.raises(ValueError, match=rf"got {re.escape(shown)} at index {re.escape(str(first))}"):
         env.step(actions)
     assert all(np.array_equal(before[name], after, equal_nan=True) for name, after in env.get_state().items())
     env.step(np.zeros(shape, actions.dtype))  # the record was cleared

@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tag_kernel_batch
 from kernelgym.core import rng
 from kernelgym.envs.tag import continuous
 from kernelgym.envs.tag.continuous import SPEC, TagContinuousParams
-import tag_kernel_batch
 from tag_kernel_batch import KernelBatch
 
 REFERENCE = continuous.REFERENCE

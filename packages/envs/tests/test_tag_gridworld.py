@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import tag_kernel_batch
 from kernelgym.envs.tag import gridworld
 from kernelgym.envs.tag.gridworld import SPEC, TagGridWorldParams
-import tag_kernel_batch
 from tag_kernel_batch import KernelBatch
 
 REFERENCE = gridworld.REFERENCE

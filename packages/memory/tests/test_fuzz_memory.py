@@ -19,8 +19,9 @@ import torch
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from kernelgym.memory import PrioritizedMemory, RandomMemory
 from test_memory_stateful import RingBuffer
+
+from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 pytestmark = pytest.mark.timeout(120)
 

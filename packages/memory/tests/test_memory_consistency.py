@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kernelgym.memory import Memory, PrioritizedMemory, RandomMemory
 
 CLASSES = [Memory, RandomMemory, PrioritizedMemory]

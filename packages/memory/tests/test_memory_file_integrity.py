@@ -9,6 +9,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kernelgym.memory import PrioritizedMemory, RandomMemory, files
 
 FORMATS = ["pt", "npz", "csv"]
@@ -167,7 +168,7 @@ def test_csv_values_out_of_the_dtypes_range_are_refused_not_wrapped(tmp_path, dt
     path = memory.save(str(tmp_path), "csv")
     replace_cell(path, "x.0", text)
     target = RandomMemory(2, 2, device="cpu")
-    with pytest.raises(ValueError, match=rf"x\.0.*{str(dtype)}.*{text}"):
+    with pytest.raises(ValueError, match=rf"x\.0.*{dtype!s}.*{text}"):
         target.load(path)
     assert not target.tensors
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kernelgym.memory import PrioritizedMemory
 
 extreme = st.one_of(

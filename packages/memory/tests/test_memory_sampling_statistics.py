@@ -4,6 +4,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from kernelgym.memory import PrioritizedMemory, RandomMemory, SumTree
 
 

@@ -4,6 +4,7 @@ import warnings
 
 import pytest
 import torch
+
 from kernelgym.memory import Memory, RandomMemory
 
 

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+
 from kernelgym.memory import RandomMemory, sample_shape
 
 

@@ -8,6 +8,7 @@ import torch
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
 from kernelgym.memory import PrioritizedMemory, RandomMemory
 
 

@@ -83,7 +83,12 @@ def run_all_workloads(recorder, env_ids=None, keep_going: bool = True) -> None:
 def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
     """Compile, audit and fit everything, print the table; 0 when every build passed, 1 otherwise, 2 without NVVM."""
     from kernelgym.core.gpu_compile import (
-        TARGETS, GpuCompileUnavailableError, LauncherRecorder, format_failures, format_table, require_toolchain,
+        TARGETS,
+        GpuCompileUnavailableError,
+        LauncherRecorder,
+        format_failures,
+        format_table,
+        require_toolchain,
         target_name,
     )
 
@@ -110,7 +115,8 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
           f"total {time.perf_counter() - started:.0f} s")
     print(f"compile errors {sum(not build.ok for build in builds)}, PTX audit failures "
           f"{sum(bool(build.audit) and not build.contracted for build in builds)}, launches that do not fit "
-          f"{sum(bool(build.fit) for build in builds)}, opt-in fast-math builds {sum(build.contracted for build in builds)}")
+          f"{sum(bool(build.fit) for build in builds)}, "
+          f"opt-in fast-math builds {sum(build.contracted for build in builds)}")
     failures = format_failures(builds, recorder.failures)
     if failures:
         print(f"\nFAILED:\n{failures}", file=sys.stderr)

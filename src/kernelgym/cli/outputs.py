@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["write_problem", "save_output"]
 

@@ -14,7 +14,7 @@ import dataclasses
 import os
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import gymnasium
 import torch
@@ -40,7 +40,7 @@ class Rates:
     max: float
 
     @classmethod
-    def of(cls, steps: int, seconds: list[float]) -> "Rates":
+    def of(cls, steps: int, seconds: list[float]) -> Rates:
         rates = [steps / second for second in seconds]
         return cls(min(rates), statistics.median(rates), max(rates))
 

@@ -8,8 +8,8 @@ moves. Observation: ``(position / goal, energy)``. Start: a uniform position in
 
 Each ``step_*``/``reset_*`` kernel below is the correct one with a single bug the kit
 must find; the specs at the end name them. The reference is exact: it draws the start
-position from the env's own ``kernelgym.core.rng`` stream, as the kernel does. Every kernel is self-contained (no shared helpers), so
-numba's on-disk cache never serves a stale build of a helper.
+position from the env's own ``kernelgym.core.rng`` stream, as the kernel does. Every kernel is self-contained (no shared
+helpers), so numba's on-disk cache never serves a stale build of a helper.
 """
 
 from __future__ import annotations

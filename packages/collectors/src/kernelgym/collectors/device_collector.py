@@ -16,7 +16,8 @@ no host synchronization) is read once per fragment, after the last step
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import numpy
 import torch

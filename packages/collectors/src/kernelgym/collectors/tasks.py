@@ -184,7 +184,7 @@ class Task(abc.ABC):
         """An image of the task; tasks that can draw themselves override this."""
         raise NotImplementedError(f"{type(self).__name__} does not render")
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (an optional hook: doing nothing is the right default)
         """Release what the task holds (nothing by default; samplers own environments)."""
 
 

@@ -8,11 +8,11 @@ from importlib import metadata as _metadata
 from kernelgym.core import rng
 from kernelgym.core.arrays import to_dlpack, to_numpy, to_torch
 from kernelgym.core.backends import BackendUnavailableError, resolve_backend
+from kernelgym.core.binding import BindingError, Branch, bind, bind_launches
 from kernelgym.core.data_feed import DataFeed
 from kernelgym.core.data_manager import CUDADataManager
 from kernelgym.core.device_functions import atomic_add, device_function
 from kernelgym.core.function_manager import FunctionManager
-from kernelgym.core.binding import Branch, BindingError, bind, bind_launches
 from kernelgym.core.kernels import agent_kernel, env_kernel
 
 __version__ = _metadata.version("kernelgym-core")  # set by the repository's VERSION file

@@ -56,7 +56,7 @@ def gpu_unavailable_reason() -> str | None:
     try:
         if cuda.is_available():
             return None
-    except Exception as error:  # noqa: BLE001 - the driver's own words are the reason
+    except Exception as error:
         return f"probing the CUDA driver failed: {error}"
     return "no usable CUDA GPU or driver was found (numba.cuda.is_available() is False)"
 

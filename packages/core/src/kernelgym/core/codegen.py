@@ -231,7 +231,7 @@ def _closure_fingerprint(fn) -> bytes:
         return b""
     try:
         return pickle.dumps([cell.cell_contents for cell in fn.__closure__])
-    except Exception:  # noqa: BLE001 - unpicklable captures: correct, but cached per process only
+    except Exception:
         return uuid.uuid4().bytes
 
 
@@ -307,7 +307,7 @@ def _is_own_source(path: str | None) -> bool:
     return not any(part in path for part in outside) and not path.startswith(sys.base_prefix)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _file_digest(path: str) -> bytes:
     """A file's content hash, read once per process."""
     return hashlib.sha256(Path(path).read_bytes()).digest()

@@ -60,6 +60,9 @@ class DataFeed(dict):
         self[name] = {"data": data, "attributes": attributes}
 
     def add_data_list(self, data_list) -> None:
-        """Add several entries, each a tuple ``(name, data[, save_copy_and_apply_at_reset[, log_data_across_episode]])``."""
+        """Add several entries.
+
+        Each is a tuple ``(name, data[, save_copy_and_apply_at_reset[, log_data_across_episode]])``.
+        """
         for entry in data_list:
             self.add_data(*entry)

@@ -32,7 +32,14 @@ import numpy as np
 
 from kernelgym.core import builtin_kernels
 from kernelgym.core.arrays import (
-    allocation, byte_view, check_supported_dtype, copy_to_backend, import_torch, is_uniform_view, to_backend, to_torch,
+    allocation,
+    byte_view,
+    check_supported_dtype,
+    copy_to_backend,
+    import_torch,
+    is_uniform_view,
+    to_backend,
+    to_torch,
 )
 from kernelgym.core.backends import resolve_backend
 from kernelgym.core.binding import Branch, bind

@@ -37,7 +37,7 @@ class CacheWarning(UserWarning):
     """A compile cache entry or folder kernelgym could not use (it rebuilt or moved it)."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def usable_folder(folder: Path, setting: str) -> Path:
     """``folder`` once a file was written and removed in it, else a new temporary folder.
 
@@ -87,7 +87,7 @@ def check_cache_of(dispatcher) -> None:
     def checked_load_overload(sig, target_context):
         try:
             return load_overload(sig, target_context)
-        except Exception as error:  # noqa: BLE001 - any entry that cannot be rebuilt: compile instead
+        except Exception as error:
             _warn(f"a compiled kernel in the cache folder {folder!r} could not be loaded "
                   f"({type(error).__name__}: {error}); compiling it again")
             return None
@@ -123,7 +123,7 @@ def check_cache_of(dispatcher) -> None:
             if pickle.load(stream) != cache_file._version:
                 return {}  # another Numba's index (as Numba does)
             stamp, overloads = pickle.loads(stream.read())
-        except Exception as error:  # noqa: BLE001 - sealed yet unparsable: treat as corrupted
+        except Exception as error:
             _discard(cache_file._index_path, folder, f"{type(error).__name__}: {error}")
             return {}
         return overloads if stamp == cache_file._source_stamp else {}
@@ -135,7 +135,7 @@ def check_cache_of(dispatcher) -> None:
             return None
         try:
             return pickle.loads(content)
-        except Exception as error:  # noqa: BLE001 - sealed yet unparsable: treat as corrupted
+        except Exception as error:
             _discard(path, folder, f"{type(error).__name__}: {error}")
             return None
 

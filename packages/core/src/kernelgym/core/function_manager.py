@@ -145,7 +145,8 @@ class FunctionManager:
                 run_in_simulator = True
         else:
             raise TypeError(
-                f"{name}: expected an env_kernel, an agent_kernel or a numba.cuda.jit kernel, got {type(kernel).__name__}"
+                f"{name}: expected an env_kernel, an agent_kernel "
+                f"or a numba.cuda.jit kernel, got {type(kernel).__name__}"
             )
         if layout == "per_agent" and self.data_manager.num_agents is None:
             raise ValueError(f"{name}: layout 'per_agent' needs the data manager's num_agents, which is None")

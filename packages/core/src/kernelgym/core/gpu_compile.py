@@ -223,7 +223,7 @@ def toolchain_missing_reason() -> str | None:
         return f"NVIDIA's NVVM library (libnvvm) was not found; {INSTALL_HINT}"
     try:
         nvrtc.get_supported_ccs()
-    except Exception as error:  # noqa: BLE001 - the loader's own words are the reason
+    except Exception as error:
         return f"NVIDIA's NVRTC library could not be loaded ({error}); {INSTALL_HINT}"
     if _ptxas_path() is None:
         return f"NVIDIA's ptxas was not found (wheel nvidia-cuda-nvcc-cu12); {INSTALL_HINT}"
@@ -390,7 +390,7 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
         audit = _audit(ptx, *inputs[-1], contracted=contracted)
     except GpuCompileUnavailableError:
         raise
-    except Exception as error:  # noqa: BLE001 - a rejected kernel is a finding, reported by name
+    except Exception as error:
         # numba colours its messages for terminals; the report is plain text
         message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
         return KernelBuild(label, signature, target, origin, error=message, seconds=time.perf_counter() - started)

@@ -25,7 +25,6 @@ import re
 import sys
 
 import numpy as np
-
 from numba.core.errors import TypingError
 
 from kernelgym.core import codegen, compile_log, extents, streams

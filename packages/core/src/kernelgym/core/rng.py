@@ -93,9 +93,8 @@ def seed_streams(seed, num_streams: int) -> np.ndarray:
     numpy.ndarray
         ``uint64`` array of shape ``(num_streams, 2)``, never an all-zero row.
     """
-    from kernelgym.core.kernels import check_count
-
     from kernelgym.core.arrays import allocation
+    from kernelgym.core.kernels import check_count
 
     num_streams = check_count("num_streams", num_streams)
     _check_seed(seed)

@@ -37,7 +37,8 @@ the order of the steps without a GPU.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -21,9 +21,10 @@ import numpy as np
 from gymnasium.vector.utils import batch_space
 
 from kernelgym.envs import registry
-from kernelgym.envs.observations import map_tree
+
 # the registration lives in its own module (it never imports this one); re-exported here
 from kernelgym.envs.gymnasium_registration import GYMNASIUM_NAMESPACE, register_gymnasium_envs
+from kernelgym.envs.observations import map_tree
 
 __all__ = ["GYMNASIUM_NAMESPACE", "KernelGymnasiumVectorEnv", "register_gymnasium_envs"]
 

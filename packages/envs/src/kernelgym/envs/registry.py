@@ -37,8 +37,8 @@ import logging
 import os
 import threading
 import warnings
+from collections.abc import Callable
 from importlib.metadata import entry_points
-from typing import Callable
 
 import pluggy
 from gymnasium import error as gymnasium_error

@@ -7,6 +7,7 @@ sum tree. Every memory can expose its storage to Numba kernels without a copy.
 """
 
 from importlib import metadata as _metadata
+
 from .base import Memory
 from .prioritized_memory import PrioritizedMemory
 from .random_memory import RandomMemory

@@ -65,7 +65,7 @@ def read_snapshot(path: str, memory_size: int | None = None, num_envs: int | Non
         return reader(path, lambda text: parse(text, memory_size, num_envs))
     except (FileNotFoundError, SizeMismatch):
         raise
-    except Exception as error:  # noqa: BLE001 - every parse failure means the same to the caller
+    except Exception as error:
         raise ValueError(
             f"path: {str(path)!r} is not a valid {extension} memory file ({type(error).__name__}: {error})"
         ) from error

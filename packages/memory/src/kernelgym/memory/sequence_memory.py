@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from .validation import check_int
 from .random_memory import RandomMemory
+from .validation import check_int
 
 
 class SequenceMemory(RandomMemory):

@@ -20,8 +20,18 @@ import numpy as np
 from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import StateArray
-from kernelgym.minatar._common import (DOWN, GRID, LEFT, RIGHT, UP, action_mask, full_action, make_specs,
-                                       reference_for, sticky)
+from kernelgym.minatar._common import (
+    DOWN,
+    GRID,
+    LEFT,
+    RIGHT,
+    UP,
+    action_mask,
+    full_action,
+    make_specs,
+    reference_for,
+    sticky,
+)
 
 __all__ = ["CHANNELS", "MINIMAL_ACTIONS", "SPECS", "play", "reset", "start", "step"]
 

@@ -20,7 +20,17 @@ import numpy as np
 from kernelgym.core import device_function, env_kernel
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import StateArray
-from kernelgym.minatar._common import FIRE, GRID, LEFT, RIGHT, action_mask, full_action, make_specs, reference_for, sticky
+from kernelgym.minatar._common import (
+    FIRE,
+    GRID,
+    LEFT,
+    RIGHT,
+    action_mask,
+    full_action,
+    make_specs,
+    reference_for,
+    sticky,
+)
 
 __all__ = ["CHANNELS", "MINIMAL_ACTIONS", "SPECS", "play", "reset", "start", "step"]
 

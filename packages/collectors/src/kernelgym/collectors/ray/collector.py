@@ -24,9 +24,9 @@ import cloudpickle
 import ray
 import torch
 
+from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.processes import is_seconds
 from kernelgym.collectors.ray import faults
-from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.ray.cluster import actor_names, check_fits, check_max_restarts, check_resources, connect
 from kernelgym.collectors.rollout import Fragment, suply
 from kernelgym.collectors.worker_errors import WorkerError, WorkerRestartWarning

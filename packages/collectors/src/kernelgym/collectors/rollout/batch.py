@@ -10,7 +10,8 @@ observation is kept separately (gymnasium's ``SAME_STEP`` autoreset).
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy
 

@@ -16,7 +16,8 @@ and bootstrap from the final observation on truncation.
 from __future__ import annotations
 
 import numbers
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy
 import torch

@@ -22,7 +22,7 @@ the learner forever.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from numpy.random import SeedSequence

@@ -8,8 +8,8 @@ parameters published then), so evaluation overlaps training.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from copy import deepcopy
-from typing import Iterator
 
 import numpy
 from numpy.random import SeedSequence

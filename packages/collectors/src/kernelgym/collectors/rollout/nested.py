@@ -7,8 +7,9 @@ observation space or an LSTM actor with ``hx = (h, c)`` need no special code.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import getitem as _getitem
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["suply", "tuply", "setitem", "getitem", "leaves"]
 

@@ -10,16 +10,16 @@ indices to ``empty``. Every wait has a deadline (see :mod:`.workers`).
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from numpy.random import SeedSequence
 
 from .core import as_device, check_positive, check_timeout, collect, copy_, startup
-from .worker_setup import shared_reference, worker_setup
 from .nested import getitem, suply, tuply
 from .shared import aliased, torchify
 from .state import Fragment
+from .worker_setup import shared_reference, worker_setup
 from .workers import CloudpickleSpawner, Workers, get_context, locked, worker_check, worker_wait
 
 __all__ = ["rollout"]

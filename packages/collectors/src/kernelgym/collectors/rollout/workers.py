@@ -17,8 +17,9 @@ import queue
 import sys
 import time
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 import cloudpickle
 import torch.multiprocessing  # noqa: F401 - registers the reducers that share tensors by handle
@@ -147,7 +148,7 @@ def _worker_main(target: Callable, errors: Any, stop: Any, name: str, *args: Any
         target(stop, *args)
     except StopRequested:
         return
-    except BaseException:  # noqa: BLE001 - every failure must reach the learner
+    except BaseException:
         errors.put((name, traceback.format_exc()))
         errors.close()
         errors.join_thread()  # flush before exiting, so the learner reads it
@@ -172,7 +173,7 @@ class Workers:
         self.processes: list[Any] = []
         self._tracebacks: dict[str, str] = {}
 
-    def start(self) -> "Workers":
+    def start(self) -> Workers:
         """Start the workers (daemonic, ignoring SIGINT, dying with the learner: see
         :func:`kernelgym.collectors.processes.start_process`)."""
         for i, args in enumerate(self._args_list):

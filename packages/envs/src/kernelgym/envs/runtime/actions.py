@@ -348,7 +348,7 @@ def _backend_array(host: np.ndarray, backend: str):
     return cuda.to_device(host)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _numpy_dtype(torch_dtype):
     """numpy's twin of a torch dtype (cached: no tensor is made per step), or None."""
     try:

@@ -150,7 +150,7 @@ def keep_final_{name}(i, _done_, _obs_rows_{name}, _final_obs_rows_{name}):
 """
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def keep_final_leaf(name: str):
     """SAME_STEP: `keep_final_obs` for the leaf ``name`` of a structured observation (made once per name)."""
     if not name.isidentifier():

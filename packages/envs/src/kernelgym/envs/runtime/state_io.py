@@ -114,8 +114,8 @@ class StateIO:
         steps from the counter's start, so ``set_state`` begins a new episode for both.
         ``keep_episode_step=True`` writes the values only: the counter, the running
         return and any pending reset stay as they are (a trainer changing an env
-        mid-episode, e.g. a ``keep_on_reset`` array): the episode goes on, for both. An env counts as started for the "step before reset"
-        check once every state array was written (or it was reset).
+        mid-episode, e.g. a ``keep_on_reset`` array): the episode goes on, for both. An env counts as
+        started for the "step before reset" check once every state array was written (or it was reset).
         """
         self._check_open()
         if not isinstance(state, dict):

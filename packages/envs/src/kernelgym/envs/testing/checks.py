@@ -22,9 +22,9 @@ from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
+from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 from kernelgym.envs.testing.order_check import check_agent_order
 from kernelgym.envs.testing.per_env import check_per_env_params
-from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
 
 __all__ = ["CHECKS", "Check", "CheckConfig"]
 

@@ -166,7 +166,7 @@ def _transportable(env):
     try:
         pickle.dumps(env)
         return env
-    except Exception as error:  # noqa: BLE001 - any pickling failure has the same remedy
+    except Exception as error:
         if getattr(env, "distribution", None):
             return env.id  # registered by an installed distribution: the child finds it by id
         raise TypeError(

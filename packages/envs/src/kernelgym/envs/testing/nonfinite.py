@@ -90,7 +90,7 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
                 found = tracer.run(kernel, *layout, *arguments)
                 if found:
                     return f"NaN/inf arises in {found}"
-    except Exception as error:  # noqa: BLE001 - the finding stands; only its location is lost
+    except Exception as error:
         why = f"the replay of their source for this env raised {type(error).__name__}: {error}"
     return f"NaN/inf written by {' or '.join(kernel_definition(kernel) for kernel in kernels)} ({why})"
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
-from kernelgym.envs.runtime.actions import check_mode
 from kernelgym.envs.observations import map_tree
+from kernelgym.envs.runtime.actions import check_mode
 from kernelgym.envs.testing.harness import StepResult, flat_obs
 
 __all__ = ["bad_envs", "bad_positions", "changes", "deferred", "is_value_fault", "refuse", "snapshot", "step_result"]
@@ -92,7 +92,7 @@ def refuse(env, bad, space: spaces.Space):
             first = int(bad_positions(space, bad.actions).min())
             index = tuple(int(k) for k in np.unravel_index(first, np.shape(bad.actions)))
             assert f"at index {index}" in message, f"the error does not name the bad index {index}: {message}"
-    except Exception as error:  # noqa: BLE001 - any other error is the finding
+    except Exception as error:
         raise AssertionError(f"{where} raised {type(error).__name__}: {error}; "
                              f"expected {bad.expected.__name__}") from error
     else:

@@ -150,7 +150,7 @@ def _run_one(check, harness, config) -> CheckResult:
         message = _message(first) + "\n(this input did not fail every time: the env is not deterministic)"
         return CheckResult(check.name, FAILED, time.perf_counter() - started, message,
                            _example(group) or _example(first))
-    except Exception as error:  # noqa: BLE001 - a crashing kernel or reference is a finding, not a kit crash
+    except Exception as error:
         message = f"{type(error).__name__}: {error}\n" + _location(error)
         return CheckResult(check.name, ERROR, time.perf_counter() - started, message, _example(error))
     return CheckResult(check.name, PASSED, time.perf_counter() - started, note=note or "")
