@@ -10,10 +10,13 @@ import torch
 from .validation import check_int, check_tensor_name
 
 if TYPE_CHECKING:
+    from ._state import MemoryState as _MixinBase
     from .base import Memory
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
 
 
-class KernelInterop:
+class KernelInterop(_MixinBase):
     """Mixin of :class:`~kernelgym.memory.Memory`: hand out or adopt storage, count writes made through it."""
 
     def attach_tensor(self, name: str, tensor: torch.Tensor, keep_dimensions: bool = True) -> None:

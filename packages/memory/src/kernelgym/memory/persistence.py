@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import datetime
 import os
+from typing import TYPE_CHECKING
 
 import torch
 
 from . import files
 
+if TYPE_CHECKING:
+    from ._state import MemoryState as _MixinBase
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
 
-class Persistence:
+
+class Persistence(_MixinBase):
     """Mixin of :class:`~kernelgym.memory.Memory`: consistent snapshots to files, all-or-nothing loads.
 
     :meth:`save` copies the storage under the memory's lock (adds wait for the copy, not

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 
 from .sequences import chronological_cells, episode_windows, sequence_cells
 from .validation import as_index_tensor, check_int
 
+if TYPE_CHECKING:
+    from ._state import MemoryState as _MixinBase
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
+
 #: most rows one sampling call returns: 8 TB of int64 cell indexes alone, beyond any machine
 MAX_ROWS = 2**40
 
 
-class Sampler:
+class Sampler(_MixinBase):
     """Mixin of :class:`~kernelgym.memory.Memory`: the sampling methods shared by every memory.
 
     Only written cells are ever returned; subclasses implement :meth:`sample`.

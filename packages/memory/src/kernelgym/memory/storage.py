@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
 from .spaces import sample_shape
 from .validation import check_tensor_name
 
+if TYPE_CHECKING:
+    from ._state import MemoryState as _MixinBase
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
+
 #: views of single rows are cached for memories up to this many rows (a view costs ~0.5 KB)
 _ROW_VIEW_CACHE_ROWS = 8192
 
 
-class TensorStorage:
+class TensorStorage(_MixinBase):
     """Mixin of :class:`~kernelgym.memory.Memory`: its tensors, indexes and ``filled`` flag.
 
     Cells are numbered row-major, ``cell = memory_index * num_envs + env_index``; the

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
+if TYPE_CHECKING:
+    from ._state import MemoryState as _MixinBase
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
 
-class SampleWriter:
+
+class SampleWriter(_MixinBase):
     """Mixin of :class:`~kernelgym.memory.Memory`: records samples and counts written cells.
 
     A write either completes or changes nothing: every argument is checked before the
