@@ -8,7 +8,7 @@ so at run time nothing changes (no Protocol in the MRO).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import torch
@@ -51,7 +51,7 @@ class MemoryState(Protocol):
     def _advance_by(self, count: int) -> None: ...
 
     def _fill_and_export(
-        self, count: int, store: Callable[[int, int, int], None], written: list[torch.Tensor] = ...
+        self, count: int, store: Callable[[int, int, int], None], written: Sequence[torch.Tensor] = ...
     ) -> None: ...
 
     def save(self, directory: str = "", format: str = "pt") -> str: ...

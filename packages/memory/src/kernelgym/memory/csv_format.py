@@ -129,7 +129,8 @@ def read(path: str, parse_metadata) -> Snapshot:
     check(len(rows) == count, f"{len(rows)} data rows, metadata says {count}")
     check(all(len(row) == len(header) for row in rows), "a data row has the wrong number of columns")
     cells = np.array(rows, dtype=str).reshape(count, len(header))
-    column, tables = 0, {"tensor": {}, "extra": {}}
+    column = 0
+    tables: dict[str, dict[str, torch.Tensor]] = {"tensor": {}, "extra": {}}
     # rows the file does not hold were never written: NaN in tensors (as a new memory), 0 in extra state
     for group, name, dtype, shape in layout.arrays():
         names = _columns(name, dtype, shape, 2 if group == "tensor" else 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import os
+from typing import Any
 import tempfile
 
 import numpy as np
@@ -111,7 +112,7 @@ def _from_numpy(array: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
 
 
 def _write_npz(file, snapshot: Snapshot) -> None:
-    arrays = {f"tensor.{name}": _to_numpy(tensor) for name, tensor in snapshot.tensors.items()}
+    arrays: dict[str, Any] = {f"tensor.{name}": _to_numpy(tensor) for name, tensor in snapshot.tensors.items()}
     arrays |= {f"extra.{name}": _to_numpy(tensor) for name, tensor in snapshot.extra.items()}
     metadata = describe(snapshot, snapshot.memory_size * snapshot.num_envs)
     np.savez(file, metadata=np.array(metadata), **arrays)

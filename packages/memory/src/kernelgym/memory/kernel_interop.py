@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -108,7 +108,9 @@ class KernelInterop(_MixinBase):
                     f"names: array {name!r} must have shape (memory_size={memory_size}, num_envs, ...) "
                     f"like the others, got {tuple(view.shape)}"
                 )
-        memory = cls(memory_size, num_envs=num_envs[0], device=next(iter(views.values())).device, **kwargs)
+        # a classmethod of the mixin, called on Memory and its subclasses only
+        memory = cast("type[Memory]", cls)(
+            memory_size, num_envs=num_envs[0], device=next(iter(views.values())).device, **kwargs)
         for name, view in views.items():
             if view.dim() == 2:  # one scalar per cell: expose it as size 1 (the seed's layout)
                 view = view.unsqueeze(-1)

@@ -13,7 +13,7 @@ from .validation import as_index_tensor, as_real_tensor
 
 
 def _check_real(value, argument: str, low: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= value < math.inf:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not low <= float(value) < math.inf:
         raise ValueError(f"{argument}: expected a finite number >= {low}, got {value!r}")
     return float(value)
 
@@ -78,7 +78,7 @@ class PrioritizedMemory(Memory):
             self._tree.clear()
             self._max_weight = 1.0
 
-    def sample(
+    def sample(  # type: ignore[override]  # each memory adds its own keyword-only options
         self,
         names,
         batch_size: int,

@@ -35,7 +35,7 @@ class RandomMemory(Memory):
         super().__init__(memory_size, num_envs, device, export, export_format, export_directory, **kwargs)
         self._replacement = bool(replacement)
 
-    def sample(
+    def sample(  # type: ignore[override]  # each memory adds its own keyword-only options
         self, names, batch_size: int, mini_batches: int = 1, sequence_length: int = 1, *, return_mask: bool = False
     ):
         """Sample ``batch_size`` rows (or sequences) uniformly among the written cells.
@@ -73,7 +73,7 @@ class RandomMemory(Memory):
             cells, valid = self._sequences(starts, 0, sequence_length)
             indexes, valid = cells.view(-1), valid.view(-1)
         self.sampling_indexes = indexes
-        extras = ()
+        extras: tuple[torch.Tensor, ...] = ()
         if return_mask:
             extras = (torch.ones(indexes.shape, dtype=torch.bool, device=self.device) if valid is None else valid,)
         return self._gather(views, indexes, mini_batches, sequence_length, extras)

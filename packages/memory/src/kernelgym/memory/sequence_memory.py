@@ -46,7 +46,7 @@ class SequenceMemory(RandomMemory):
         self.sequence_length = check_int(sequence_length, "sequence_length")
         self.burn_in = check_int(burn_in, "burn_in", minimum=0)
 
-    def sample(
+    def sample(  # type: ignore[override]  # each memory adds its own keyword-only options
         self,
         names,
         batch_size: int,

@@ -34,7 +34,7 @@ def _shape_of(size, keep_dimensions: bool) -> tuple[int, ...]:
     if isinstance(size, numbers.Integral):
         return (int(size),)
     if isinstance(size, numbers.Real) and float(size).is_integer():
-        return (int(size),)  # skrl accepts whole floats
+        return (int(float(size)),)  # skrl accepts whole floats
     if isinstance(size, (tuple, list)):
         if not all(isinstance(dim, numbers.Integral) and not isinstance(dim, bool) for dim in size):
             raise TypeError(f"size: expected a tuple of ints, got {size!r}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,6 +23,10 @@ class SampleWriter(_MixinBase):
     puts back the overwritten cells, the indexes and any subclass state of those cells.
     Writes hold the memory's lock, so a :meth:`save` in another thread never sees half of one.
     """
+
+    # the write indexes this mixin moves (declared here too, so mypy reads them before it infers)
+    _position: int
+    _filled: bool
 
     def add_samples(self, **tensors: torch.Tensor) -> None:
         """Record samples: one (data shape), or a batch of ``n`` (shape (n, data shape)).
@@ -138,7 +142,7 @@ class SampleWriter(_MixinBase):
         return store
 
     def _fill_and_export(
-        self, count: int, store: Callable[[int, int, int], None], written: list[torch.Tensor] = ()
+        self, count: int, store: Callable[[int, int, int], None], written: Sequence[torch.Tensor] = ()
     ) -> None:
         """Write ``count`` cells that reach the end of the storage, export, then write the rest.
 
