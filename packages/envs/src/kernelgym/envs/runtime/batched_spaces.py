@@ -54,7 +54,7 @@ class BroadcastBox(spaces.Box):
             # equal bounds everywhere iff the small arrays broadcast to equal values
             low, high = np.broadcast_arrays(self._compact[0], other._compact[0]), \
                 np.broadcast_arrays(self._compact[1], other._compact[1])
-            return bool(np.allclose(*low) and np.allclose(*high))
+            return bool(np.allclose(low[0], low[1]) and np.allclose(high[0], high[1]))
         return super().__eq__(other)
 
     def __getstate__(self):

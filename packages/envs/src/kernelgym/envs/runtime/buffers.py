@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelgym.core import CUDADataManager, DataFeed, streams, to_numpy
+from kernelgym.core.binding import PerEnvScalar
 from kernelgym.core.data_manager import DONE, TIMESTEP
 from kernelgym.envs.observations import build_tree, is_structured, leaves
 from kernelgym.envs.runtime.autoreset import keep_final_leaf, keep_final_obs, mark_final_obs
@@ -122,7 +123,7 @@ class Buffers:
         """The observation tree of the space holding ``leaf_values`` (by kernel name)."""
         return build_tree(self.observation_space, leaf_values)
 
-    def kernel_buffers(self, max_episode_steps: int) -> dict:
+    def kernel_buffers(self, max_episode_steps: PerEnvScalar) -> dict:
         """The runtime's values by the names kernels bind (public ones and the bookkeeping's own)."""
         n = self.rewards.shape[0]
         values = {

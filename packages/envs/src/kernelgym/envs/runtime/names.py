@@ -22,6 +22,7 @@ that matches nothing is an error naming the kernel, the parameter and these name
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -66,7 +67,7 @@ def observation_names(space) -> tuple[str, ...]:
     return tuple(leaf.name for leaf in leaves(space)) if is_structured(space) else ("obs",)
 
 
-def kernel_values(spec, params, buffers: dict, state: dict, precision: str | None = None,
+def kernel_values(spec, params, buffers: dict, state: Mapping, precision: str | None = None,
                   backend: str = "cpu") -> dict:
     """Every name an env kernel may bind: ``buffers`` (runtime names), ``state``, the params fields
     (array-valued ones as read-only ``backend`` arrays) and, for a ``precision`` (see

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ def split_params(spec, params: dict) -> tuple[dict, dict]:
     for name, value in params.items():
         if name in tables:  # a constant table: one array for every env, validated as the record's field
             scalars[name] = value
-        elif isinstance(value, (np.ndarray, list, tuple)) or (hasattr(value, "shape") and getattr(value, "ndim", 0)):
+        elif isinstance(value, (np.ndarray, list, tuple)) or (hasattr(value, "shape") and bool(getattr(value, "ndim", 0))):
             if name not in spec.per_env_params:
                 raise TypeError(
                     f"make({spec.id!r}) param {name!r}: got an array, but {name!r} is a compile-time constant "
@@ -128,7 +129,7 @@ class ParamsTable:
 
     def values(self) -> dict:
         """The kernel values: each per-env field's row, and the randomize draw's own names."""
-        values = {name: PerEnvScalar(self.table[row], self.strides[row:row + 1])
+        values: dict[str, Any] = {name: PerEnvScalar(self.table[row], self.strides[row:row + 1])
                   for row, name in enumerate(self.fields)}
         values.update(_params_table=self.table, _randomize_ranges=self.ranges, _randomize_active=self.active,
                       _params_real=self.real)

@@ -3,8 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from kernelgym.envs.runtime.buffers import Buffers
+    from kernelgym.envs.spec import EnvSpec
+
+    class _EnvState(Protocol):
+        """What the `StateIO` mixin reads from `KernelVectorEnv` (for type checkers only)."""
+
+        spec: EnvSpec
+        num_envs: int
+        _buffers: Buffers
+        _unstarted: set[int] | None
+
+        @property
+        def state(self) -> StateBuffers: ...
+
+        def _check_open(self) -> None: ...
+
+        def _raise_deferred_fault(self) -> None: ...
+
+    _MixinBase = _EnvState
+else:
+    _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
 
 __all__ = ["StateBuffers", "StateIO", "NO_TIME_LIMIT", "checked_cast"]
 
@@ -84,8 +108,11 @@ def checked_cast(value: np.ndarray, dtype, argument: str) -> np.ndarray:
     return cast
 
 
-class StateIO:
+class StateIO(_MixinBase):
     """The host-side state methods of `KernelVectorEnv` (a mixin: it uses the env's buffers)."""
+
+    # envs without a state yet, None once all have one (declared here too: this mixin sets it)
+    _unstarted: set[int] | None
 
     def get_state(self, index: int | None = None) -> dict[str, np.ndarray]:
         """A host copy of the state arrays (all envs, or env ``index``'s slice)."""

@@ -26,7 +26,8 @@ no episode. ``episode_statistics=False`` leaves them out.
 from __future__ import annotations
 
 import copy
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ from gymnasium.vector import AutoresetMode
 
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.arrays import to_backend
-from kernelgym.core.binding import NO_FAULT, PerEnvScalar, check_fast_math
+from kernelgym.core.binding import NO_FAULT, BoundLaunch, PerEnvScalar, check_fast_math
 from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
@@ -160,6 +161,11 @@ class KernelVectorEnv(StateIO):
         ``_timestep_``, ...), each with a torch view.
     """
 
+    # the bound launches (`_bind`); close() drops them, and every use follows `_check_open`
+    _launch_step: Callable[..., Any]
+    _launch_reset: BoundLaunch
+    _launch_check: Callable[..., Any] | None
+
     def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
                  autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
                  episode_statistics: bool = True, precision: str | None = None, fast_math: bool = False,
@@ -223,7 +229,7 @@ class KernelVectorEnv(StateIO):
         self._closed = False
         # envs without a state yet (step() before reset() would step all-zero states)
         self._unstarted = set(range(self.num_envs))
-        self._numpy_views = None
+        self._numpy_views: StepViews | None = None
         self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
         if self.episode_statistics:
             self._info.update(buffers.episode_info)
@@ -285,7 +291,7 @@ class KernelVectorEnv(StateIO):
             layouts.update(table.layouts())
             if table.randomized:  # the reset draws the randomized fields first
                 reset = (draw_params, *reset)
-        counts = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
+        counts: dict[str, Any] = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
                   "layouts": layouts, "fast_math": self.fast_math}
         restores = self._buffers.restores
         statistics = self.episode_statistics
@@ -480,7 +486,8 @@ class KernelVectorEnv(StateIO):
         finally:
             self._closed = True
             self._state = StateBuffers({})
-            self._launch_step = self._launch_reset = self._launch_check = None
+            # dropped, not kept for the type: every later use raises at _check_open first
+            self._launch_step = self._launch_reset = self._launch_check = None  # type: ignore[assignment]
             self._numpy_views = None
 
     def __repr__(self):
@@ -497,7 +504,7 @@ class KernelVectorEnv(StateIO):
     def _refuse_step(self) -> None:
         self._check_open()
         raise RuntimeError(f"{self!r}: step() before reset(); call reset() first to draw start states "
-                           f"(or set_state for every env; env {min(self._unstarted)} has no state yet)")
+                           f"(or set_state for every env; env {min(self._unstarted or ())} has no state yet)")
 
     def _raise_deferred_fault(self) -> None:
         """A read of results: surface a bad action a deferred check recorded (one host read)."""
