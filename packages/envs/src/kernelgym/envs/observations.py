@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 __all__ = ["LEAF_SPACES", "Leaf", "build_tree", "check_observation_space", "is_structured", "leaf_arrays",
-           "leaf_name", "leaves", "map_tree"]
+           "leaf_name", "leaves", "map_tree", "space_shape"]
 
 # The spaces a leaf may be, and the prefix of every leaf's kernel name.
 LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiBinary)
@@ -43,11 +43,18 @@ class Leaf(NamedTuple):
     @property
     def shape(self) -> tuple[int, ...]:
         """One env's (one agent's) shape of the leaf."""
-        return tuple(self.space.shape)
+        return space_shape(self.space)
 
     @property
     def dtype(self) -> np.dtype:
         return np.dtype(self.space.dtype)
+
+
+def space_shape(space: spaces.Space) -> tuple[int, ...]:
+    """The shape of an array space (Box, Discrete, MultiDiscrete, MultiBinary); gymnasium types it optional."""
+    if space.shape is None:
+        raise TypeError(f"space: expected a space with a shape (Box, Discrete, ...), got {space}")
+    return tuple(space.shape)
 
 
 def is_structured(space) -> bool:

@@ -18,6 +18,7 @@ empty until the next ``reset``.
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ class KernelParallelEnv(ParallelEnv):
         Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
     """
 
-    metadata = {"is_parallelizable": True}
+    metadata: dict[str, Any] = {"is_parallelizable": True}
 
     def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
                  **kwargs):
@@ -61,7 +62,7 @@ class KernelParallelEnv(ParallelEnv):
         self.metadata = dict(self.metadata, name=spec.id, render_modes=render_modes, render_fps=spec.render_fps)
         self.render_mode = render_mode
         self.possible_agents = [f"agent_{index}" for index in range(self.env.num_agents)]
-        self.agents = []
+        self.agents: list[str] = []
         # one space object per agent: seeding one agent's sampler leaves the others alone
         self._observation_spaces = {agent: copy.deepcopy(self.env.single_observation_space)
                                     for agent in self.possible_agents}
@@ -112,7 +113,7 @@ class KernelParallelEnv(ParallelEnv):
         rewards_out = {agent: float(reward_row[index]) for index, agent in enumerate(agents)}
         terminations = {agent: bool(terminated[0]) for agent in agents}
         truncations = {agent: bool(truncated[0]) for agent in agents}
-        infos = {agent: {} for agent in agents}
+        infos: dict[str, dict] = {agent: {} for agent in agents}
         if terminated[0] or truncated[0]:
             self.agents = []
         return observations, rewards_out, terminations, truncations, infos

@@ -124,7 +124,7 @@ class _Registry:
         self._collisions: dict[str, list[str]] = {}
         # plugin object -> (plugin name, distribution name or None)
         self._origins: dict[int, tuple[str, str | None]] = {}
-        self._listeners: list[Callable[[list[str]], None]] = []
+        self._listeners: list[Callable[[list[str]], object]] = []  # what a listener returns is unused
 
     # ------------------------------------------------------------------ plugins
     def register(self, plugin, name: str | None = None, distribution: str | None = None) -> None:
@@ -148,7 +148,7 @@ class _Registry:
             self._origins[id(plugin)] = (name, distribution)
             self._specs = None  # rebuilt on next lookup, so id conflicts surface there
 
-    def add_listener(self, listener: Callable[[list[str]], None]) -> None:
+    def add_listener(self, listener: Callable[[list[str]], object]) -> None:
         """Call ``listener(sorted ids)`` after every (re)collection of the specs."""
         with self._lock:
             self._listeners.append(listener)
@@ -217,7 +217,7 @@ class _Registry:
             return self._specs
 
     def _warn_about_undelivered_declarations(self) -> None:
-        found = set(self._specs) | set(self._conflicts)
+        found = set(self._specs or ()) | set(self._conflicts)
         missing = [env_id for env_id in self.declared_ids() if env_id not in found]
         if missing:
             warnings.warn(f"env ids {missing} are declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} "
@@ -311,8 +311,8 @@ def _checked_spec(provided, where: str, name: str, distribution: str | None) -> 
     return spec
 
 
-def _claimants(claims: list[tuple[str, str | None]]) -> str:
-    return " and ".join(f"plugin {plugin!r} (distribution {distribution!r})" for plugin, distribution in claims)
+def _claimants(claims: list[tuple[str, str | None]] | None) -> str:
+    return " and ".join(f"plugin {plugin!r} (distribution {distribution!r})" for plugin, distribution in claims or ())
 
 
 def _distributions(names: list[str | None]) -> str:

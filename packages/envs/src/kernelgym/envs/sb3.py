@@ -81,7 +81,7 @@ class KernelSB3VecEnv(VecEnv):
         self._agents = self.env.num_agents if self.env.multi_agent else 1
         self._env_attributes = {"render_mode": render_mode}  # what SB3 reads per env through get_attr
         self._render_modes = render_modes
-        self._actions = None
+        self._actions: np.ndarray | None = None
         self._start_time = time.time()
         super().__init__(self.env.num_envs * self._agents, self.env.single_observation_space,
                          self.env.single_action_space)

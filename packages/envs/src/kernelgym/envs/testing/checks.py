@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, settings
@@ -268,7 +269,7 @@ def _watched_envs(count: int) -> list[int]:
     return sorted(set(range(min(count, 4))) | set(range(max(0, count - 4), count)))
 
 
-def _where_nonfinite(harness: EnvHarness, result, index: int, launch) -> list[str]:
+def _where_nonfinite(harness: EnvHarness, result, index: int, launch: tuple[str, dict, Any, Any]) -> list[str]:
     """Where env ``index``'s NaN or inf arises, if its outputs or state hold one (else nothing).
 
     ``launch`` is what ran: ``(kernel_field, state, actions, rng_states)``, the batch's
@@ -459,7 +460,7 @@ def check_stateful(harness: EnvHarness, config: CheckConfig) -> None:
 
 
 CHECKS: tuple[Check, ...] = tuple(
-    Check(name, function, function.__doc__.strip())
+    Check(name, function, (function.__doc__ or "").strip())  # no docstrings under python -OO
     for name, function in (
         # first: on cpu and cuda an out-of-bounds write corrupts memory the later checks use
         ("out_of_bounds", check_out_of_bounds),

@@ -144,4 +144,4 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
             f"{seen['values']} values, {seen['differing']} differed, {seen['flips']} terminations differed")
 
 
-FAST_MATH_CHECK = Check("fast_math", check_fast_math, check_fast_math.__doc__.strip())
+FAST_MATH_CHECK = Check("fast_math", check_fast_math, (check_fast_math.__doc__ or "").strip())

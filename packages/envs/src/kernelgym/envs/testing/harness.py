@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+from typing import cast
 
 import numpy as np
+from gymnasium import spaces
 
 from kernelgym.core import resolve_backend
-from kernelgym.envs.observations import is_structured, leaf_arrays, leaves
+from kernelgym.envs.observations import is_structured, leaf_arrays, leaves, space_shape
 from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, reference_reset, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
@@ -156,7 +158,7 @@ class EnvHarness:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
                 raise ValueError(f"{name}: expected a number >= 0, got {value!r}")
         if params is None or isinstance(params, dict):
-            self.overrides = dict(params or {})
+            self.overrides: dict | None = dict(params or {})
             self.params = env.make_params(**self.overrides)
         else:
             self.params = params
@@ -291,7 +293,7 @@ class EnvHarness:
         """One env's observation shape as the checks see it (`flat_obs`: one row for a Dict/Tuple)."""
         space = self.observation_space
         if not is_structured(space):
-            return (*self.agent_shape, *space.shape)
+            return (*self.agent_shape, *space_shape(space))
         return (*self.agent_shape, sum(int(np.prod(leaf.shape)) for leaf in leaves(space)))
 
     def obs_buffers(self, num_envs: int, agent_shape=None) -> dict[str, np.ndarray]:
@@ -300,7 +302,7 @@ class EnvHarness:
         space = self.observation_space
         agents = self.agent_shape if agent_shape is None else tuple(agent_shape)
         found = leaves(space) if is_structured(space) else [("", "obs", space)]
-        return {name: np.zeros((num_envs, *agents, *leaf_space.shape), leaf_space.dtype)
+        return {name: np.zeros((num_envs, *agents, *space_shape(leaf_space)), leaf_space.dtype)
                 for _, name, leaf_space in found}
 
     def reference_observe(self, state: dict) -> np.ndarray:
@@ -375,7 +377,9 @@ class EnvHarness:
                             f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})")
         return problems + self.observation_problems(obs, new_state)
 
-    def final_step_problems(self, prev: dict, action, rng_row, final_obs, reward, terminated) -> list[str]:
+    def final_step_problems(
+        self, prev: dict, action, rng_row, final_obs, reward, terminated
+    ) -> tuple[list[str], np.ndarray]:
         """SAME_STEP: the last step of an episode (its state is gone, reset in the same step).
 
         Returns the problems and the stream row the reference's step leaves (where the
@@ -444,7 +448,7 @@ class EnvHarness:
         elif is_structured(self.observation_space):
             problems += self._leaf_space_problems(obs)
         else:
-            space = self.observation_space
+            space = cast(spaces.Box, self.observation_space)  # an array observation is a Box
             if obs.dtype != space.dtype:
                 problems.append(f"observation dtype {obs.dtype}, the observation space says {space.dtype}")
             if np.any(obs < space.low) or np.any(obs > space.high):

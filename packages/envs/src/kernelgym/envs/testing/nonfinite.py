@@ -102,7 +102,7 @@ class _Tracer:
         self.codes = {kernel.py_func.__code__: kernel for kernel in kernels}
         self.arrays = arrays
         self.counts = {name: _nonfinite_count(value) for name, value in arrays.items()}
-        self.found = None
+        self.found: str | None = None
 
     def run(self, kernel, *args) -> str | None:
         previous = sys.gettrace()

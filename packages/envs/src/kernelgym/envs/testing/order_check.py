@@ -159,7 +159,8 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
         unexplained = (after != before) & ~np.any(writes | (alone_values != before), axis=0)
         if np.any(wrong) or np.any(unexplained):
             index = tuple(int(i) for i in np.argwhere(np.any(wrong, axis=0) | unexplained)[0])
-            writers = np.flatnonzero(writes[(slice(None), *index)]).tolist()
+            every_kernel = (slice(None), *index)
+            writers = np.flatnonzero(writes[every_kernel]).tolist()
             element = f"{name}[{', '.join(map(str, index))}]"
             if name == "rng_states" and len(writers) > 1:
                 how = (f"agents {writers} draw from one RNG stream (env {index[0]}'s row {index[1]}): each agent "

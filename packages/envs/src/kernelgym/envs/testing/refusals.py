@@ -40,6 +40,8 @@ def deferred(env) -> bool:
 def bad_positions(space: spaces.Space, actions: np.ndarray) -> np.ndarray:
     """Flat indices into ``actions`` of the values outside ``space`` (discrete) or not finite (Box)."""
     actions = np.asarray(actions)
+    low: int | np.ndarray
+    high: int | np.ndarray
     if isinstance(space, spaces.Discrete):
         low, high = int(space.start), int(space.start + space.n - 1)
     elif isinstance(space, spaces.MultiDiscrete):

@@ -105,8 +105,7 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
             continue
         with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
             results.append(_run_one(check, harness, config))
-    results = tuple(results)
-    return Report(harness.spec.id, harness.backend, examples, seed, results, time.perf_counter() - started,
+    return Report(harness.spec.id, harness.backend, examples, seed, tuple(results), time.perf_counter() - started,
                   precision=harness.precision, fast_math=FAST_MATH_CHECK in selected, rtol=harness.rtol,
                   atol=harness.atol)
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import cast
 
 import numpy as np
 from gymnasium import spaces
 from hypothesis import strategies as st
 
 from kernelgym.core import rng
+from kernelgym.envs.observations import space_shape
 from kernelgym.envs.runtime.streams import per_agent_streams
 from kernelgym.envs.spec import reference_reset
 
@@ -102,7 +104,7 @@ def batch_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> st
     """Valid actions for a whole batch: shape ``(num_envs, [num_agents,] *space.shape)``."""
     agents = (num_agents,) if num_agents > 1 else ()
     count = num_envs * (num_agents if agents else 1)
-    shape = (num_envs, *agents, *space.shape)
+    shape = (num_envs, *agents, *space_shape(space))
     return st.lists(actions(space), min_size=count, max_size=count).map(
         lambda items: np.stack(items).astype(_action_dtype(space)).reshape(shape)
     )
@@ -120,8 +122,9 @@ def random_actions(space: spaces.Space, shape_prefix: tuple, generator: np.rando
         return start + generator.integers(0, space.nvec, size=(*shape_prefix, *space.shape), dtype=np.int64)
     if isinstance(space, spaces.MultiBinary):
         return generator.integers(0, 2, size=(*shape_prefix, *space.shape)).astype(space.dtype)
-    low, high = _box_bounds(space)
-    return generator.uniform(low, high, size=(*shape_prefix, *space.shape)).astype(space.dtype)
+    box = cast(spaces.Box, space)  # the actions a kernelgym env accepts: the last kind is a Box
+    low, high = _box_bounds(box)
+    return generator.uniform(low, high, size=(*shape_prefix, *space_shape(box))).astype(box.dtype)
 
 
 def _action_dtype(space) -> np.dtype:
@@ -150,7 +153,7 @@ class InvalidAction:
 def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> st.SearchStrategy[InvalidAction]:
     """Bad action batches: out of range, wrong dtype, wrong shape, NaN and infinity."""
     agents = (num_agents,) if num_agents > 1 else ()
-    shape = (num_envs, *agents, *space.shape)
+    shape = (num_envs, *agents, *space_shape(space))
     valid = batch_actions(space, num_envs, num_agents)
     discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
     size = int(np.prod(shape))
@@ -168,8 +171,9 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
         elif isinstance(space, spaces.MultiBinary):
             lows, highs = np.zeros(size, np.int64), np.ones(size, np.int64)
         else:
-            lows = np.broadcast_to(np.asarray(space.start, np.int64), shape).reshape(-1)
-            highs = lows + np.broadcast_to(np.asarray(space.nvec, np.int64), shape).reshape(-1) - 1
+            multi = cast(spaces.MultiDiscrete, space)  # the one discrete kind left
+            lows = np.broadcast_to(np.asarray(multi.start, np.int64), shape).reshape(-1)
+            highs = lows + np.broadcast_to(np.asarray(multi.nvec, np.int64), shape).reshape(-1) - 1
 
         def out_of_range(batch, where, below, distance):
             value = lows[where] - distance if below else highs[where] + distance
@@ -187,18 +191,19 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
             lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
             valid, st.sampled_from([np.float32, np.float64, np.bool_]))
     else:
-        lows = np.broadcast_to(space.low, shape).reshape(-1).astype(np.float64)
-        highs = np.broadcast_to(space.high, shape).reshape(-1).astype(np.float64)
+        box = cast(spaces.Box, space)  # the one continuous kind
+        lows = np.broadcast_to(box.low, shape).reshape(-1).astype(np.float64)
+        highs = np.broadcast_to(box.high, shape).reshape(-1).astype(np.float64)
         # only a finite bound can be stepped over
         sides = [(where, True) for where in np.flatnonzero(np.isfinite(lows))]
         sides += [(where, False) for where in np.flatnonzero(np.isfinite(highs))]
 
-        def out_of_range(batch, side, distance):
+        def out_of_bounds(batch, side, distance):
             where, below = side
             value = lows[where] - distance if below else highs[where] + distance
             return InvalidAction("out_of_range", poke(batch, int(where), value), "clip")
 
-        out = st.builds(out_of_range, valid, st.sampled_from(sides), st.floats(1e-3, 1e3)) if sides else st.nothing()
+        out = st.builds(out_of_bounds, valid, st.sampled_from(sides), st.floats(1e-3, 1e3)) if sides else st.nothing()
         non_finite = st.builds(
             lambda batch, where, value: InvalidAction("non_finite", poke(batch, where, value), ValueError),
             valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
