@@ -485,7 +485,7 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         return bodies.index(kernel), tuple(position_of(name, kernel.__qualname__) for name in parameters)
 
     def compile_block(block, top=False) -> list:
-        statements = []
+        statements: list[tuple] = []  # ("call" | "require" | "if", ...), each kind its own fields
         for index, item in enumerate(_items(block)):
             if isinstance(item, Precondition):
                 if not (top and index == 0):
@@ -609,7 +609,7 @@ class _Refusal:
         raise self.error.with_traceback(None)  # not this launch's frames on top of the last one's
 
 
-def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> None:
+def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, written, needs) -> Exception | None:
     """Check each bound array against what the bodies index and write (`kernelgym.core.extents`);
     note the written names and each array's least leading dims (``needs``). Returns the error
     of a read-only array a body writes, for the first launch to raise (as Numba's compile
@@ -658,7 +658,7 @@ def _permuted(module, kind, counts, args, order, statements, description):
 
 def _positions(statements, index_of) -> list:
     """Statements with value names replaced by launcher argument positions."""
-    out = []
+    out: list[tuple] = []
     for statement in statements:
         if statement[0] == "call":
             out.append(("call", statement[1], tuple(index_of[name] for name in statement[2])))

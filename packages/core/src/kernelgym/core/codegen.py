@@ -281,8 +281,9 @@ def _source_files(fn) -> set[str]:
         for name in names:
             value = function.__globals__.get(name)
             if isinstance(value, types.ModuleType):  # `rng.uniform(...)`: the module's functions it names
-                if _is_own_source(getattr(value, "__file__", None)):
-                    files.add(value.__file__)
+                module_file = getattr(value, "__file__", None)
+                if module_file is not None and _is_own_source(module_file):
+                    files.add(module_file)
                     pending.extend(getattr(value, attribute, None) for attribute in names)
             else:
                 pending.append(value)
@@ -366,6 +367,8 @@ def _import_launcher(stem: str, text: str):
     path = cache_dir() / f"{stem}.py"
     _write_once(path, text)
     spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None:  # only for a file name Python cannot import (ours end in .py)
+        raise ImportError(f"cannot import the generated launcher {path}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     # compiled from the text itself, not from the file or a .pyc beside it (Python checks a

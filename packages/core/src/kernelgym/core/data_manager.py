@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
+from typing import Any
 from types import MappingProxyType
 
 import numpy as np
@@ -60,7 +61,7 @@ _META_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 @dataclass
 class _Entry:
     host: np.ndarray  # read-only; the values reset_device restores (0-d for scalars)
-    device: object  # backend array, or a numpy scalar passed by value
+    device: Any  # backend array (numpy, numba device array: no common type), or a numpy scalar by value
     is_scalar: bool
     torch_accessible: bool
     attributes: dict = field(default_factory=dict)
@@ -212,7 +213,7 @@ class CUDADataManager:
         """
         if not isinstance(constants, dict):
             raise TypeError(f"constants: expected a dict, got {type(constants).__name__}")
-        prepared = {}
+        prepared: dict[str, np.ndarray] = {}
         for name, value in constants.items():
             self._check_new_name(name, prepared)
             prepared[name] = _host_values(name, value)
@@ -425,7 +426,7 @@ class CUDADataManager:
 
     def _rows(self, names, leading_shape) -> tuple:
         """Raw views of ``names``: (uint64 views, uint8 views), each a non-empty tuple."""
-        groups = ([], [])
+        groups: tuple[list, list] = ([], [])
         for name in names:
             device = self._data[name].device
             row_bytes = device.nbytes // int(np.prod(leading_shape))

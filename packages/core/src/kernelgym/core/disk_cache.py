@@ -25,6 +25,7 @@ import pickle
 import shutil
 import tempfile
 import warnings
+from typing import Any
 from pathlib import Path
 
 __all__ = ["CacheWarning", "usable_folder", "check_cache_of"]
@@ -77,7 +78,7 @@ def check_cache_of(dispatcher) -> None:
 
     A dispatcher without a disk cache (the simulator's kernels) is left as it is.
     """
-    cache = getattr(dispatcher, "_cache", None)
+    cache: Any = getattr(dispatcher, "_cache", None)  # numba's cache object (untyped); None: no disk cache
     cache_file = getattr(cache, "_cache_file", None)
     if cache_file is None or getattr(cache_file, "_kernelgym_checked", False):
         return

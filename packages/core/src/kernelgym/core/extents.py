@@ -109,7 +109,11 @@ def _read_access(kernel) -> BodyAccess:
     values = set(parameters[leading:])
     reassigned = any(isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in (env, agent)
                      for node in ast.walk(function))
-    layouts, ndims, written, passed, bounds = {}, {}, set(), set(), set()
+    layouts: dict[str, str] = {}
+    ndims: dict[str, int] = {}
+    written: set[str] = set()
+    passed: set[str] = set()
+    bounds: set[tuple] = set()
     loops = _loop_extents(function, values, reassigned)
     unconditional = _unconditional_nodes(function.body)
 
@@ -151,7 +155,7 @@ def _unconditional_nodes(statements) -> set:
     """The ids of the nodes every run of ``statements`` evaluates: loop bodies count; if, while,
     try and with bodies do not (an index there may be guarded by the data), nor anything after
     a statement that may leave early (return, break, continue, raise)."""
-    nodes = set()
+    nodes: set[int] = set()
     for statement in statements:
         leaves = any(isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise))
                      for node in ast.walk(statement))
@@ -168,7 +172,8 @@ def _unconditional_nodes(statements) -> set:
 def _loop_extents(function, values, reassigned) -> dict:
     """Loop variables bounded by a parameter's dim: ``{j: (x, 1)}`` for ``for j in range(x.shape[1])``
     (a variable also assigned elsewhere is left out)."""
-    loops, stores = {}, {}
+    loops: dict[str, tuple[str, int]] = {}
+    stores: dict[str, int] = {}
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
@@ -185,7 +190,11 @@ def _loop_extents(function, values, reassigned) -> dict:
 
 def merged_access(kernels) -> BodyAccess:
     """One `BodyAccess` for bodies that share a launch (the strictest need of each name)."""
-    layouts, ndims, written, passed, bounds = {}, {}, set(), set(), set()
+    layouts: dict[str, str] = {}
+    ndims: dict[str, int] = {}
+    written: set[str] = set()
+    passed: set[str] = set()
+    bounds: set[tuple] = set()
     known = True
     for kernel in kernels:
         access = body_access(kernel)
@@ -341,7 +350,8 @@ def _shares_memory(a, b, extent_a, extent_b) -> bool:
     if view_a is None or view_b is None:
         return True  # device arrays: overlapping address ranges
     try:
-        return bool(np.shares_memory(view_a, view_b, max_work=10**5))
+        # numpy's stubs allow max_work -1 or 0 only; numpy itself takes any bound on the work
+        return bool(np.shares_memory(view_a, view_b, max_work=10**5))  # type: ignore[arg-type]
     except np.exceptions.TooHardError:
         return True
 

@@ -48,6 +48,7 @@ import tempfile
 import time
 import traceback
 import types
+from typing import Any
 
 import numpy as np
 from numba.core.types import StructRef
@@ -183,7 +184,7 @@ class KernelBuild:
     def problems(self) -> tuple[str, ...]:
         """Everything that fails this build: a compile error, a default build's PTX audit
         findings, a configured launch that does not fit."""
-        found = () if self.ok else (self.error,)
+        found: tuple[str, ...] = () if self.error is None else (self.error,)
         if not self.contracted:
             found += tuple(f"PTX audit: {finding}" for finding in self.audit)
         return found + tuple(f"launch fit ({self.threads_per_block} threads per block): {problem}"
@@ -196,7 +197,8 @@ class KernelBuild:
     @classmethod
     def from_dict(cls, values: dict) -> KernelBuild:
         """A build from `dataclasses.asdict` output that went through JSON (lists back to tuples)."""
-        return cls(**{key: tuple(value) if isinstance(value, list) else value for key, value in values.items()})
+        fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+        return cls(**fields)
 
 
 # ------------------------------------------------------------------------------ toolchain
@@ -387,7 +389,8 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
         if not inputs:
             raise RuntimeError("numba-cuda built the PTX without calling NVVM's compile_ir: nothing to audit")
         contracted = pyfunc.__module__.startswith(LAUNCHER_PACKAGE + CONTRACTED_MARKER)
-        audit = _audit(ptx, *inputs[-1], contracted=contracted)
+        llvm_ir, options = inputs[-1]
+        audit = _audit(ptx, llvm_ir, options, contracted=contracted)
     except GpuCompileUnavailableError:
         raise
     except Exception as error:

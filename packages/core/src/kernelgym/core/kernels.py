@@ -23,6 +23,7 @@ import math
 import operator
 import re
 import sys
+from typing import Any
 
 import numpy as np
 from numba.core.errors import TypingError
@@ -118,7 +119,8 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None) -> None:
     body indexes and writes (`kernelgym.core.extents`), before any launch."""
     access = extents.body_access(kernel)
     names = tuple(inspect.signature(kernel.py_func).parameters)[1 if kernel.kind == "env" else 3:]
-    arrays, written = {}, set()
+    arrays: dict[str, Any] = {}
+    written: set[str] = set()
     for label, name, value in zip(labels, names, args):
         layout = access.layouts.get(name, None if access.known else "per_env")
         needed = extents.needed_shape(layout, num_envs, num_agents)
@@ -176,6 +178,7 @@ def typing_error(title: str, error, names, labels, args) -> TypeError:
 
 class _WriteOnceKernel:
     kind = ""
+    __qualname__: str  # the body's, per instance (functools.update_wrapper)
 
     def __init__(self, fn):
         functools.update_wrapper(self, fn)

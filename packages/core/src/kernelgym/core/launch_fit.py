@@ -167,7 +167,7 @@ def launch_fit(target: str, registers_per_thread: int, threads_per_block: int, s
         by_limit["registers"] = warps_by_registers // warps
     shared = _round_up(shared_bytes, limits.shared_allocation_unit) + limits.reserved_shared_per_block
     by_limit["shared memory"] = limits.shared_per_sm // shared
-    limited_by = min(by_limit, key=by_limit.get)
+    limited_by = min(by_limit, key=by_limit.__getitem__)
     active_blocks = by_limit[limited_by]
     if active_blocks == 0 and not problems:
         problems.append(f"no block fits an SM (by {limited_by}): {registers_per_block} registers per block "
