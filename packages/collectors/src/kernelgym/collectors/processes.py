@@ -35,7 +35,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kernelgym.collectors.worker_errors import WorkerCrashedError
 
@@ -101,7 +101,8 @@ def die_with_parent(kernel_signal: bool, forked_by_server: bool = False) -> None
     if forked_by_server:
         from multiprocessing import forkserver
 
-        server = forkserver._forkserver  # the module's one ForkServer (private, stable since 3.4)
+        # the module's one ForkServer (private, stable since 3.4; its fields are not in the stubs)
+        server: Any = forkserver._forkserver
         if getattr(server, "_forkserver_alive_fd", None) is not None and server._forkserver_pid is None:
             os.close(server._forkserver_alive_fd)
             server._forkserver_alive_fd = None
@@ -162,7 +163,10 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
 def is_seconds(value: Any) -> bool:
     """Whether ``value`` is a usable wait: a real number of seconds in (0, ``threading.TIMEOUT_MAX``]
     (not a bool; a larger one, ``inf`` included, overflows the waits, and ``nan`` compares false)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Real) and 0 < value <= threading.TIMEOUT_MAX
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return False
+    seconds = cast(float, value)  # typeshed's numbers.Real lacks the reflected comparisons a Real has
+    return 0 < seconds <= threading.TIMEOUT_MAX
 
 
 def crashed_error(process: Any, what: str, **fields: Any) -> WorkerCrashedError:

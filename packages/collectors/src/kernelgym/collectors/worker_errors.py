@@ -56,7 +56,7 @@ class WorkerError(RuntimeError):
         return (_rebuild, (type(self), self.__dict__))
 
 
-def _rebuild(cls: type, state: dict) -> WorkerError:
+def _rebuild(cls: type[WorkerError], state: dict) -> WorkerError:
     error = cls.__new__(cls)
     error.__dict__.update(state)
     error.args = (state["message"],)

@@ -129,7 +129,7 @@ class WorkerPool:
 
     def _lost(self, worker: WorkerHandle, timed_out: bool) -> WorkerError:
         samplers = tuple(range(worker.first, worker.first + worker.count))
-        fields = dict(
+        fields: dict[str, Any] = dict(
             sampler_index=samplers[0] if len(samplers) == 1 else None,
             sampler_indices=samplers,
             process_index=worker.index,
@@ -140,8 +140,8 @@ class WorkerPool:
         worker.process.join(1.0)
         return crashed_error(worker.process, hosting, **fields)
 
-    def _restart(self, error: WorkerError) -> None:
-        old = self.workers[error.process_index]
+    def _restart(self, index: int, error: WorkerError) -> None:
+        old = self.workers[index]
         old.stop()
         new = self._start_worker(old.index, self._active_of(old))
         self.workers[old.index] = new
@@ -220,25 +220,26 @@ class WorkerPool:
         for worker in workers:
             worker.reply = None
         lost = {worker.index: reply for worker, reply in zip(workers, replies) if isinstance(reply, WorkerError)}
+        answered = {worker.index: reply for worker, reply in zip(workers, replies) if isinstance(reply, tuple)}
         if lost:
             if not self.restart_on_failure:
-                for error in lost.values():
-                    self.workers[error.process_index].stop()
+                for index in lost:
+                    self.workers[index].stop()
                 self.failed = True
                 raise next(iter(lost.values()))
-            for error in lost.values():
-                self._restart(error)
+            for index, error in lost.items():
+                self._restart(index, error)
             if not substitute_lost:
                 raise next(iter(lost.values()))
         failures = [
             failure
-            for worker, reply in zip(workers, replies)
-            if worker.index not in lost and reply[0] == FAILED
-            for failure in rebuild_failures(worker.index, reply[1])
+            for index, reply in answered.items()
+            if reply[0] == FAILED
+            for failure in rebuild_failures(index, reply[1])
         ]
         if failures and raise_failures:
             raise error_from_failures(failures)
-        return [None if worker.index in lost else reply[1] for worker, reply in zip(workers, replies)], lost
+        return [None if worker.index in lost else answered[worker.index][1] for worker in workers], lost
 
     def close(self) -> list[WorkerError]:
         """Close the samplers and stop every worker; waits at most ``CLOSE_TIMEOUT`` s.

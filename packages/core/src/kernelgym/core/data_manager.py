@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
-from typing import Any
 from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 

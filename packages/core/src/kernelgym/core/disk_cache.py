@@ -25,8 +25,8 @@ import pickle
 import shutil
 import tempfile
 import warnings
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 __all__ = ["CacheWarning", "usable_folder", "check_cache_of"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import io
 import os
-from typing import Any
 import tempfile
+from typing import Any
 
 import numpy as np
 import torch

@@ -16,8 +16,8 @@ and bootstrap from the final observation on truncation.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Generator
+from typing import Any, cast
 
 import numpy
 import torch
@@ -115,7 +115,8 @@ def check_positive(name: str, value: Any) -> None:
 
 def check_timeout(timeout: Any) -> None:
     """Raise ValueError unless ``timeout`` is a positive number of seconds."""
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
+    # typeshed's numbers.Real lacks the reflected comparisons a Real has: compare it as a float
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not cast(float, timeout) > 0:
         raise ValueError(f"timeout: expected a positive number of seconds, got {timeout!r}")
 
 
@@ -294,7 +295,7 @@ def evaluate(envs, actor, *, n_steps: int | None = None, device=None) -> numpy.n
     return returns
 
 
-def episode(envs, actor, *, device=None) -> Iterator[tuple]:
+def episode(envs, actor, *, device=None) -> Generator[tuple, None, None]:
     """Step the envs forever, yielding every transition (episodic data generator).
 
     Yields

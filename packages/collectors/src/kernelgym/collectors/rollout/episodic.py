@@ -27,7 +27,9 @@ def rollout(envs, actor, *, batch_size: int = 1, device=None) -> Iterator[list[F
         raise ValueError(f"batch_size: expected a positive int, got {batch_size!r}")
     it = episode(envs, actor, device=device)
     try:
-        history, queue, base, t = [], [], 0, 0
+        history: list = []
+        queue: list = []
+        base, t = 0, 0
         beginning = None
         while True:
             while len(queue) >= batch_size:
