@@ -314,7 +314,9 @@ def memory_errors() -> tuple:
     """The exceptions of a failed allocation: numpy's MemoryError, and torch's own (a
     RuntimeError) when torch is loaded."""
     torch = sys.modules.get("torch")
-    return (MemoryError, torch.OutOfMemoryError) if hasattr(torch, "OutOfMemoryError") else (MemoryError,)
+    if torch is not None and hasattr(torch, "OutOfMemoryError"):
+        return (MemoryError, torch.OutOfMemoryError)
+    return (MemoryError,)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -273,7 +273,7 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
 
     result = TrainResult(config=config, backend=backend, agent=agent)
     episode_return = torch.zeros(N, device=device)
-    recent_returns = deque(maxlen=config.return_window)
+    recent_returns: deque[float] = deque(maxlen=config.return_window)
     env_steps = 0
     bar = tqdm(total=config.max_env_steps, unit="step", unit_scale=True, disable=not progress,
                desc=f"PPO {config.env_id} [{backend}]")

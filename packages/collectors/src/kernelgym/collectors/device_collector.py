@@ -16,6 +16,7 @@ no host synchronization) is read once per fragment, after the last step
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -249,10 +250,14 @@ class DeviceCollector:
             try:
                 self._check_actions()  # the fragment's one host read: a deferred bad action raises here
             except ValueError as error:
-                error.add_note(
+                note = (
                     "DeviceCollector: the policy gave this action in the fragment just collected "
                     "(raised at the fragment's end); the env did not step on it"
                 )
+                if sys.version_info >= (3, 11):
+                    error.add_note(note)
+                else:  # no add_note before 3.11 (it raised AttributeError there): the note joins the message
+                    error.args = (f"{error}\n{note}",)
                 raise
         return out
 

@@ -133,7 +133,7 @@ class _VectorTasksBase:
                 routes[-1][2] = position + 1
             else:
                 routes.append([group, position, position + 1])
-        self._routes = [tuple(route) for route in routes]
+        self._routes = [(group, start, stop) for group, start, stop in routes]
 
     def _check_open(self) -> None:
         if self._is_closed:
@@ -495,6 +495,8 @@ class VectorSampledTasks(_VectorTasksBase):
         When a sampler cannot be made (with the remote traceback).
     """
 
+    _pool: WorkerPool  # started in __init__ (close() copes with an __init__ that failed first)
+
     def __init__(
         self,
         make_sampler_fn: Callable[..., Any],
@@ -506,7 +508,6 @@ class VectorSampledTasks(_VectorTasksBase):
         read_timeout: float | None = 60.0,
         restart_on_failure: bool = False,
     ):
-        self._pool: WorkerPool | None = None
         self._waiting = False
         self._step_interrupted = False
         super().__init__(make_sampler_fn, sampler_fn_args, auto_resample_when_done)
@@ -631,7 +632,7 @@ class VectorSampledTasks(_VectorTasksBase):
         """Send one action per unpaused task; collect the results with ``wait_step``."""
         self._check_ready()
         self._check_actions(actions)
-        pack = PackedArray.pack if packable(actions) else lambda part: part
+        pack: Callable[[Any], Any] = PackedArray.pack if packable(actions) else lambda part: part
         workers = [self._pool.workers[group] for group, _, _ in self._routes]
         messages = [encode("step", (pack(actions[start:stop]),)) for _, start, stop in self._routes]
         self._guarded(lambda: self._pool.send(workers, messages))
@@ -674,7 +675,8 @@ class VectorSampledTasks(_VectorTasksBase):
             return
         self._is_closed = True
         self._waiting = self._step_interrupted = False
-        if self._pool is None:
+        pool = getattr(self, "_pool", None)  # None: __init__ failed before it started the pool
+        if pool is None:
             return
-        for error in self._pool.close():
+        for error in pool.close():
             warnings.warn(f"closing the samplers failed: {error}", RuntimeWarning, stacklevel=2)

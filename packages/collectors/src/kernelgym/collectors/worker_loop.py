@@ -31,10 +31,11 @@ def start_group(
         return None, (FAILED, portable_failures([SamplerFailure(None, exc)]))
 
 
-def serve(group: SamplerGroup, message: bytes) -> tuple[str | None, tuple]:
+def serve(group: SamplerGroup | None, message: bytes) -> tuple[str | None, tuple]:
     """Run one encoded ``SamplerGroup`` command: (the command, None if unreadable, and its reply).
 
-    A failure is the reply, never an exception: the caller answers every message.
+    A failure is the reply, never an exception: the caller answers every message (a group
+    that failed to start, None, fails every command).
     """
     command = None
     try:

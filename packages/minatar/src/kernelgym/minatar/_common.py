@@ -168,7 +168,8 @@ def make_specs(name, channels, minimal_actions, **fields) -> tuple[EnvSpec, EnvS
     def action_space(params):
         return spaces.Discrete(len(minimal_actions) if params.minimal_action_set else NUM_ACTIONS)
 
-    common = dict(observation_space=spaces.Box(0, 1, (GRID, GRID, channels), np.bool_),
+    # gymnasium's stubs leave bool out of Box's dtypes; Box itself takes it
+    common = dict(observation_space=spaces.Box(0, 1, (GRID, GRID, channels), np.bool_),  # type: ignore[arg-type]
                   action_space=action_space, max_episode_steps=None, **fields)
     description = fields.pop("description", "")
     common.pop("description", None)

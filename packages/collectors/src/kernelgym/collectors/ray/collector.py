@@ -246,7 +246,7 @@ class RayCollector(faults.ActorHosts):
     def _submit(self, host: faults.Host) -> Any:
         return host.actor.collect.remote([self._weights_ref])
 
-    def _fetch(self, ref: Any, host: faults.Host, deadline: float | None) -> Fragment:
+    def _fetch(self, ref: Any, host: faults.Host, deadline: float | None) -> Fragment | None:
         """The fragment of ``ref``; a lost actor is restarted (then: None) or stops all."""
         try:
             return faults.get(ref, host, deadline, self.timeout)
@@ -275,7 +275,8 @@ class RayCollector(faults.ActorHosts):
         fragment = suply(lambda leaf: leaf.to(self.device) if isinstance(leaf, torch.Tensor) else leaf, fragment)
         if self.memory is not None:
             width = int(fragment.state.fin.shape[1])
-            DeviceCollector.add_to(_Received(fragment, _Envs(width), self.n_steps), self.memory)
+            # _Received stands in for the collector: it has the three fields add_to reads
+            DeviceCollector.add_to(_Received(fragment, _Envs(width), self.n_steps), self.memory)  # type: ignore[arg-type]
         return fragment
 
     def _check_open(self) -> None:

@@ -13,6 +13,7 @@ driver, so ``WorkerCrashedError.exitcode`` is None here; Ray's message says how 
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -50,7 +51,7 @@ class Host:
 class ActorHosts:
     """What a class hosting its work in Ray actors (``self._hosts``, a list of `Host`) tells about them."""
 
-    _hosts: list[Host]
+    _hosts: Sequence[Host]  # read only here: a subclass keeps a list of its own Host subclass
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -173,7 +174,7 @@ def kill(host: Host, restart: bool = False) -> None:
         pass
 
 
-def wait_dead(hosts: list[Host], timeout: float) -> None:
+def wait_dead(hosts: Sequence[Host], timeout: float) -> None:
     """Return once every killed actor is reported dead by Ray, or after ``timeout`` s."""
     deadline = deadline_after(timeout)
     for host in hosts:

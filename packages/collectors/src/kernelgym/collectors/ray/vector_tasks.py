@@ -264,25 +264,26 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
         deadline = faults.deadline_after(self._read_timeout)
         replies = [self._receive(host, deadline) for host in hosts]
         lost = {host.index: reply for host, reply in zip(hosts, replies) if isinstance(reply, WorkerError)}
+        answered = {host.index: reply for host, reply in zip(hosts, replies) if not isinstance(reply, WorkerError)}
         if lost:
             if not self.restart_on_failure:
-                for error in lost.values():  # a hung actor would not answer close()
-                    self._hosts[error.process_index].serving = False
-                    faults.kill(self._hosts[error.process_index])
+                for index in lost:  # a hung actor would not answer close()
+                    self._hosts[index].serving = False
+                    faults.kill(self._hosts[index])
                 self.close()
                 raise next(iter(lost.values()))
-            for error in lost.values():
-                self._restart(error)
+            for index, error in lost.items():
+                self._restart(index, error)
             if not substitute_lost:
                 raise next(iter(lost.values()))
-        failures = [reply[1] for host, reply in zip(hosts, replies) if host.index not in lost and reply[0] == FAILED]
+        failures = [reply[1] for reply in answered.values() if reply[0] == FAILED]
         if failures and raise_failures:
             raise self._remote_error([failure for group in failures for failure in group])
-        return [None if host.index in lost else reply[1] for host, reply in zip(hosts, replies)], lost
+        return [None if host.index in lost else answered[host.index][1] for host in hosts], lost
 
-    def _restart(self, error: WorkerError) -> None:
-        """Wait for Ray to make the lost actor again, then pause what was paused."""
-        host = self._hosts[error.process_index]
+    def _restart(self, index: int, error: WorkerError) -> None:
+        """Wait for Ray to make the lost actor ``index`` again, then pause what was paused."""
+        host = self._hosts[index]
         if isinstance(error, faults.WorkerTimeoutError):
             faults.kill(host, restart=True)  # a hung actor is not restarted by Ray on its own
         reply = self._startup(host, faults.deadline_after(self._start_timeout))
@@ -292,7 +293,10 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             paused = sorted(set(range(host.count)) - set(active), reverse=True)
             for command, args in [("resume_all", ())] * bool(paused) + [("pause", (local,)) for local in paused]:
                 host.send(encode(command, args))
-                self._check_started(self._receive(host, faults.deadline_after(self._read_timeout)))
+                answer = self._receive(host, faults.deadline_after(self._read_timeout))
+                if isinstance(answer, WorkerError):  # lost again: not a reply to index into
+                    raise answer
+                self._check_started(answer)
         except WorkerError as failure:
             self.close()
             raise WorkerError(f"restarting {host.describe()} failed", **host.fields()) from failure
@@ -332,7 +336,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
         """Send one action per unpaused task; collect the results with ``wait_step``."""
         self._check_ready()
         self._check_actions(actions)
-        pack = PackedArray.pack if packable(actions) else lambda part: part
+        pack: Callable[[Any], Any] = PackedArray.pack if packable(actions) else lambda part: part
         messages = [encode("step", (pack(actions[start:stop]),)) for _, start, stop in self._routes]
         for (group, _, _), message in zip(self._routes, messages):
             self._hosts[group].send(message)
