@@ -58,9 +58,12 @@ def pytest_collection_modifyitems(config, items):
             if compilers_missing is None:
                 compilers_missing = _gpu_compilers_missing() or ""
             if compilers_missing:
-                item.add_marker(pytest.mark.skip(
-                    reason=f"GPU-compile test: {compilers_missing}; run `tox -e gpu-compile` "
-                           '(or pip install "kernelgym-core[gpu-compile]")'))
+                item.add_marker(
+                    pytest.mark.skip(
+                        reason=f"GPU-compile test: {compilers_missing}; run `tox -e gpu-compile` "
+                        '(or pip install "kernelgym-core[gpu-compile]")'
+                    )
+                )
         if "sim" in item.keywords and not SIMULATOR_ON:
             item.add_marker(needs_sim)
         if "gpu" in item.keywords:

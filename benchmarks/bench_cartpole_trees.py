@@ -45,10 +45,19 @@ print(json.dumps({"rate": n * steps / elapsed}))
 def measure(tree: Path, n: int, steps: int, threads: int, cache: Path) -> float:
     """One timed run (after a warm-up run) of ``tree``'s CartPole in a fresh process."""
     source_dirs = [str(tree / "packages" / name / "src") for name in ("core", "envs")]
-    environment = dict(os.environ, PYTHONPATH=os.pathsep.join(source_dirs),
-                       KERNELGYM_CACHE_DIR=str(cache / tree.name), NUMBA_CACHE_DIR=str(cache / tree.name / "numba"))
-    done = subprocess.run([sys.executable, "-c", MEASURE, str(tree), str(n), str(steps), str(threads)],
-                          capture_output=True, text=True, env=environment, check=False)
+    environment = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(source_dirs),
+        KERNELGYM_CACHE_DIR=str(cache / tree.name),
+        NUMBA_CACHE_DIR=str(cache / tree.name / "numba"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(tree), str(n), str(steps), str(threads)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"tree {tree}: the measurement failed:\n{done.stderr}")
     return json.loads(done.stdout.strip().splitlines()[-1])["rate"]

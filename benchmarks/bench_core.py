@@ -63,7 +63,7 @@ def main() -> None:
     bound = fm.bind("tick", "_timestep_")
     checked = median_seconds(lambda: tick.launch("cpu", 1, one), repeats, 2000)
     fast = median_seconds(bound, repeats, 2000)
-    rows.append(("launch overhead, `k.launch(\"cpu\", 1, x)` (checks arguments)", f"{checked * 1e6:.1f} us", ""))
+    rows.append(('launch overhead, `k.launch("cpu", 1, x)` (checks arguments)', f"{checked * 1e6:.1f} us", ""))
     rows.append(("launch overhead, `FunctionManager.bind(...)()`", f"{fast * 1e6:.1f} us", ""))
 
     # device-side reset of done envs vs the numpy equivalent
@@ -104,8 +104,11 @@ def main() -> None:
     kernel_time = median_seconds(reset_kernel, repeats, 20) - base
     numpy_time = median_seconds(reset_numpy, repeats, 20) - base
     rows.append(
-        (f"`reset_done_envs`, {n} envs, 10% done, 3 arrays (f32 (N,4), i64 (N,), f64 (N,10,3))",
-         f"{kernel_time * 1e3:.3f} ms", f"numpy masked copy: {numpy_time * 1e3:.3f} ms ({numpy_time / kernel_time:.1f}x)")
+        (
+            f"`reset_done_envs`, {n} envs, 10% done, 3 arrays (f32 (N,4), i64 (N,), f64 (N,10,3))",
+            f"{kernel_time * 1e3:.3f} ms",
+            f"numpy masked copy: {numpy_time * 1e3:.3f} ms ({numpy_time / kernel_time:.1f}x)",
+        )
     )
     log_time = median_seconds(dm.log_step, repeats, 20)
     rows.append((f"`log_step`, {n} envs, one f32 (N,4) array", f"{log_time * 1e3:.3f} ms", ""))
@@ -118,11 +121,16 @@ def main() -> None:
     numpy_rng = median_seconds(lambda: numpy_generator.random(out=out), repeats, 5)
     draws = n * 64
     rows.append(
-        (f"`rng.uniform`, {n} streams x 64 draws", f"{draws / kernel_rng / 1e6:.0f} M draws/s",
-         f"numpy Generator.random: {draws / numpy_rng / 1e6:.0f} M draws/s ({numpy_rng / kernel_rng:.1f}x)")
+        (
+            f"`rng.uniform`, {n} streams x 64 draws",
+            f"{draws / kernel_rng / 1e6:.0f} M draws/s",
+            f"numpy Generator.random: {draws / numpy_rng / 1e6:.0f} M draws/s ({numpy_rng / kernel_rng:.1f}x)",
+        )
     )
 
-    threads_setting = f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']} " if "NUMBA_NUM_THREADS" in os.environ else ""
+    threads_setting = (
+        f"NUMBA_NUM_THREADS={os.environ['NUMBA_NUM_THREADS']} " if "NUMBA_NUM_THREADS" in os.environ else ""
+    )
     lines = [
         "## kernelgym-core (cpu backend)",
         "",

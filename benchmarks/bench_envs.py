@@ -102,8 +102,12 @@ def bench_gymnasium(n: int, steps: int, repeats: int, mode: str) -> float:
 
 
 def bench_envpool(python: str, n: int, steps: int, repeats: int, threads: int):
-    result = subprocess.run([python, "-c", ENVPOOL_SCRIPT, str(n), str(steps), str(repeats), str(threads)],
-                            capture_output=True, text=True, timeout=1800)
+    result = subprocess.run(
+        [python, "-c", ENVPOOL_SCRIPT, str(n), str(steps), str(repeats), str(threads)],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if result.returncode != 0:
         return None, result.stderr.strip().splitlines()[-1] if result.stderr else "failed"
     payload = json.loads(result.stdout.strip().splitlines()[-1])
@@ -123,8 +127,13 @@ def main(argv=None) -> str:
     parser.add_argument("--sync-budget", type=int, default=100_000, help="env-steps per timed run (SyncVectorEnv)")
     parser.add_argument("--envpool-python", default=None, help="a Python with envpool installed")
     parser.add_argument("--envpool-threads", type=int, default=os.cpu_count())
-    parser.add_argument("--numba-threads", type=int, nargs="+", default=None,
-                        help="kernelgym thread counts to measure (default: 1 and all cores)")
+    parser.add_argument(
+        "--numba-threads",
+        type=int,
+        nargs="+",
+        default=None,
+        help="kernelgym thread counts to measure (default: 1 and all cores)",
+    )
     args = parser.parse_args(argv)
 
     import numba
@@ -141,13 +150,17 @@ def main(argv=None) -> str:
         sync = bench_gymnasium(n, steps_for(n, args.sync_budget), max(3, args.repeats // 2), "sync")
         envpool_rate = None
         if args.envpool_python:
-            envpool_rate, envpool_version = bench_envpool(args.envpool_python, n, steps, args.repeats,
-                                                          args.envpool_threads)
+            envpool_rate, envpool_version = bench_envpool(
+                args.envpool_python, n, steps, args.repeats, args.envpool_threads
+            )
         rows.append((n, ours_by_threads, vector, sync, envpool_rate))
-        print(f"N={n}: kernelgym {ours / 1e6:.2f} M/s (best of threads {thread_counts}), "
-              f"CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
-              f"SyncVectorEnv {sync / 1e6:.3f} M/s, EnvPool "
-              f"{'-' if envpool_rate is None else f'{envpool_rate / 1e6:.3f} M/s'}", file=sys.stderr)
+        print(
+            f"N={n}: kernelgym {ours / 1e6:.2f} M/s (best of threads {thread_counts}), "
+            f"CartPoleVectorEnv {vector / 1e6:.2f} M/s, "
+            f"SyncVectorEnv {sync / 1e6:.3f} M/s, EnvPool "
+            f"{'-' if envpool_rate is None else f'{envpool_rate / 1e6:.3f} M/s'}",
+            file=sys.stderr,
+        )
     load_end = os.getloadavg()[0]
 
     def ratio(a, b):
@@ -179,7 +192,8 @@ def main(argv=None) -> str:
         "",
         "M env-steps/s (ratios: kernelgym's best thread count against the others)",
         "",
-        "| N | " + " | ".join(f"kernelgym {t} thread{'s' if t > 1 else ''}" for t in thread_counts)
+        "| N | "
+        + " | ".join(f"kernelgym {t} thread{'s' if t > 1 else ''}" for t in thread_counts)
         + " | gymnasium CartPoleVectorEnv | SyncVectorEnv | EnvPool "
         "| vs CartPoleVectorEnv | vs SyncVectorEnv | vs EnvPool |",
         "|---|" + "---|" * (len(thread_counts) + 6),
@@ -187,7 +201,8 @@ def main(argv=None) -> str:
     for n, ours_by_threads, vector, sync, envpool_rate in rows:
         ours = max(ours_by_threads.values())
         lines.append(
-            f"| {n} | " + " | ".join(rate(ours_by_threads[t]) for t in thread_counts)
+            f"| {n} | "
+            + " | ".join(rate(ours_by_threads[t]) for t in thread_counts)
             + f" | {rate(vector)} | {rate(sync)} | {rate(envpool_rate)} "
             f"| {ratio(ours, vector)} | {ratio(ours, sync)} | {ratio(ours, envpool_rate)} |"
         )

@@ -53,13 +53,23 @@ def workloads(tiny: bool) -> list[Workload]:
     tag_envs, tag_runners = (4, 9) if tiny else (TAG_ENVS, TAG_RUNNERS)
     tag = {"num_taggers": 1, "num_runners": tag_runners}
     rows = [Workload("CartPole-v1", "CartPole-v1", 2**e, 1) for e in exponents]
-    rows.append(Workload("TagContinuous-v0 (WarpDrive: 2.9 M on an A100)", "TagContinuous-v0", tag_envs,
-                         tag_runners + 1, tag))
-    rows.append(Workload(f"TagContinuous-v0, {TAG_NEAREST} nearest observed", "TagContinuous-v0", tag_envs,
-                         tag_runners + 1, {**tag, "use_full_observation": False,
-                                           "num_other_agents_observed": min(TAG_NEAREST, tag_runners)}))
-    rows.append(Workload("DeviceCollector CartPole-v1, MLP 4-32-2", "CartPole-v1", 64 if tiny else COLLECTOR_ENVS,
-                         1, collector=True))
+    rows.append(
+        Workload("TagContinuous-v0 (WarpDrive: 2.9 M on an A100)", "TagContinuous-v0", tag_envs, tag_runners + 1, tag)
+    )
+    rows.append(
+        Workload(
+            f"TagContinuous-v0, {TAG_NEAREST} nearest observed",
+            "TagContinuous-v0",
+            tag_envs,
+            tag_runners + 1,
+            {**tag, "use_full_observation": False, "num_other_agents_observed": min(TAG_NEAREST, tag_runners)},
+        )
+    )
+    rows.append(
+        Workload(
+            "DeviceCollector CartPole-v1, MLP 4-32-2", "CartPole-v1", 64 if tiny else COLLECTOR_ENVS, 1, collector=True
+        )
+    )
     return rows
 
 
@@ -113,11 +123,15 @@ def header(backend: str, repeats: int) -> list[str]:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     command = "python benchmarks/bench_gpu.py " + " ".join(sys.argv[1:])
     return [
-        "## GPU throughput", "",
+        "## GPU throughput",
+        "",
         f"- Device: {device_name(backend)}",
         f"- Date: {stamp}; command: `{command.strip()}`; median of {repeats} runs after a warm-up; "
         "actions made on the device beforehand, check_action_values=False; one device sync per timed run",
-        "", "| workload | envs | agents | env-steps/s |", "|---|---:|---:|---:|"]
+        "",
+        "| workload | envs | agents | env-steps/s |",
+        "|---|---:|---:|---:|",
+    ]
 
 
 def run(backend: str, tiny: bool, repeats: int, out: Path) -> str:
@@ -131,10 +145,19 @@ def run(backend: str, tiny: bool, repeats: int, out: Path) -> str:
             rate = collector_rate(workload.num_envs, backend, 16 if not tiny else 4, repeats)
         else:
             # the 1,000-agent rows take ten times fewer steps
-            rate = env_rate(workload.env_id, workload.num_envs, backend,
-                            steps if workload.num_agents == 1 else max(2, steps // 10), repeats, **workload.params)
-        envs = f"2^{workload.num_envs.bit_length() - 1}" if workload.env_id == "CartPole-v1" \
-            and not workload.collector else f"{workload.num_envs:,}"
+            rate = env_rate(
+                workload.env_id,
+                workload.num_envs,
+                backend,
+                steps if workload.num_agents == 1 else max(2, steps // 10),
+                repeats,
+                **workload.params,
+            )
+        envs = (
+            f"2^{workload.num_envs.bit_length() - 1}"
+            if workload.env_id == "CartPole-v1" and not workload.collector
+            else f"{workload.num_envs:,}"
+        )
         lines.append(f"| {workload.label} | {envs} | {workload.num_agents:,} | {rate:,.0f} |")
         print(lines[-1], flush=True)
         with out.open("a") as file:  # a row survives a later workload that fails or runs out of time
@@ -144,8 +167,12 @@ def run(backend: str, tiny: bool, repeats: int, out: Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", default="cuda", choices=["cuda", "cpu"],
-                        help="cuda (default; the numbers this script is for) or cpu (checks the code path)")
+    parser.add_argument(
+        "--backend",
+        default="cuda",
+        choices=["cuda", "cpu"],
+        help="cuda (default; the numbers this script is for) or cpu (checks the code path)",
+    )
     parser.add_argument("--tiny", action="store_true", help="tiny N: check the code path, not a measurement")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=RESULTS, help="markdown file to write (default: %(default)s)")
@@ -157,8 +184,11 @@ def main(argv=None) -> int:
     try:
         backend = resolve_backend(options.backend)
     except BackendUnavailableError as error:
-        print(f"bench_gpu: {error}. These benchmarks measure a GPU; run them where one is usable "
-              "(or pass --backend cpu --tiny to check the code path).", file=sys.stderr)
+        print(
+            f"bench_gpu: {error}. These benchmarks measure a GPU; run them where one is usable "
+            "(or pass --backend cpu --tiny to check the code path).",
+            file=sys.stderr,
+        )
         return 2
     section = run(backend, options.tiny, options.repeats, options.out)
     options.out.write_text(section)

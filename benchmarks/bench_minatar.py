@@ -24,8 +24,13 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "minatar.md"
-GAMES = {"Asterix": "asterix", "Breakout": "breakout", "Freeway": "freeway", "Seaquest": "seaquest",
-         "SpaceInvaders": "space_invaders"}
+GAMES = {
+    "Asterix": "asterix",
+    "Breakout": "breakout",
+    "Freeway": "freeway",
+    "Seaquest": "seaquest",
+    "SpaceInvaders": "space_invaders",
+}
 ACTION_BATCHES = 8
 
 
@@ -109,11 +114,12 @@ def main(argv=None) -> None:
         f"{os.cpu_count()} cpus, numba threads {os.environ.get('NUMBA_NUM_THREADS', 'default')})",
         "",
         f"Median of {args.rounds} interleaved rounds of {args.seconds:g} s each. Original: minatar 1.0.15, one env, "
-        "Python. kernelgym: `make(..., backend=\"cpu\")`, random actions, NEXT_STEP autoreset. Bytes/step: state "
+        'Python. kernelgym: `make(..., backend="cpu")`, random actions, NEXT_STEP autoreset. Bytes/step: state '
         "read and written, observation, action, reward and flags, per env step (a lower bound). Measured copy "
         f"bandwidth (numpy, read + write): {bandwidth / 1e9:.1f} GB/s.",
         "",
-        "| game | original (1 env) | " + " | ".join(f"N = {n:,}" for n in args.sizes)
+        "| game | original (1 env) | "
+        + " | ".join(f"N = {n:,}" for n in args.sizes)
         + " | bytes/step | GB/s at the largest N | x original at the largest N |",
         "|---|---|" + "---|" * len(args.sizes) + "---|---|---|",
     ]
@@ -121,8 +127,11 @@ def main(argv=None) -> None:
         original = statistics.median(rates[(game, "original")])
         medians = [statistics.median(rates[(game, n)]) for n in args.sizes]
         step_bytes = runs[(game, args.sizes[-1])].step_bytes
-        lines.append(f"| {game} | {original:,.0f} | " + " | ".join(f"{rate:,.0f}" for rate in medians)
-                     + f" | {step_bytes:,} | {medians[-1] * step_bytes / 1e9:.2f} | {medians[-1] / original:,.0f} |")
+        lines.append(
+            f"| {game} | {original:,.0f} | "
+            + " | ".join(f"{rate:,.0f}" for rate in medians)
+            + f" | {step_bytes:,} | {medians[-1] * step_bytes / 1e9:.2f} | {medians[-1] / original:,.0f} |"
+        )
     text = "\n".join(lines) + "\n"
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text)

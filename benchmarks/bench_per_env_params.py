@@ -83,33 +83,48 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=41)
     args = parser.parse_args()
     threads = numba.get_num_threads()
-    machine = (f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
-               f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
-               f"{tuple(round(x, 2) for x in os.getloadavg())}")
-    method = (f"- CartPole-v1, cpu backend, the composed step launch with random actions, env-steps per second of "
-              f"process CPU time; {args.repeats} rounds, each timing every variant back to back in a rotating order; "
-              "rates are medians (min-max), costs the median of each round's ratio to the constants (a change of the "
-              "machine's speed between rounds cancels)")
-    header = ("| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "
-              "| set_params host time |")
-    lines = ["## Per-env params against compile-time constants (benchmarks/bench_per_env_params.py)", "",
-             machine, method, "", header, "|---|---|---|---|---|---|---|---|---|"]
+    machine = (
+        f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%dT%H:%M} UTC; machine: "
+        f"{platform.machine()}, {os.cpu_count()} cores, numba threads {threads}; load average at start "
+        f"{tuple(round(x, 2) for x in os.getloadavg())}"
+    )
+    method = (
+        f"- CartPole-v1, cpu backend, the composed step launch with random actions, env-steps per second of "
+        f"process CPU time; {args.repeats} rounds, each timing every variant back to back in a rotating order; "
+        "rates are medians (min-max), costs the median of each round's ratio to the constants (a change of the "
+        "machine's speed between rounds cancels)"
+    )
+    header = (
+        "| N | constants (env-steps/s) | per-env table | cost | length per env | cost | randomize length | cost "
+        "| set_params host time |"
+    )
+    lines = [
+        "## Per-env params against compile-time constants (benchmarks/bench_per_env_params.py)",
+        "",
+        machine,
+        method,
+        "",
+        header,
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for n in SIZES:
         envs, actions = _envs(n)
         names = list(envs)
         steps = max(3, 400_000 // n)
         rates = {name: [] for name in names}
         for round_index in range(args.repeats):
-            order = names[round_index % len(names):] + names[:round_index % len(names)]
+            order = names[round_index % len(names) :] + names[: round_index % len(names)]
             for name in order:
                 rates[name].append(_rate(envs[name], actions, steps))
         median = {name: statistics.median(values) for name, values in rates.items()}
         spread = {name: f"({min(v) / 1e6:.1f}-{max(v) / 1e6:.1f})" for name, v in rates.items()}
         cost = {name: 1.0 - statistics.median(np.array(rates[name]) / np.array(rates["constants"])) for name in names}
         host = _set_params_seconds(envs["per-env table"], 2000 if n <= 65_536 else 50)
-        lines.append(f"| {n:,} | {median['constants'] / 1e6:.1f} M {spread['constants']} | "
-                     + "".join(f"{median[name] / 1e6:.1f} M {spread[name]} | {cost[name]:+.1%} | "
-                               for name in names[1:]) + f"{host * 1e6:,.0f} us |")
+        lines.append(
+            f"| {n:,} | {median['constants'] / 1e6:.1f} M {spread['constants']} | "
+            + "".join(f"{median[name] / 1e6:.1f} M {spread[name]} | {cost[name]:+.1%} | " for name in names[1:])
+            + f"{host * 1e6:,.0f} us |"
+        )
         print(lines[-1], flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")

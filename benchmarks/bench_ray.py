@@ -94,7 +94,9 @@ def on_ray(count: int, collectors: int, sync: bool = True) -> tuple[float, int, 
         ENV_ID, LinearActor(), N_STEPS, num_envs=NUM_ENVS, num_collectors=collectors, seed=SEED, sync=sync
     ) as collector:
         fragments = iter(collector)
-        steps = rate(fragments, count * collectors if not sync else count, N_STEPS * NUM_ENVS * (collectors if sync else 1))
+        steps = rate(
+            fragments, count * collectors if not sync else count, N_STEPS * NUM_ENVS * (collectors if sync else 1)
+        )
         if not sync:
             return steps, 0, 0
         one = collector.collect()
@@ -110,7 +112,9 @@ def torchrl_ray(count: int, collectors: int) -> float:
     from kernelgym.envs.gymnasium_adapter import KernelGymnasiumVectorEnv
 
     def make_env():
-        inner = KernelGymnasiumVectorEnv(ENV_ID, num_envs=NUM_ENVS, backend="cpu", seed=SEED, autoreset_mode="same_step")
+        inner = KernelGymnasiumVectorEnv(
+            ENV_ID, num_envs=NUM_ENVS, backend="cpu", seed=SEED, autoreset_mode="same_step"
+        )
         inner.autoreset_mode = inner.metadata["autoreset_mode"]  # by hand: see the module docstring
         return GymWrapper(inner, categorical_action_encoding=True)
 

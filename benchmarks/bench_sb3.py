@@ -43,8 +43,20 @@ class StopAtTarget(BaseCallback):
 
 
 def time_to_target(venv, seed: int, max_steps: int) -> tuple[float, int, bool]:
-    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, seed=seed, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=1e-3,
+        clip_range=0.2,
+        seed=seed,
+        device="cpu",
+    )
     callback = StopAtTarget()
     start = time.perf_counter()
     model.learn(max_steps, callback=callback)
@@ -63,8 +75,9 @@ def main() -> None:
     load_at_start = os.getloadavg()[0]
     rows = []
     for seed in args.seeds:
-        kernel = time_to_target(KernelSB3VecEnv("CartPole-v1", NUM_ENVS, backend="cpu", seed=seed), seed,
-                                args.max_steps)
+        kernel = time_to_target(
+            KernelSB3VecEnv("CartPole-v1", NUM_ENVS, backend="cpu", seed=seed), seed, args.max_steps
+        )
         dummy = time_to_target(make_vec_env("CartPole-v1", n_envs=NUM_ENVS, seed=seed), seed, args.max_steps)
         rows.append((seed, kernel, dummy))
     load = os.getloadavg()
@@ -88,12 +101,17 @@ def main() -> None:
         ratio = d_time / k_time
         if k_ok and d_ok:
             ratios.append(ratio)
-        lines.append(f"| {seed} | {k_time:.1f} ({k_steps}){'' if k_ok else ' not reached'} | "
-                     f"{d_time:.1f} ({d_steps}){'' if d_ok else ' not reached'} | {ratio:.2f} |")
+        lines.append(
+            f"| {seed} | {k_time:.1f} ({k_steps}){'' if k_ok else ' not reached'} | "
+            f"{d_time:.1f} ({d_steps}){'' if d_ok else ' not reached'} | {ratio:.2f} |"
+        )
     if ratios:
-        lines += ["", f"Median ratio over seeds that reached 475 both ways: {statistics.median(ratios):.2f} "
-                  "(above 1: kernelgym's VecEnv reaches 475 sooner). The two runs of a seed differ in env "
-                  "steps as well as speed: the envs' random streams differ, so do the episodes."]
+        lines += [
+            "",
+            f"Median ratio over seeds that reached 475 both ways: {statistics.median(ratios):.2f} "
+            "(above 1: kernelgym's VecEnv reaches 475 sooner). The two runs of a seed differ in env "
+            "steps as well as speed: the envs' random streams differ, so do the episodes.",
+        ]
     text = "\n".join(lines) + "\n"
     out = Path(__file__).parent / "results" / "sb3.md"
     out.write_text(text)

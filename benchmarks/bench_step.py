@@ -146,8 +146,7 @@ def gymnax_rates(sizes, repeats):
         def one(carry, key):
             state = carry
             actions = jax.random.randint(key, (n,), 0, 2)
-            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(jax.random.split(key, n), state, actions,
-                                                                        params)
+            _, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(jax.random.split(key, n), state, actions, params)
             return state, None
 
         scan = jax.jit(lambda s, k: jax.lax.scan(one, s, jax.random.split(k, 100))[0])
@@ -184,15 +183,26 @@ def main() -> None:
     args = parser.parse_args()
     load_start = os.getloadavg()
     worker = None
-    names = ["step()", "step() numpy", "step() no statistics", "kernel", "plain loop + statistics", "plain loop",
-             "gymnasium numpy vector"]
+    names = [
+        "step()",
+        "step() numpy",
+        "step() no statistics",
+        "kernel",
+        "plain loop + statistics",
+        "plain loop",
+        "gymnasium numpy vector",
+    ]
     if args.base is not None:
         packages = args.base / "packages"
-        environment = {**os.environ, "PYTHONPATH": f"{packages / 'core/src'}:{packages / 'envs/src'}",
-                       "KERNELGYM_CACHE_DIR": str(args.base / ".cache"),
-                       "NUMBA_CACHE_DIR": str(args.base / ".cache/numba")}
-        worker = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, env=environment)
+        environment = {
+            **os.environ,
+            "PYTHONPATH": f"{packages / 'core/src'}:{packages / 'envs/src'}",
+            "KERNELGYM_CACHE_DIR": str(args.base / ".cache"),
+            "NUMBA_CACHE_DIR": str(args.base / ".cache/numba"),
+        }
+        worker = subprocess.Popen(
+            [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment
+        )
         # last: the contender timed right after the worker ran slower even after the pause
         names.append("step() before")
     contenders = {n: Contenders(n, worker) for n in args.sizes}
@@ -219,6 +229,7 @@ def main() -> None:
             rates[n][names[-1]] = gymnax[n]
     try:
         import envpool  # noqa: F401
+
         notes.append("EnvPool is installed but not run by this script: see bench_envs.py --envpool-python.")
     except ImportError:
         notes.append("EnvPool is not installed here: its column is left out (bench_envs.py runs it from its own venv).")
@@ -261,29 +272,38 @@ def report(args, names, rates, bandwidth, load_start, load_end, notes) -> str:
     ]
     for n, row in rates.items():
         lines.append(f"| {n:,} | " + " | ".join(fmt(row[name]) for name in names) + " |")
-    ratios = [("step() numpy", "plain loop + statistics"), ("step() no statistics", "plain loop"),
-              ("step()", "plain loop + statistics"), ("step() numpy", "gymnasium numpy vector"),
-              ("step()", "gymnasium numpy vector")]
-    lines += ["", "Ratios: the median over rounds of each round's ratio (a round times every contender back to "
-              "back, so a change of the machine's speed between rounds cancels), and in brackets the ratio of "
-              "the best rounds (what each reaches when the machine is least disturbed); same work and same "
-              "inputs in the first two, same numpy inputs in the fourth; and step() against memory alone "
-              "(medians):", "",
-              "| N | " + " | ".join(f"{a} / {b}" for a, b in ratios) + " | step() / memory limit |",
-              "|---|" + "---|" * (len(ratios) + 1)]
+    ratios = [
+        ("step() numpy", "plain loop + statistics"),
+        ("step() no statistics", "plain loop"),
+        ("step()", "plain loop + statistics"),
+        ("step() numpy", "gymnasium numpy vector"),
+        ("step()", "gymnasium numpy vector"),
+    ]
+    lines += [
+        "",
+        "Ratios: the median over rounds of each round's ratio (a round times every contender back to "
+        "back, so a change of the machine's speed between rounds cancels), and in brackets the ratio of "
+        "the best rounds (what each reaches when the machine is least disturbed); same work and same "
+        "inputs in the first two, same numpy inputs in the fourth; and step() against memory alone "
+        "(medians):",
+        "",
+        "| N | " + " | ".join(f"{a} / {b}" for a, b in ratios) + " | step() / memory limit |",
+        "|---|" + "---|" * (len(ratios) + 1),
+    ]
     for n, row in rates.items():
         median = {name: statistics.median(values) for name, values in row.items()}
         cells = [f"{paired_ratio(row[a], row[b]):.2f}x ({max(row[a]) / max(row[b]):.2f}x)" for a, b in ratios]
-        lines.append(f"| {n:,} | " + " | ".join(cells)
-                     + f" | {median['step()'] / limit:.2f} |")
-    per_call = [f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us "
-                f"(numpy actions {n / statistics.median(row['step() numpy']) * 1e6:.1f} us)"
-                + (f", before {n / statistics.median(row['step() before']) * 1e6:.1f} us"
-                   if "step() before" in row else "")
-                + f", kernel {n / statistics.median(row['kernel']) * 1e6:.1f} us, "
-                f"plain loop + statistics {n / statistics.median(row['plain loop + statistics']) * 1e6:.1f} us, "
-                f"plain loop {n / statistics.median(row['plain loop']) * 1e6:.1f} us"
-                for n, row in rates.items() if n <= 1024]
+        lines.append(f"| {n:,} | " + " | ".join(cells) + f" | {median['step()'] / limit:.2f} |")
+    per_call = [
+        f"N = {n:,}: step() {n / statistics.median(row['step()']) * 1e6:.1f} us "
+        f"(numpy actions {n / statistics.median(row['step() numpy']) * 1e6:.1f} us)"
+        + (f", before {n / statistics.median(row['step() before']) * 1e6:.1f} us" if "step() before" in row else "")
+        + f", kernel {n / statistics.median(row['kernel']) * 1e6:.1f} us, "
+        f"plain loop + statistics {n / statistics.median(row['plain loop + statistics']) * 1e6:.1f} us, "
+        f"plain loop {n / statistics.median(row['plain loop']) * 1e6:.1f} us"
+        for n, row in rates.items()
+        if n <= 1024
+    ]
     lines += ["", "Per call: " + "; ".join(per_call) + ".", ""]
     lines += [f"- {note}" for note in notes]
     return "\n".join(lines) + "\n"

@@ -30,9 +30,11 @@ ENV_COUNTS = (16, 200, 2_000)
 NEAREST = (2, 10)
 AGENTS = 1_000
 # WarpDrive's published Tag configuration, for the rows' side column
-WARPDRIVE = ("WarpDrive (paper, A100): 2,000 envs x 1,000 agents, 2.9 M env-steps/s; its run config "
-             "tag_continuous.yaml: 5 taggers, 100 runners, use_full_observation False, "
-             "num_other_agents_observed 10")
+WARPDRIVE = (
+    "WarpDrive (paper, A100): 2,000 envs x 1,000 agents, 2.9 M env-steps/s; its run config "
+    "tag_continuous.yaml: 5 taggers, 100 runners, use_full_observation False, "
+    "num_other_agents_observed 10"
+)
 
 
 class Workload(NamedTuple):
@@ -51,12 +53,31 @@ def workloads(env_counts=ENV_COUNTS) -> list[Workload]:
     for num_envs in env_counts:
         for nearest in NEAREST:
             for grid in (False, True):
-                params = {"num_taggers": 1, "num_runners": AGENTS - 1, "use_full_observation": False,
-                          "num_other_agents_observed": nearest, "grid_neighbours": grid}
-                rows.append(Workload(f"TagContinuous-v0, K={nearest}, {'grid' if grid else 'all pairs'}",
-                                     "TagContinuous-v0", num_envs, AGENTS, params))
-        rows.append(Workload("TagGridWorld-v0, full observation", "TagGridWorld-v0", num_envs, AGENTS,
-                             {"num_taggers": AGENTS - 1, "num_runners": 1}))
+                params = {
+                    "num_taggers": 1,
+                    "num_runners": AGENTS - 1,
+                    "use_full_observation": False,
+                    "num_other_agents_observed": nearest,
+                    "grid_neighbours": grid,
+                }
+                rows.append(
+                    Workload(
+                        f"TagContinuous-v0, K={nearest}, {'grid' if grid else 'all pairs'}",
+                        "TagContinuous-v0",
+                        num_envs,
+                        AGENTS,
+                        params,
+                    )
+                )
+        rows.append(
+            Workload(
+                "TagGridWorld-v0, full observation",
+                "TagGridWorld-v0",
+                num_envs,
+                AGENTS,
+                {"num_taggers": AGENTS - 1, "num_runners": 1},
+            )
+        )
     return rows
 
 
@@ -64,8 +85,7 @@ def buffer_bytes(workload: Workload) -> int:
     """The observation buffer's bytes (the one that grows with N x A x obs)."""
     from kernelgym.envs.registry import get_spec
 
-    resolved = get_spec(workload.env_id).resolve(
-        type(get_spec(workload.env_id).params)(**workload.params))
+    resolved = get_spec(workload.env_id).resolve(type(get_spec(workload.env_id).params)(**workload.params))
     return workload.num_envs * workload.num_agents * resolved.observation_space.shape[0] * 4
 
 
@@ -84,8 +104,14 @@ def measure_group(group: list[Workload], cell_seconds: float) -> list[float]:
 
     envs, actions = [], []
     for workload in group:
-        env = kge.make(workload.env_id, num_envs=workload.num_envs, backend="cpu", seed=0,
-                       check_action_values=False, **workload.params)
+        env = kge.make(
+            workload.env_id,
+            num_envs=workload.num_envs,
+            backend="cpu",
+            seed=0,
+            check_action_values=False,
+            **workload.params,
+        )
         env.reset(seed=0)
         env.action_space.seed(0)
         actions.append(torch.as_tensor(env.action_space.sample()))
@@ -108,20 +134,29 @@ def measure_group(group: list[Workload], cell_seconds: float) -> list[float]:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--envs", type=int, nargs="+", default=list(ENV_COUNTS))
-    parser.add_argument("--cell-seconds", type=float, default=20.0,
-                        help="time cap of a cell's timed steps (default %(default)s; at least one step)")
+    parser.add_argument(
+        "--cell-seconds",
+        type=float,
+        default=20.0,
+        help="time cap of a cell's timed steps (default %(default)s; at least one step)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     options = parser.parse_args(argv)
     import numba
 
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines = ["## Tag at WarpDrive's scale, cpu backend", "",
-             f"- Machine: {platform.processor() or platform.machine()}, numba threads {numba.get_num_threads()}; "
-             f"date {stamp}; command `python benchmarks/bench_tag.py {' '.join(sys.argv[1:])}`",
-             f"- Best step of each cell after a warm-up step, in rounds of one step of each variant of an env "
-             f"count until one has spent {options.cell_seconds:g} s; random actions, check_action_values=False",
-             f"- {WARPDRIVE}", "",
-             "| workload | envs | agents | env-steps/s | step (s) |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "## Tag at WarpDrive's scale, cpu backend",
+        "",
+        f"- Machine: {platform.processor() or platform.machine()}, numba threads {numba.get_num_threads()}; "
+        f"date {stamp}; command `python benchmarks/bench_tag.py {' '.join(sys.argv[1:])}`",
+        f"- Best step of each cell after a warm-up step, in rounds of one step of each variant of an env "
+        f"count until one has spent {options.cell_seconds:g} s; random actions, check_action_values=False",
+        f"- {WARPDRIVE}",
+        "",
+        "| workload | envs | agents | env-steps/s | step (s) |",
+        "|---|---:|---:|---:|---:|",
+    ]
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text("\n".join(lines) + "\n")
 
@@ -135,15 +170,20 @@ def main(argv=None) -> int:
     for num_envs in options.envs:
         group = [w for w in rows if w.num_envs == num_envs]
         # the variants live side by side: leave a quarter of the memory free
-        fits = [w for w in group if sum(buffer_bytes(x) for x in group[:group.index(w) + 1])
-                < 0.75 * available_bytes()]
+        fits = [
+            w for w in group if sum(buffer_bytes(x) for x in group[: group.index(w) + 1]) < 0.75 * available_bytes()
+        ]
         for workload in group:
             if workload not in fits:
-                emit(f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | skipped: its observations "
-                     f"need {buffer_bytes(workload) / 2**30:.1f} GiB | - |")
+                emit(
+                    f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | skipped: its observations "
+                    f"need {buffer_bytes(workload) / 2**30:.1f} GiB | - |"
+                )
         for workload, seconds in zip(fits, measure_group(fits, options.cell_seconds)):
-            emit(f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | "
-                 f"{num_envs / seconds:,.0f} | {seconds:.3f} |")
+            emit(
+                f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | "
+                f"{num_envs / seconds:,.0f} | {seconds:.3f} |"
+            )
     print(f"\nwritten to {options.out}")
     return 0
 

@@ -111,7 +111,9 @@ def main() -> None:
             name: (statistics.median(r[0] for r in values), statistics.median(r[1] for r in values))
             for name, values in runs.items()
         }
-        print(num_envs, {name: f"{rate:,.0f}/s {cpu:.0f}us" for name, (rate, cpu) in table[num_envs].items()}, flush=True)
+        print(
+            num_envs, {name: f"{rate:,.0f}/s {cpu:.0f}us" for name, (rate, cpu) in table[num_envs].items()}, flush=True
+        )
     load_after = os.getloadavg()
 
     processes = {
@@ -143,7 +145,11 @@ def main() -> None:
     ]
     for num_envs, medians in table.items():
         base = medians["AsyncVectorEnv"][0]
-        cells = [f"{medians[n][0]:,.0f} ({processes[n](num_envs)})" + ("" if n == "AsyncVectorEnv" else f" {medians[n][0] / base:.2f}x") for n in names]
+        cells = [
+            f"{medians[n][0]:,.0f} ({processes[n](num_envs)})"
+            + ("" if n == "AsyncVectorEnv" else f" {medians[n][0] / base:.2f}x")
+            for n in names
+        ]
         lines.append(f"| {num_envs} | " + " | ".join(cells) + " |")
     lines += ["", "CPU microseconds per env-step, parent and workers together:", ""]
     lines += ["| envs | " + " | ".join(names) + " |", "|---:|" + "---:|" * len(names)]

@@ -21,7 +21,11 @@ from kernelgym.minatar.side_by_side import GAMES, compare
 
 UP = 2
 OPTIONS = (  # sticky_action_prob, difficulty_ramping, minimal_action_set
-    (0.1, True, True), (0.1, True, False), (0.5, False, True), (0.0, True, False))
+    (0.1, True, True),
+    (0.1, True, False),
+    (0.5, False, True),
+    (0.0, True, False),
+)
 
 
 def _actions(rng, steps, num_envs, minimal, minimal_set, avoid_up):
@@ -47,19 +51,23 @@ def main(argv=None) -> int:
             sticky, ramping, minimal = OPTIONS[runs % len(OPTIONS)]
             rng = np.random.default_rng(seed)
             actions = _actions(rng, steps, args.envs, minimal, minimal_set, avoid_up=runs % 2 == 1)
-            mismatch, counts = compare(game, actions, seed, sticky_action_prob=sticky, difficulty_ramping=ramping,
-                                       minimal_action_set=minimal)
+            mismatch, counts = compare(
+                game, actions, seed, sticky_action_prob=sticky, difficulty_ramping=ramping, minimal_action_set=minimal
+            )
             if mismatch is not None:
-                print(f"{game}: MISMATCH (seed {seed}, sticky {sticky}, ramping {ramping}, minimal {minimal}): "
-                      f"{mismatch}")
+                print(
+                    f"{game}: MISMATCH (seed {seed}, sticky {sticky}, ramping {ramping}, minimal {minimal}): {mismatch}"
+                )
                 return 1
             for key in totals:
                 totals[key] += counts[key]
             runs += 1
             seed += 1
-        print(f"{game}: identical over {totals['transitions']:,} transitions, {totals['episodes']:,} resets, "
-              f"{totals['draws']:,} random draws ({runs} runs of {args.envs} envs x {steps} steps, seeds 0-{seed - 1}; "
-              f"{time.perf_counter() - started:.0f} s)")
+        print(
+            f"{game}: identical over {totals['transitions']:,} transitions, {totals['episodes']:,} resets, "
+            f"{totals['draws']:,} random draws ({runs} runs of {args.envs} envs x {steps} steps, seeds 0-{seed - 1}; "
+            f"{time.perf_counter() - started:.0f} s)"
+        )
     return 0
 
 

@@ -20,9 +20,20 @@ from kernelgym.envs.classic.cartpole import CartPoleParams, dynamics, outcome
 
 # gymnasium's constants as globals: numba freezes them into the compiled loop
 _P = CartPoleParams()
-GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = _P.gravity, _P.masscart, _P.masspole, _P.length, _P.force_mag, _P.tau
-SEMI_IMPLICIT, X_LIMIT, THETA_LIMIT, SUTTON_BARTO = (_P.semi_implicit_euler, _P.x_threshold,
-                                                     _P.theta_threshold_radians, _P.sutton_barto_reward)
+GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU = (
+    _P.gravity,
+    _P.masscart,
+    _P.masspole,
+    _P.length,
+    _P.force_mag,
+    _P.tau,
+)
+SEMI_IMPLICIT, X_LIMIT, THETA_LIMIT, SUTTON_BARTO = (
+    _P.semi_implicit_euler,
+    _P.x_threshold,
+    _P.theta_threshold_radians,
+    _P.sutton_barto_reward,
+)
 BOUND = _P.reset_bound
 
 
@@ -41,8 +52,20 @@ def _reset_env(i, state, rewards, terminated, truncated, episode_steps, rng_stat
 def _step_env(i, actions, state, rewards, terminated, truncated, episode_steps, max_steps):
     """Step env ``i``; returns its reward."""
     x, x_dot, theta, theta_dot = dynamics(
-        np.float64(state[i, 0]), np.float64(state[i, 1]), np.float64(state[i, 2]), np.float64(state[i, 3]),
-        actions[i] == 1, GRAVITY, MASSCART, MASSPOLE, LENGTH, FORCE_MAG, TAU, SEMI_IMPLICIT, np.float64)
+        np.float64(state[i, 0]),
+        np.float64(state[i, 1]),
+        np.float64(state[i, 2]),
+        np.float64(state[i, 3]),
+        actions[i] == 1,
+        GRAVITY,
+        MASSCART,
+        MASSPOLE,
+        LENGTH,
+        FORCE_MAG,
+        TAU,
+        SEMI_IMPLICIT,
+        np.float64,
+    )
     state[i, 0], state[i, 1], state[i, 2], state[i, 3] = x, x_dot, theta, theta_dot
     done, reward = outcome(np.float64(state[i, 0]), np.float64(state[i, 2]), X_LIMIT, THETA_LIMIT, SUTTON_BARTO)
     terminated[i] = done
@@ -65,8 +88,21 @@ def plain_step(actions, state, obs, rewards, terminated, truncated, episode_step
 
 
 @numba.njit(parallel=True, cache=True)
-def plain_step_with_statistics(actions, state, obs, rewards, terminated, truncated, episode_steps, rng_states,
-                               max_steps, running_returns, episode_returns, episode_lengths, episode_mask):
+def plain_step_with_statistics(
+    actions,
+    state,
+    obs,
+    rewards,
+    terminated,
+    truncated,
+    episode_steps,
+    rng_states,
+    max_steps,
+    running_returns,
+    episode_returns,
+    episode_lengths,
+    episode_mask,
+):
     """`plain_step` that also records each finished episode's return and length."""
     for i in numba.prange(actions.shape[0]):
         if terminated[i] or truncated[i]:
@@ -100,13 +136,40 @@ class PlainCartPole:
         self.episode_steps = np.zeros(num_envs, np.int32)
         self.rng_states = rng.seed_streams(seed, num_envs)
         self.max_steps = max_steps
-        self.statistics = (np.zeros(num_envs, np.float32), np.zeros(num_envs, np.float32),
-                           np.zeros(num_envs, np.int64), np.zeros(num_envs, np.bool_)) if statistics else None
+        self.statistics = (
+            (
+                np.zeros(num_envs, np.float32),
+                np.zeros(num_envs, np.float32),
+                np.zeros(num_envs, np.int64),
+                np.zeros(num_envs, np.bool_),
+            )
+            if statistics
+            else None
+        )
 
     def step(self, actions):
         if self.statistics is None:
-            plain_step(actions, self.state, self.obs, self.rewards, self.terminated, self.truncated,
-                       self.episode_steps, self.rng_states, self.max_steps)
+            plain_step(
+                actions,
+                self.state,
+                self.obs,
+                self.rewards,
+                self.terminated,
+                self.truncated,
+                self.episode_steps,
+                self.rng_states,
+                self.max_steps,
+            )
         else:
-            plain_step_with_statistics(actions, self.state, self.obs, self.rewards, self.terminated, self.truncated,
-                                       self.episode_steps, self.rng_states, self.max_steps, *self.statistics)
+            plain_step_with_statistics(
+                actions,
+                self.state,
+                self.obs,
+                self.rewards,
+                self.terminated,
+                self.truncated,
+                self.episode_steps,
+                self.rng_states,
+                self.max_steps,
+                *self.statistics,
+            )

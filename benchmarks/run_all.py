@@ -103,16 +103,19 @@ def gpu_lines() -> list[str]:
         from numba import cuda
 
         if not cuda.is_available():
-            return ["No usable CUDA GPU was present: the sections below ran on the CPU backend "
-                    "(`auto` resolved to `cpu`)."]
+            return [
+                "No usable CUDA GPU was present: the sections below ran on the CPU backend (`auto` resolved to `cpu`)."
+            ]
         lines = []
         for gpu in cuda.gpus:
             with gpu:
                 device = cuda.get_current_device()
                 free, total = cuda.current_context().get_memory_info()
                 name = device.name.decode() if isinstance(device.name, bytes) else device.name
-                lines.append(f"- GPU {device.id}: {name}, compute capability "
-                             f"{'.'.join(map(str, device.compute_capability))}, {total / 2**30:.1f} GiB")
+                lines.append(
+                    f"- GPU {device.id}: {name}, compute capability "
+                    f"{'.'.join(map(str, device.compute_capability))}, {total / 2**30:.1f} GiB"
+                )
         runtime = ".".join(map(str, cuda.runtime.get_version()))
         lines.append(f"- CUDA runtime {runtime}; the sections below ran with `auto` resolved to `cuda`.")
         return lines
@@ -158,8 +161,7 @@ def assemble(output: Path, failures: dict[str, str]) -> str:
         "",
     ]
     names = list(discover_scripts())
-    names += sorted(path.stem for path in RESULTS.glob("*.md")
-                    if path.stem not in names and path != MACHINE_FILE)
+    names += sorted(path.stem for path in RESULTS.glob("*.md") if path.stem not in names and path != MACHINE_FILE)
     for name in names:
         section = RESULTS / f"{name}.md"
         if name in failures:
@@ -183,20 +185,42 @@ def name_value(text: str) -> tuple[str, str]:
 
 def build_parser(scripts: dict[str, Path]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(scripts),
-                        help=f"run only these scripts (names: {', '.join(scripts)})")
-    parser.add_argument("--assemble-only", action="store_true",
-                        help="run nothing; re-assemble BENCHMARKS.md from benchmarks/results/")
-    parser.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS",
-                        help="per-script time limit (default: %(default)s)")
-    parser.add_argument("--python", action="append", default=[], metavar="NAME=PYTHON", type=name_value,
-                        help="run script NAME with this interpreter, e.g. memory=.venv-bench/bin/python "
-                             "(a venv that also holds the peer libraries); repeatable")
-    parser.add_argument("--args", action="append", default=[], metavar="NAME=ARGS", type=name_value,
-                        help="extra arguments for script NAME, e.g. "
-                             "'envs=--envpool-python .venv-envpool/bin/python'; repeatable")
-    parser.add_argument("--output", type=Path, default=REPO_ROOT / "BENCHMARKS.md",
-                        help="where to write the assembled file (default: %(default)s)")
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        choices=list(scripts),
+        help=f"run only these scripts (names: {', '.join(scripts)})",
+    )
+    parser.add_argument(
+        "--assemble-only", action="store_true", help="run nothing; re-assemble BENCHMARKS.md from benchmarks/results/"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, metavar="SECONDS", help="per-script time limit (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--python",
+        action="append",
+        default=[],
+        metavar="NAME=PYTHON",
+        type=name_value,
+        help="run script NAME with this interpreter, e.g. memory=.venv-bench/bin/python "
+        "(a venv that also holds the peer libraries); repeatable",
+    )
+    parser.add_argument(
+        "--args",
+        action="append",
+        default=[],
+        metavar="NAME=ARGS",
+        type=name_value,
+        help="extra arguments for script NAME, e.g. 'envs=--envpool-python .venv-envpool/bin/python'; repeatable",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        default=REPO_ROOT / "BENCHMARKS.md",
+        help="where to write the assembled file (default: %(default)s)",
+    )
     return parser
 
 
@@ -205,7 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(scripts).parse_args(argv)
     for name, _ in args.python + args.args:
         if name not in scripts:
-            raise SystemExit(f"run_all.py: --python/--args name {name!r} is not a script (expected one of {list(scripts)})")
+            raise SystemExit(
+                f"run_all.py: --python/--args name {name!r} is not a script (expected one of {list(scripts)})"
+            )
     pythons = dict(args.python)
     extra_args = {name: shlex.split(value) for name, value in args.args}
     RESULTS.mkdir(exist_ok=True)
@@ -213,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.assemble_only:
         MACHINE_FILE.write_text(describe_machine())
         for name in args.only or scripts:
-            failure = run_script(name, scripts[name], args.timeout,
-                                 pythons.get(name, sys.executable), extra_args.get(name, []))
+            failure = run_script(
+                name, scripts[name], args.timeout, pythons.get(name, sys.executable), extra_args.get(name, [])
+            )
             if failure:
                 failures[name] = failure
                 print(f"=== {name} FAILED: {failure}", file=sys.stderr, flush=True)

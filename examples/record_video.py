@@ -26,8 +26,13 @@ def balance(obs) -> int:
     return int(angle + 0.5 * angular_velocity > 0)
 
 
-def record(video_folder: str | pathlib.Path, episodes: int = 1, env_id: str = "kernelgym/CartPole-v1",
-           max_episode_steps: int = 200, seed: int = 0) -> list[pathlib.Path]:
+def record(
+    video_folder: str | pathlib.Path,
+    episodes: int = 1,
+    env_id: str = "kernelgym/CartPole-v1",
+    max_episode_steps: int = 200,
+    seed: int = 0,
+) -> list[pathlib.Path]:
     """Play ``episodes`` episodes of ``env_id`` with `balance` and record each as an MP4.
 
     Returns
@@ -36,8 +41,9 @@ def record(video_folder: str | pathlib.Path, episodes: int = 1, env_id: str = "k
         The video files written, in ``video_folder``.
     """
     env = gymnasium.make(env_id, render_mode="rgb_array", max_episode_steps=max_episode_steps)
-    env = RecordVideo(env, video_folder=str(video_folder), episode_trigger=lambda episode: True,
-                      name_prefix=env_id.replace("/", "-"))
+    env = RecordVideo(
+        env, video_folder=str(video_folder), episode_trigger=lambda episode: True, name_prefix=env_id.replace("/", "-")
+    )
     for episode in range(episodes):
         obs, _ = env.reset(seed=seed + episode)
         done = False

@@ -138,8 +138,14 @@ class TrainLog:
 
 def make_memory(config: Config, obs_size: int, device) -> SequenceMemory:
     """A memory for one fragment; its ``terminated``/``truncated`` tensors mark episode ends."""
-    memory = SequenceMemory(memory_size=config.n_steps, num_envs=config.num_envs, device=device,
-                            sequence_length=config.sequence_length, burn_in=config.burn_in, seed=config.seed)
+    memory = SequenceMemory(
+        memory_size=config.n_steps,
+        num_envs=config.num_envs,
+        device=device,
+        sequence_length=config.sequence_length,
+        burn_in=config.burn_in,
+        seed=config.seed,
+    )
     memory.create_tensor("obs", obs_size, dtype=torch.float32)
     memory.create_tensor("actions", 1, dtype=torch.int64)
     for name in ("log_probs", "advantages", "returns"):
@@ -157,14 +163,18 @@ def store_fragment(fragment, memory: SequenceMemory, config: Config) -> torch.Te
     episode_over = state.fin[1:].float()
     # a truncated episode would bootstrap from its final observation, which needs the state
     # the GRU had there; CartPole's 500-step limit is rare in a short run: bootstrap from 0
-    advantages, returns = advantages_and_returns(rewards, info["value"], episode_over, config.gamma,
-                                                 config.gae_lambda)
+    advantages, returns = advantages_and_returns(rewards, info["value"], episode_over, config.gamma, config.gae_lambda)
     memory.reset()
     for t in range(config.n_steps):
-        memory.add_samples(obs=state.obs[t], actions=state.act[t + 1].unsqueeze(-1),
-                           log_probs=info["log_prob"][t].unsqueeze(-1), advantages=advantages[t].unsqueeze(-1),
-                           returns=returns[t].unsqueeze(-1), terminated=terminated[t].unsqueeze(-1),
-                           truncated=truncated[t].unsqueeze(-1))
+        memory.add_samples(
+            obs=state.obs[t],
+            actions=state.act[t + 1].unsqueeze(-1),
+            log_probs=info["log_prob"][t].unsqueeze(-1),
+            advantages=advantages[t].unsqueeze(-1),
+            returns=returns[t].unsqueeze(-1),
+            terminated=terminated[t].unsqueeze(-1),
+            truncated=truncated[t].unsqueeze(-1),
+        )
     return rewards
 
 
@@ -176,7 +186,8 @@ def update(agent: GRUActorCritic, optimizer, memory: SequenceMemory, config: Con
             # (S, burn_in + L, ...) -> time first, as the GRU runs
             obs, valid = obs.transpose(0, 1), valid.transpose(0, 1)
             actions, old_log_probs, advantages, returns = (
-                x.squeeze(-1).transpose(0, 1) for x in (actions, old_log_probs, advantages, returns))
+                x.squeeze(-1).transpose(0, 1) for x in (actions, old_log_probs, advantages, returns)
+            )
             hx = torch.zeros(1, obs.shape[1], agent.hidden_size, device=obs.device)
             policy, values, _ = agent.unroll(obs, hx, run_starts(valid))
             trained = valid.clone()
@@ -202,11 +213,11 @@ def setup(config: Config):
     """(env, agent, optimizer, collector, memory) for ``config``."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.torch_threads)  # for the whole process
-    env = kge.make("CartPole-v1", num_envs=config.num_envs, backend="cpu", seed=config.seed,
-                   autoreset_mode="same_step")
+    env = kge.make("CartPole-v1", num_envs=config.num_envs, backend="cpu", seed=config.seed, autoreset_mode="same_step")
     obs_size = env.single_observation_space.shape[0]
-    agent = GRUActorCritic(VISIBLE if config.mask_velocities else None, obs_size,
-                           int(env.single_action_space.n), config.hidden_size).to(env.device)
+    agent = GRUActorCritic(
+        VISIBLE if config.mask_velocities else None, obs_size, int(env.single_action_space.n), config.hidden_size
+    ).to(env.device)
     optimizer = torch.optim.Adam(agent.parameters(), lr=config.learning_rate)
     collector = DeviceCollector(env, agent, n_steps=config.n_steps, seed=config.seed)
     return env, agent, optimizer, collector, make_memory(config, obs_size, env.device)

@@ -24,8 +24,10 @@ def test_tiny_run_on_cpu_writes_every_workload(bench_gpu, tmp_path):
     assert text.startswith("## GPU throughput") and "no GPU: backend 'cpu'" in text
     rows = [line for line in text.splitlines() if line.startswith("| ") and "env-steps/s" not in line]
     assert [row.split(" | ")[0] for row in rows] == ["| CartPole-v1"] * 2 + [
-        "| TagContinuous-v0 (WarpDrive: 2.9 M on an A100)", "| TagContinuous-v0, 10 nearest observed",
-        "| DeviceCollector CartPole-v1, MLP 4-32-2"]
+        "| TagContinuous-v0 (WarpDrive: 2.9 M on an A100)",
+        "| TagContinuous-v0, 10 nearest observed",
+        "| DeviceCollector CartPole-v1, MLP 4-32-2",
+    ]
     assert all(float(row.rstrip(" |").rsplit("| ", 1)[1].replace(",", "")) > 0 for row in rows)
 
 

@@ -45,8 +45,9 @@ def test_console_script_points_at_main():
 
 
 def test_module_runs_as_a_command():
-    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli.main", "--help"],
-                               capture_output=True, text=True, timeout=120)
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelgym.cli.main", "--help"], capture_output=True, text=True, timeout=120
+    )
     assert completed.returncode == 0
     for name in SUBCOMMANDS:
         assert name in completed.stdout
@@ -138,8 +139,13 @@ def test_list_survives_a_plugin_that_exits_and_two_that_claim_one_id(tmp_path):
         info.mkdir()
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
         (info / "entry_points.txt").write_text(f"[kernelgym.envs]\n{name} = {name}\n")
-    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli", "list"], capture_output=True, text=True,
-                               timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelgym.cli", "list"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
     assert completed.returncode == 0, completed.stderr
     assert "Traceback" not in completed.stderr
     assert "CartPole-v1" in completed.stdout and "Clash-v0" not in completed.stdout
@@ -155,16 +161,34 @@ def test_describe_space_is_short():
     assert describe_space(spaces.MultiDiscrete([10, 10])) == "MultiDiscrete([10, 10])"
     assert describe_space(spaces.Box(-1, 1, (3, 2))) == "Box(3, 2) float32"
     assert describe_space(spaces.MultiBinary(3)) == "MultiBinary(3)"
-    nested = spaces.Dict({"image": spaces.Box(0, 1, (2, 5, 5), "uint8"),
-                          "more": spaces.Tuple((spaces.Discrete(3), spaces.MultiBinary(2)))})
+    nested = spaces.Dict(
+        {
+            "image": spaces.Box(0, 1, (2, 5, 5), "uint8"),
+            "more": spaces.Tuple((spaces.Discrete(3), spaces.MultiBinary(2))),
+        }
+    )
     assert describe_space(nested) == "Dict(image: Box(2, 5, 5) uint8, more: Tuple(Discrete(3), MultiBinary(2)))"
 
 
 # ------------------------------------------------------------------------------- bench
 def test_bench_measures_both_sides_and_writes_a_plot(capsys, tmp_path):
     plot = tmp_path / "throughput.png"
-    code, out, _ = run(capsys, "bench", "CartPole-v1", "--num-envs", "16", "64", "--steps", "20",
-                       "--repeats", "2", "--backend", "cpu", "--plot", str(plot))
+    code, out, _ = run(
+        capsys,
+        "bench",
+        "CartPole-v1",
+        "--num-envs",
+        "16",
+        "64",
+        "--steps",
+        "20",
+        "--repeats",
+        "2",
+        "--backend",
+        "cpu",
+        "--plot",
+        str(plot),
+    )
     assert code == 0
     rows = [line for line in out.splitlines() if "CartPoleVectorEnv" in line]
     assert len(rows) == 2 and "16" in rows[0] and "64" in rows[1]
@@ -221,8 +245,10 @@ def test_throughput_plot_is_a_bar_chart_for_one_num_envs_and_a_line_plot_otherwi
     bars = [patch for patch in axes.patches if patch.get_height() > 0]
     if len(num_envs) == 1:
         assert sorted(bar.get_height() for bar in bars) == [10.0, 100.0]
-        assert [label.get_text() for label in axes.get_xticklabels()] == ["kernelgym (cpu)",
-                                                                          "gymnasium (CartPoleVectorEnv)"]
+        assert [label.get_text() for label in axes.get_xticklabels()] == [
+            "kernelgym (cpu)",
+            "gymnasium (CartPoleVectorEnv)",
+        ]
     else:
         assert not bars and len(axes.get_legend().get_texts()) == 2
     assert (tmp_path / "plot.png").read_bytes().startswith(PNG_MAGIC)
@@ -246,10 +272,27 @@ def test_ctrl_c_prints_one_line_and_exits_130_without_a_traceback():
     import time
 
     process = subprocess.Popen(
-        [sys.executable, "-m", "kernelgym.cli", "bench", "CartPole-v1", "--num-envs", "64", "--steps", "1000000",
-         "--repeats", "100", "--backend", "cpu", "--no-gymnasium"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "kernelgym.cli",
+            "bench",
+            "CartPole-v1",
+            "--num-envs",
+            "64",
+            "--steps",
+            "1000000",
+            "--repeats",
+            "100",
+            "--backend",
+            "cpu",
+            "--no-gymnasium",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     # tqdm draws its bar (on stderr) once the command is measuring
     seen = ""
     while "bench CartPole-v1" not in seen:
@@ -264,8 +307,20 @@ def test_ctrl_c_prints_one_line_and_exits_130_without_a_traceback():
 
 
 def test_bench_without_gymnasium_counterpart_says_so(capsys):
-    code, out, _ = run(capsys, "bench", "CartPole-v1", "--num-envs", "8", "--steps", "5",
-                       "--repeats", "1", "--backend", "cpu", "--no-gymnasium")
+    code, out, _ = run(
+        capsys,
+        "bench",
+        "CartPole-v1",
+        "--num-envs",
+        "8",
+        "--steps",
+        "5",
+        "--repeats",
+        "1",
+        "--backend",
+        "cpu",
+        "--no-gymnasium",
+    )
     assert code == 0
     assert "n/a" in out and "CartPoleVectorEnv" not in out
 
@@ -298,16 +353,18 @@ def test_bench_on_missing_gpu_is_a_clear_error(capsys):
     try:
         resolve_backend("cuda")
     except BackendUnavailableError:
-        assert_bad_argument(capsys, ["bench", "CartPole-v1", "--backend", "cuda"], "--backend",
-                            "not available here", "'cuda'")
+        assert_bad_argument(
+            capsys, ["bench", "CartPole-v1", "--backend", "cuda"], "--backend", "not available here", "'cuda'"
+        )
     else:
         pytest.skip("a usable GPU is present, so --backend cuda is valid here")
 
 
 # ------------------------------------------------------------------------------- check
 def test_check_prints_the_kits_report_and_exits_by_its_verdict(capsys):
-    code, out, _ = run(capsys, "check", "CartPole-v1", "--max-examples", "2", "--checks",
-                       "parity,autoreset", "--seed", "7")
+    code, out, _ = run(
+        capsys, "check", "CartPole-v1", "--max-examples", "2", "--checks", "parity,autoreset", "--seed", "7"
+    )
     assert "CartPole-v1" in out and "seed 7" in out
     assert "parity" in out and "autoreset" in out and "stateful" not in out
     verdict = "PASSED" if code == 0 else "FAILED"
@@ -315,8 +372,19 @@ def test_check_prints_the_kits_report_and_exits_by_its_verdict(capsys):
 
 
 def test_check_precision_runs_that_precision_and_the_report_says_so(capsys):
-    code, out, err = run(capsys, "check", "CartPole-v1", "--precision", "float32", "--max-examples", "2",
-                         "--checks", "parity", "--seed", "3")
+    code, out, err = run(
+        capsys,
+        "check",
+        "CartPole-v1",
+        "--precision",
+        "float32",
+        "--max-examples",
+        "2",
+        "--checks",
+        "parity",
+        "--seed",
+        "3",
+    )
     assert code == 0, out + err
     assert "backend cpu, precision float32; 2 hypothesis examples per check, seed 3" in out, out
 
@@ -340,8 +408,12 @@ def test_check_help_states_the_example_counts_the_kit_runs(capsys):
         (["CartPole-v1", "--seed", "-1"], "--seed", "expected an integer >= 0", "'-1'"),
         (["CartPole-v1", "--backend", "tpu"], "--backend", "choose from", "'tpu'"),
         (["CartPole-v1", "--precision", "float16"], "--precision", "choose from", "'float16'"),
-        (["GoRight-v0", "--precision", "float32"], "--precision", "expected no --precision for GoRight-v0",
-         "'float32'"),
+        (
+            ["GoRight-v0", "--precision", "float32"],
+            "--precision",
+            "expected no --precision for GoRight-v0",
+            "'float32'",
+        ),
     ],
 )
 def test_check_bad_arguments(capsys, argv, argument, expected, received):
@@ -365,8 +437,19 @@ def test_demo_bad_arguments(capsys, argv, argument, expected, received):
 
 def test_demo_short_run_reports_outcome_and_writes_learning_curve(capsys, tmp_path):
     out_png = tmp_path / "curve.png"
-    code, out, _ = run(capsys, "demo", "--max-env-steps", "8192", "--num-envs", "32", "--no-progress",
-                       "--backend", "cpu", "--out", str(out_png))
+    code, out, _ = run(
+        capsys,
+        "demo",
+        "--max-env-steps",
+        "8192",
+        "--num-envs",
+        "32",
+        "--no-progress",
+        "--backend",
+        "cpu",
+        "--out",
+        str(out_png),
+    )
     assert code == 1  # 8192 steps cannot solve CartPole: the exit code says the target was missed
     assert "did NOT reach the target mean return 475" in out
     assert "8,192 env steps" in out and f"written to {out_png}" in out
@@ -380,7 +463,10 @@ def test_demo_defaults_are_the_ppo_configs():
     config = PPOConfig()
     assert (args.seed, args.backend, args.num_envs) == (config.seed, config.backend, config.num_envs)
     assert (args.target_return, args.max_env_steps, args.time_limit) == (
-        config.target_return, config.max_env_steps, config.time_limit_s)
+        config.target_return,
+        config.max_env_steps,
+        config.time_limit_s,
+    )
 
 
 def test_list_with_broken_plugins_prints_the_valid_envs_and_the_warnings(tmp_path):
@@ -398,8 +484,11 @@ def test_list_with_broken_plugins_prints_the_valid_envs_and_the_warnings(tmp_pat
                 return [dataclasses.replace(cartpole.SPEC, id=env_id) for env_id in {list(ids)!r}]
         """)
 
-    distributions = {"mixed": (provides("Bad Id-v0", "Kept-v0"), ["Bad Declared-v0"]),
-                     "foo_a": (provides("Foo"), ["Foo"]), "foo_b": (provides("Foo-v0"), [])}
+    distributions = {
+        "mixed": (provides("Bad Id-v0", "Kept-v0"), ["Bad Declared-v0"]),
+        "foo_a": (provides("Foo"), ["Foo"]),
+        "foo_b": (provides("Foo-v0"), []),
+    }
     for name, (source, ids) in distributions.items():
         (tmp_path / f"{name}.py").write_text(source)
         info = tmp_path / f"{name}-1.0.dist-info"
@@ -408,12 +497,20 @@ def test_list_with_broken_plugins_prints_the_valid_envs_and_the_warnings(tmp_pat
         declared = "".join(f"{env_id} = {name}\n" for env_id in ids)
         (info / "entry_points.txt").write_text(f"[kernelgym.envs]\n{name} = {name}\n[kernelgym.envs.ids]\n{declared}")
     path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])  # plugins, then this tree
-    completed = subprocess.run([sys.executable, "-m", "kernelgym.cli", "list"], capture_output=True, text=True,
-                               timeout=300, env={**os.environ, "PYTHONPATH": path})
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelgym.cli", "list"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": path},
+    )
     assert completed.returncode == 0, completed.stderr
     assert "Traceback" not in completed.stderr
     listed = {line.split()[0] for line in completed.stdout.splitlines() if line.strip()}
     assert {"CartPole-v1", "Kept-v0"} <= listed and not {"Foo", "Foo-v0", "Bad"} & listed, completed.stdout
-    for texts in (("'Bad Declared-v0'", "'mixed'", "Malformed"), ("'Bad Id-v0'", "'mixed'", "Malformed"),
-                  ("'Foo'", "'Foo-v0'", "'foo_a'", "'foo_b'")):
+    for texts in (
+        ("'Bad Declared-v0'", "'mixed'", "Malformed"),
+        ("'Bad Id-v0'", "'mixed'", "Malformed"),
+        ("'Foo'", "'Foo-v0'", "'foo_a'", "'foo_b'"),
+    ):
         assert any(all(text in line for text in texts) for line in completed.stderr.splitlines()), texts

@@ -41,8 +41,13 @@ def workspace(tmp_path):
 
 
 def run_all(workspace: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(workspace / "benchmarks" / "run_all.py"), *args],
-                          cwd=workspace, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(workspace / "benchmarks" / "run_all.py"), *args],
+        cwd=workspace,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_runs_every_script_and_reports_failures(workspace):

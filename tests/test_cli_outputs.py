@@ -68,9 +68,29 @@ def bench_while(tmp_path, change):
     folder = tmp_path / "out"
     folder.mkdir()
     process = subprocess.Popen(
-        [sys.executable, "-m", "kernelgym.cli", "bench", "CartPole-v1", "--num-envs", "16", "--steps", "10000",
-         "--repeats", "1", "--backend", "cpu", "--no-gymnasium", "--plot", str(folder / "plot.png")],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        [
+            sys.executable,
+            "-m",
+            "kernelgym.cli",
+            "bench",
+            "CartPole-v1",
+            "--num-envs",
+            "16",
+            "--steps",
+            "10000",
+            "--repeats",
+            "1",
+            "--backend",
+            "cpu",
+            "--no-gymnasium",
+            "--plot",
+            str(folder / "plot.png"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
     seen = ""
     while "bench CartPole-v1" not in seen:  # tqdm's bar: the command is measuring
         chunk = os.read(process.stderr.fileno(), 4096).decode()

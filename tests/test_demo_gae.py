@@ -39,8 +39,15 @@ def fragments(draw):
 
     terminated = matrix(st.booleans())
     truncated = matrix(st.booleans()) & ~terminated
-    return (matrix(floats), matrix(floats), matrix(floats), terminated, truncated,
-            draw(st.floats(0, 1)), draw(st.floats(0, 1)))
+    return (
+        matrix(floats),
+        matrix(floats),
+        matrix(floats),
+        terminated,
+        truncated,
+        draw(st.floats(0, 1)),
+        draw(st.floats(0, 1)),
+    )
 
 
 @settings(max_examples=60)
@@ -48,8 +55,15 @@ def fragments(draw):
 def test_gae_matches_its_definition_within_episodes(fragment):
     rewards, values, next_values, terminated, truncated, gamma, lam = fragment
     as_tensor = lambda a: torch.as_tensor(a, dtype=torch.float64)  # noqa: E731
-    got = compute_gae(as_tensor(rewards), as_tensor(values), as_tensor(next_values), as_tensor(terminated),
-                      as_tensor(terminated | truncated), gamma, lam)
+    got = compute_gae(
+        as_tensor(rewards),
+        as_tensor(values),
+        as_tensor(next_values),
+        as_tensor(terminated),
+        as_tensor(terminated | truncated),
+        gamma,
+        lam,
+    )
     expected = reference_gae(rewards, values, next_values, terminated, truncated, gamma, lam)
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-9, atol=1e-9)
 

@@ -24,8 +24,21 @@ def run(capsys, *argv):
 def test_demo_writes_tensorboard_scalars(capsys, tmp_path):
     logdir = tmp_path / "runs" / "demo"  # made by the writer
     # the same short run as tests/test_cli.py's demo test: its kernels are compiled already
-    code, out, err = run(capsys, "demo", "--max-env-steps", "8192", "--num-envs", "32", "--no-progress",
-                         "--backend", "cpu", "--out", str(tmp_path / "curve.png"), "--tensorboard", str(logdir))
+    code, out, err = run(
+        capsys,
+        "demo",
+        "--max-env-steps",
+        "8192",
+        "--num-envs",
+        "32",
+        "--no-progress",
+        "--backend",
+        "cpu",
+        "--out",
+        str(tmp_path / "curve.png"),
+        "--tensorboard",
+        str(logdir),
+    )
     assert code == 1, err  # 8192 steps cannot reach the target
     assert f"TensorBoard scalars written to {logdir}" in out
     events = EventAccumulator(str(logdir))

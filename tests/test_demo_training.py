@@ -31,5 +31,6 @@ def test_same_seed_same_run_and_another_seed_differs():
     assert first.mean_returns == again.mean_returns
     for name, weights in first.agent.state_dict().items():
         assert torch.equal(weights, again.agent.state_dict()[name]), name
-    assert any(not torch.equal(weights, other.agent.state_dict()[name])
-               for name, weights in first.agent.state_dict().items())
+    assert any(
+        not torch.equal(weights, other.agent.state_dict()[name]) for name, weights in first.agent.state_dict().items()
+    )

@@ -78,8 +78,11 @@ def _scan(tree: ast.AST, imports: Imports, optional: bool = False) -> None:
             continue  # annotations only, never imported at run time
         for module in _top_modules(child):
             (imports.optional if optional else imports.required).add(module)
-        nested = optional or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) or (
-            isinstance(child, ast.Try) and _guards_import_error(child))
+        nested = (
+            optional
+            or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            or (isinstance(child, ast.Try) and _guards_import_error(child))
+        )
         _scan(child, imports, nested)
 
 
@@ -132,10 +135,12 @@ def test_every_import_is_declared(distribution):
     in_extras = set().union(*extras.values())
     assert required <= declared, (
         f"{distribution} imports {sorted(required - declared)} at module level without declaring them "
-        f"in [project] dependencies")
+        f"in [project] dependencies"
+    )
     assert optional <= declared | in_extras, (
         f"{distribution} imports {sorted(optional - declared - in_extras)} (in a function or an ImportError "
-        f"guard) without declaring them in dependencies or an extra")
+        f"guard) without declaring them in dependencies or an extra"
+    )
 
 
 @pytest.mark.parametrize("distribution", sorted(DISTRIBUTIONS))
@@ -152,6 +157,11 @@ def test_every_declared_dependency_is_imported(distribution):
 
 def test_the_scan_sees_guarded_and_function_level_imports():
     imports = Imports()
-    _scan(ast.parse("import numpy\ntry:\n    import ray\nexcept ImportError:\n    ray = None\n"
-                    "def f():\n    import torch\nif TYPE_CHECKING:\n    import pandas\n"), imports)
+    _scan(
+        ast.parse(
+            "import numpy\ntry:\n    import ray\nexcept ImportError:\n    ray = None\n"
+            "def f():\n    import torch\nif TYPE_CHECKING:\n    import pandas\n"
+        ),
+        imports,
+    )
     assert imports.required == {"numpy"} and imports.optional == {"ray", "torch"}

@@ -21,8 +21,10 @@ def installed():
     try:
         metadata.distribution(DISTRIBUTION)
     except metadata.PackageNotFoundError:
-        pytest.fail(f"{DISTRIBUTION} is not installed: pip install ./examples/kernelgym-example-plugin "
-                    "(tox -e integration does)")
+        pytest.fail(
+            f"{DISTRIBUTION} is not installed: pip install ./examples/kernelgym-example-plugin "
+            "(tox -e integration does)"
+        )
 
 
 def test_installed_plugin_is_discovered_with_its_provider():
@@ -44,8 +46,9 @@ def test_installed_plugin_runs_and_reaches_its_goal():
 
 
 def test_installed_plugin_through_gymnasium():
-    envs = gymnasium.make_vec("kernelgym/GoRight-v0", num_envs=4, vectorization_mode="vector_entry_point",
-                              backend="cpu")
+    envs = gymnasium.make_vec(
+        "kernelgym/GoRight-v0", num_envs=4, vectorization_mode="vector_entry_point", backend="cpu"
+    )
     obs, _ = envs.reset(seed=0)
     assert obs.shape == (4, 1) and envs.observation_space.contains(obs)
     obs, rewards, terminated, truncated, _ = envs.step(np.ones(4, dtype=np.int64))
@@ -62,7 +65,12 @@ def test_autoload_switch_hides_it_until_registered_explicitly():
         assert kge.get_spec("GoRight-v0").plugin == "kernelgym_example_plugin.go_right"
         print("ok")
     """)
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "KERNELGYM_NO_PLUGIN_AUTOLOAD": "1"})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "KERNELGYM_NO_PLUGIN_AUTOLOAD": "1"},
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"

@@ -18,13 +18,23 @@ def _render_mode_warnings(caught) -> list[str]:
     return [str(warning.message) for warning in caught if "render_mode" in str(warning.message)]
 
 
-@pytest.mark.parametrize("make", [
-    lambda: gymnasium.make("kernelgym/CartPole-v1", render_mode="rgb_array"),
-    lambda: gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="sync",
-                               render_mode="rgb_array"),
-    lambda: gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
-                               backend="cpu", render_mode="rgb_array"),
-], ids=["make", "make_vec-sync", "make_vec-vector_entry_point"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: gymnasium.make("kernelgym/CartPole-v1", render_mode="rgb_array"),
+        lambda: gymnasium.make_vec(
+            "kernelgym/CartPole-v1", num_envs=2, vectorization_mode="sync", render_mode="rgb_array"
+        ),
+        lambda: gymnasium.make_vec(
+            "kernelgym/CartPole-v1",
+            num_envs=2,
+            vectorization_mode="vector_entry_point",
+            backend="cpu",
+            render_mode="rgb_array",
+        ),
+    ],
+    ids=["make", "make_vec-sync", "make_vec-vector_entry_point"],
+)
 def test_rgb_array_is_a_declared_render_mode(make):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -41,8 +51,9 @@ def test_rgb_array_is_a_declared_render_mode(make):
 def test_an_env_without_a_renderer_still_refuses_rgb_array():
     # the class declares the mode (gymnasium reads it before making the env); each
     # instance narrows it to what its env renders, and refuses the mode before compiling
-    without_renderer = [env_id for env_id in kernelgym.envs.list_envs()
-                        if kernelgym.envs.get_spec(env_id).render is None]
+    without_renderer = [
+        env_id for env_id in kernelgym.envs.list_envs() if kernelgym.envs.get_spec(env_id).render is None
+    ]
     for env_id in without_renderer:
         with pytest.raises(ValueError, match=r"render_mode: expected None or one of \[\]"):
             gymnasium.make(f"kernelgym/{env_id}", render_mode="rgb_array")

@@ -15,8 +15,24 @@ from hypothesis import strategies as st
 
 from kernelgym.cli.main import MAX_NUM_ENVS, MAX_SEED, main
 
-HOSTILE_INTS = ["0", "-1", "-0x1", "1.5", "1e3", "nan", "inf", "-inf", "", " ", "one", "0x10", "9" * 40,
-                str(2**64), str(-(2**63)), "\u0663\u0663x"]
+HOSTILE_INTS = [
+    "0",
+    "-1",
+    "-0x1",
+    "1.5",
+    "1e3",
+    "nan",
+    "inf",
+    "-inf",
+    "",
+    " ",
+    "one",
+    "0x10",
+    "9" * 40,
+    str(2**64),
+    str(-(2**63)),
+    "\u0663\u0663x",
+]
 HOSTILE_NUMBERS = ["0", "-1", "nan", "inf", "-inf", "", "abc", "1e400", "-1e-300"]
 HOSTILE_BACKENDS = ["gpu", "", "CPU", "tpu", "cpu "]
 HOSTILE_ENVS = ["NoSuch-v0", "", "cartpole-v1", "../CartPole-v1", "CartPole-v1 ", "Cart\u00e9Pole-v1"]
@@ -25,15 +41,25 @@ HOSTILE_SEEDS = ["-1", str(MAX_SEED + 1), str(2**128), "1.0", "seed", ""]
 
 def hostile_pngs(tmp):
     """Paths a PNG cannot be written to (tmp: a folder with `a-folder.png` made in it)."""
-    return ["/proc/kernelgym-fuzz.png", os.path.join(tmp, "a-folder.png"), os.path.join(tmp, "missing", "x.png"),
-            os.path.join(tmp, "x.jpg"), os.path.join(tmp, "x" * 300 + ".png"), os.path.join(tmp, "nul\x00.png"),
-            "", ".png/", os.path.join(tmp, "a-folder.png", "..", "no", "y.png")]
+    return [
+        "/proc/kernelgym-fuzz.png",
+        os.path.join(tmp, "a-folder.png"),
+        os.path.join(tmp, "missing", "x.png"),
+        os.path.join(tmp, "x.jpg"),
+        os.path.join(tmp, "x" * 300 + ".png"),
+        os.path.join(tmp, "nul\x00.png"),
+        "",
+        ".png/",
+        os.path.join(tmp, "a-folder.png", "..", "no", "y.png"),
+    ]
 
 
 def option(name, valid, hostile):
     """(argv part, hostile name or None) for one option: a valid value or a hostile one."""
-    return st.one_of(valid.map(lambda value: ([name, value], None)),
-                     st.sampled_from(hostile).map(lambda value: ([name, value], name)))
+    return st.one_of(
+        valid.map(lambda value: ([name, value], None)),
+        st.sampled_from(hostile).map(lambda value: ([name, value], name)),
+    )
 
 
 def bench_argv(tmp):
@@ -50,27 +76,37 @@ def bench_argv(tmp):
 
 def demo_argv(tmp):
     # a valid demo trains for minutes: every example holds one hostile value at least
-    return st.tuples(
-        option("--seed", st.sampled_from(["0", str(MAX_SEED)]), HOSTILE_SEEDS),
-        option("--num-envs", st.integers(1, 64).map(str), HOSTILE_INTS + [str(MAX_NUM_ENVS + 1)]),
-        option("--target-return", st.just("10"), HOSTILE_NUMBERS),
-        option("--time-limit", st.just("5"), HOSTILE_NUMBERS),
-        option("--max-env-steps", st.just("64"), HOSTILE_INTS),
-        option("--backend", st.just("cpu"), HOSTILE_BACKENDS),
-        option("--out", st.just(os.path.join(tmp, "curve.png")), hostile_pngs(tmp)),
-    ).filter(lambda parts: any(name for _, name in parts)).map(lambda parts: ("demo", parts))
+    return (
+        st.tuples(
+            option("--seed", st.sampled_from(["0", str(MAX_SEED)]), HOSTILE_SEEDS),
+            option("--num-envs", st.integers(1, 64).map(str), HOSTILE_INTS + [str(MAX_NUM_ENVS + 1)]),
+            option("--target-return", st.just("10"), HOSTILE_NUMBERS),
+            option("--time-limit", st.just("5"), HOSTILE_NUMBERS),
+            option("--max-env-steps", st.just("64"), HOSTILE_INTS),
+            option("--backend", st.just("cpu"), HOSTILE_BACKENDS),
+            option("--out", st.just(os.path.join(tmp, "curve.png")), hostile_pngs(tmp)),
+        )
+        .filter(lambda parts: any(name for _, name in parts))
+        .map(lambda parts: ("demo", parts))
+    )
 
 
 def check_argv(tmp):
-    return st.tuples(
-        st.one_of(st.just((["CartPole-v1"], None)), st.sampled_from(HOSTILE_ENVS).map(lambda e: ([e], "ENV"))),
-        option("--seed", st.sampled_from(["0", str(MAX_SEED)]), HOSTILE_SEEDS),
-        option("--max-examples", st.just("1"), HOSTILE_INTS),
-        option("--checks", st.just("parity"), ["", ",", "parity,speed", "nope"]),
-        option("--backend", st.just("cpu"), HOSTILE_BACKENDS),
-        st.one_of(st.just(([], None)), st.sampled_from(["float16", "", "double"]).map(
-            lambda value: (["--precision", value], "--precision"))),
-    ).filter(lambda parts: any(name for _, name in parts)).map(lambda parts: ("check", parts))
+    return (
+        st.tuples(
+            st.one_of(st.just((["CartPole-v1"], None)), st.sampled_from(HOSTILE_ENVS).map(lambda e: ([e], "ENV"))),
+            option("--seed", st.sampled_from(["0", str(MAX_SEED)]), HOSTILE_SEEDS),
+            option("--max-examples", st.just("1"), HOSTILE_INTS),
+            option("--checks", st.just("parity"), ["", ",", "parity,speed", "nope"]),
+            option("--backend", st.just("cpu"), HOSTILE_BACKENDS),
+            st.one_of(
+                st.just(([], None)),
+                st.sampled_from(["float16", "", "double"]).map(lambda value: (["--precision", value], "--precision")),
+            ),
+        )
+        .filter(lambda parts: any(name for _, name in parts))
+        .map(lambda parts: ("check", parts))
+    )
 
 
 def gpu_compile_argv(tmp):
@@ -91,8 +127,9 @@ def run(capsys, argv):
 def test_hostile_argv_exits_2_naming_an_argument_and_a_valid_one_succeeds(capsys, tmp_path, data):
     tmp = str(tmp_path)
     os.makedirs(os.path.join(tmp, "a-folder.png"), exist_ok=True)
-    command, parts = data.draw(st.one_of(bench_argv(tmp), demo_argv(tmp), check_argv(tmp), gpu_compile_argv(tmp),
-                                         st.just(("list", ()))))
+    command, parts = data.draw(
+        st.one_of(bench_argv(tmp), demo_argv(tmp), check_argv(tmp), gpu_compile_argv(tmp), st.just(("list", ())))
+    )
     parts = data.draw(st.permutations(parts)) if command != "bench" else parts  # bench: ENV first
     argv = [command] + [word for words, _ in parts for word in words]
     hostile = {name for _, name in parts if name}
@@ -109,4 +146,3 @@ def test_hostile_argv_exits_2_naming_an_argument_and_a_valid_one_succeeds(capsys
         if "--plot" in argv:
             assert f"plot written to {plot}" in out and os.path.getsize(plot) > 0
             os.remove(plot)
-

@@ -21,6 +21,12 @@ class TestGridGoal(EnvTestSuite):
 
 
 def test_a_larger_grid_passes_the_fast_math_check_too():
-    report = check_env(ENV_ID, backend="cpu", max_examples=3, seed=4, params={"size": 7},
-                       checks=["parity", "observations", "fast_math"])
+    report = check_env(
+        ENV_ID,
+        backend="cpu",
+        max_examples=3,
+        seed=4,
+        params={"size": 7},
+        checks=["parity", "observations", "fast_math"],
+    )
     assert report.passed, format_report(report)

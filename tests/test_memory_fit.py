@@ -31,8 +31,10 @@ def configurations():
     bench_tag.py's), one per env and params at the largest N asked for."""
     seen = {}
     for workload in [*load("bench_gpu").workloads(tiny=False), *load("bench_tag").workloads()]:
-        seen.setdefault((workload.env_id, tuple(sorted(workload.params.items()))),
-                        (workload.label, workload.env_id, 0, workload.params))
+        seen.setdefault(
+            (workload.env_id, tuple(sorted(workload.params.items()))),
+            (workload.label, workload.env_id, 0, workload.params),
+        )
         key = (workload.env_id, tuple(sorted(workload.params.items())))
         label, env_id, n, params = seen[key]
         seen[key] = (label, env_id, max(n, workload.num_envs), params)
@@ -55,14 +57,14 @@ def measure(env_id, num_envs, params):
     finally:
         tracemalloc.stop()
     manager = env.data_manager
-    device = sum(manager.device_data(name).nbytes for name in manager.host_data
-                 if name not in manager.scalar_data_list)
+    device = sum(manager.device_data(name).nbytes for name in manager.host_data if name not in manager.scalar_data_list)
     env.close()
     return peak - start - device, device
 
 
-@pytest.mark.parametrize("label, env_id, num_envs, params", configurations(),
-                         ids=lambda value: value if isinstance(value, str) else None)
+@pytest.mark.parametrize(
+    "label, env_id, num_envs, params", configurations(), ids=lambda value: value if isinstance(value, str) else None
+)
 def test_every_benchmark_configuration_fits_a_gpu_machine(label, env_id, num_envs, params):
     measure(env_id, 1, params)  # compiles (and caches) outside the measurement
     (host2, device2), (host4, device4) = measure(env_id, 2, params), measure(env_id, 4, params)

@@ -3,6 +3,7 @@
 A wheel built from a package folder ships that folder's LICENSE and README (the PyPI page),
 so both must stand on their own; siblings are pinned to the one shared VERSION.
 """
+
 import re
 from pathlib import Path
 
@@ -56,7 +57,9 @@ def test_each_distribution_ships_the_apache_licence(name):
 def test_each_distribution_says_what_it_supports(name):
     metadata = project(DISTRIBUTIONS[name])
     classifiers = metadata["classifiers"]
-    python_versions = {c.rsplit(" ", 1)[-1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)}
+    python_versions = {
+        c.rsplit(" ", 1)[-1] for c in classifiers if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    }
     minimum = metadata["requires-python"].removeprefix(">=")
     assert minimum in python_versions and all(v >= minimum for v in python_versions)
     assert "Typing :: Typed" in classifiers

@@ -8,8 +8,12 @@ import pytest
 import tomllib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-PACKAGES = {"kernelgym-core": "core", "kernelgym-envs": "envs", "kernelgym-collectors": "collectors",
-            "kernelgym-memory": "memory"}
+PACKAGES = {
+    "kernelgym-core": "core",
+    "kernelgym-envs": "envs",
+    "kernelgym-collectors": "collectors",
+    "kernelgym-memory": "memory",
+}
 
 
 def test_no_pyproject_writes_a_version_and_each_reads_the_version_file():

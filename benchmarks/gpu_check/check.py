@@ -52,10 +52,20 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     python = [sys.executable, "-u"]
     part = [*python, str(PARTS)]
     flags = ["--backend", backend] + (["--tiny"] if tiny else [])
-    measured = [(name, [*part, name, *flags], limit) for name, limit in (
-        ("info", 60), ("rounding", 60), ("parity", 120), ("sync", 60), ("bandwidth", 30), ("cartpole", 90),
-        ("launch", 60),
-        ("tag", 90), ("collector", 60))]
+    measured = [
+        (name, [*part, name, *flags], limit)
+        for name, limit in (
+            ("info", 60),
+            ("rounding", 60),
+            ("parity", 120),
+            ("sync", 60),
+            ("bandwidth", 30),
+            ("cartpole", 90),
+            ("launch", 60),
+            ("tag", 90),
+            ("collector", 60),
+        )
+    ]
     kit = ("kit", [*part, "kit", *flags], 240)
     if backend == "cuda":
         tests = [str(ROOT / "packages" / name / "tests") for name in ("core", "envs", "memory", "collectors")]
@@ -63,20 +73,51 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     else:  # no GPU: one quick cpu file proves the tests run against the installed wheels
         tests, marks = [str(ROOT / "packages" / "core" / "tests" / "test_core_kernels.py")], "not sim"
     parallel = ["-n", str(max(1, workers // 2))] if workers > 1 and _has_xdist() else []
-    pytest = ("pytest", [*python, "-m", "pytest", *tests, "-m", marks, "-q", "-p", "no:cacheprovider",
-                         "--rootdir", str(ROOT), "--timeout", "240", *parallel], 200)
+    pytest = (
+        "pytest",
+        [
+            *python,
+            "-m",
+            "pytest",
+            *tests,
+            "-m",
+            marks,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(ROOT),
+            "--timeout",
+            "240",
+            *parallel,
+        ],
+        200,
+    )
     result = [*measured, kit, pytest]
     sanitizer = shutil.which("compute-sanitizer") or next(
-        (str(path) for path in sorted(Path("/usr/local").glob("cuda*/bin/compute-sanitizer"))), None)
+        (str(path) for path in sorted(Path("/usr/local").glob("cuda*/bin/compute-sanitizer"))), None
+    )
     short_run = [*part, "short_run", *flags]
     if backend == "cuda" and sanitizer:
         for tool in ("memcheck", "racecheck"):
-            result.append((tool, [sanitizer, "--tool", tool, "--error-exitcode", "3", "--print-limit", "20",
-                                  *short_run], 150))
+            result.append(
+                (tool, [sanitizer, "--tool", tool, "--error-exitcode", "3", "--print-limit", "20", *short_run], 150)
+            )
     else:
         result.append(("short_run", short_run, 120))
-    demo = [*python, "-m", "kernelgym.cli.main", "demo", "--no-progress", "--seed", "1",
-            "--out", "demo-learning-curve.png", "--time-limit", "100"]
+    demo = [
+        *python,
+        "-m",
+        "kernelgym.cli.main",
+        "demo",
+        "--no-progress",
+        "--seed",
+        "1",
+        "--out",
+        "demo-learning-curve.png",
+        "--time-limit",
+        "100",
+    ]
     if not tiny:  # the tiny path's venv has no matplotlib (the demo plots)
         result.append(("demo", [*demo, "--backend", backend], 120))
         result.append(("demo-cpu", [*demo, "--backend", "cpu"], 120))
@@ -114,8 +155,15 @@ def run_step(name: str, command: list[str], limit: float, logs: Path, results) -
     with open(log_path, "w") as log:
         log.write("$ " + " ".join(command) + "\n")
         log.flush()
-        process = subprocess.Popen(command, cwd=logs, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=logs,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
         deadline = started + limit
         timed_out = False
         try:
@@ -131,8 +179,15 @@ def run_step(name: str, command: list[str], limit: float, logs: Path, results) -
             os.killpg(process.pid, 9)
         code = process.wait()
     seconds = time.perf_counter() - started
-    summary = {"part": "step", "step": name, "exit_code": code, "timed_out": timed_out,
-               "seconds": round(seconds, 1), "results": lines, "tail": _tail(log_path)}
+    summary = {
+        "part": "step",
+        "step": name,
+        "exit_code": code,
+        "timed_out": timed_out,
+        "seconds": round(seconds, 1),
+        "results": lines,
+        "tail": _tail(log_path),
+    }
     results.write(json.dumps(summary) + "\n")
     results.flush()
     status = "TIMEOUT" if timed_out else ("ok" if code == 0 else f"exit {code}")
@@ -192,8 +247,9 @@ def _short(value) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for results.jsonl and summary.md")
-    parser.add_argument("--logs", type=Path, default=None,
-                        help="folder for each step's log and files (default: OUT/logs)")
+    parser.add_argument(
+        "--logs", type=Path, default=None, help="folder for each step's log and files (default: OUT/logs)"
+    )
     parser.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
     parser.add_argument("--tiny", action="store_true", help="tiny sizes: check the code path")
     parser.add_argument("--budget", type=float, default=540.0, help="seconds; no step starts after (%(default)s)")
@@ -212,26 +268,44 @@ def main(argv=None) -> int:
     wanted = {name.strip() for name in options.only.split(",") if name.strip()}
     results_path = out / "results.jsonl"
     os.environ["GPU_CHECK_JOBS"] = str(max(1, options.workers // 2))
-    planned = [step for step in steps(options.backend, options.tiny, options.workers)
-               if not wanted or step[0] in wanted]
+    planned = [
+        step for step in steps(options.backend, options.tiny, options.workers) if not wanted or step[0] in wanted
+    ]
     with open(results_path, "a") as file:
         results = _LockedWriter(file)
         index = 0
         while index < len(planned):
             group = [planned[index]]
-            while group[0][0] in TOGETHER and index + len(group) < len(planned) \
-                    and planned[index + len(group)][0] in TOGETHER:
+            while (
+                group[0][0] in TOGETHER
+                and index + len(group) < len(planned)
+                and planned[index + len(group)][0] in TOGETHER
+            ):
                 group.append(planned[index + len(group)])
             index += len(group)
             left = options.budget - (time.perf_counter() - started)
             if left < 15:
                 for name, _, _ in group:
-                    results.write(json.dumps({"part": "step", "step": name, "exit_code": None, "timed_out": False,
-                                              "seconds": 0, "results": 0, "tail": "not started: budget spent"}) + "\n")
+                    results.write(
+                        json.dumps(
+                            {
+                                "part": "step",
+                                "step": name,
+                                "exit_code": None,
+                                "timed_out": False,
+                                "seconds": 0,
+                                "results": 0,
+                                "tail": "not started: budget spent",
+                            }
+                        )
+                        + "\n"
+                    )
                     print(f"{name}: not started (budget spent)", flush=True)
                 continue
-            threads = [threading.Thread(target=run_step, args=(name, command, min(limit, left), logs, results))
-                       for name, command, limit in group]
+            threads = [
+                threading.Thread(target=run_step, args=(name, command, min(limit, left), logs, results))
+                for name, command, limit in group
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:

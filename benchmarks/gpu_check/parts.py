@@ -72,8 +72,13 @@ def part_info(backend: str, tiny: bool) -> None:
 
     import kernelgym.core
 
-    versions = {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
-                "torch": torch.__version__, "kernelgym": kernelgym.core.__version__}
+    versions = {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "torch": torch.__version__,
+        "kernelgym": kernelgym.core.__version__,
+    }
     try:
         from importlib.metadata import version
 
@@ -107,8 +112,12 @@ def part_bandwidth(backend: str, tiny: bool) -> None:
         stop.synchronize()
         times.append(start.elapsed_time(stop) / 1e3)
     seconds = statistics.median(times)
-    emit("bandwidth", bytes=2 * source.numel(), GBps=2 * source.numel() / seconds / 1e9,
-         how="torch device-to-device copy, CUDA events, median of 20")
+    emit(
+        "bandwidth",
+        bytes=2 * source.numel(),
+        GBps=2 * source.numel() / seconds / 1e9,
+        how="torch device-to-device copy, CUDA events, median of 20",
+    )
 
 
 def part_parity(backend: str, tiny: bool) -> None:
@@ -135,9 +144,17 @@ def part_parity(backend: str, tiny: bool) -> None:
                         if first_difference is None:
                             first_difference = step
                         worst = max(worst, float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
-            emit("parity", env=env_id, precision=precision, envs=num_envs, steps=steps,
-                 first_differing_step=first_difference, max_abs_difference=worst,
-                 ok=first_difference is None, seconds=round(time.perf_counter() - started, 1))
+            emit(
+                "parity",
+                env=env_id,
+                precision=precision,
+                envs=num_envs,
+                steps=steps,
+                first_differing_step=first_difference,
+                max_abs_difference=worst,
+                ok=first_difference is None,
+                seconds=round(time.perf_counter() - started, 1),
+            )
             for env in envs:
                 env.close()
 
@@ -158,8 +175,7 @@ def part_sync(backend: str, tiny: bool) -> None:
     if backend != "cuda":
         emit("sync", skipped="torch's sync debug mode counts CUDA synchronizations only")
         return
-    for env_id, params in (("CartPole-v1", {}), ("Acrobot-v1", {}), ("TagContinuous-v0", {}),
-                           ("TagGridWorld-v0", {})):
+    for env_id, params in (("CartPole-v1", {}), ("Acrobot-v1", {}), ("TagContinuous-v0", {}), ("TagGridWorld-v0", {})):
         env = kge.make(env_id, 256, backend=backend, seed=0, **params)
         env.reset(seed=0)
         actions = sample_actions(env, 4, 0)
@@ -185,9 +201,17 @@ def part_sync(backend: str, tiny: bool) -> None:
             error = str(raised).splitlines()[0]
         finally:
             torch.cuda.set_sync_debug_mode("default")
-        emit("sync", workload=f"{env_id}.step()", check_action_values=env.check_action_values, steps=steps,
-             syncs=len(syncs), syncs_per_step=len(syncs) / steps, error_mode=error or "no error",
-             first=syncs[:1], ok=not syncs and error is None)
+        emit(
+            "sync",
+            workload=f"{env_id}.step()",
+            check_action_values=env.check_action_values,
+            steps=steps,
+            syncs=len(syncs),
+            syncs_per_step=len(syncs) / steps,
+            error_mode=error or "no error",
+            first=syncs[:1],
+            ok=not syncs and error is None,
+        )
         env.close()
     _collector_sync()
 
@@ -216,8 +240,15 @@ def _collector_sync() -> None:
             finally:
                 torch.cuda.set_sync_debug_mode("default")
     syncs = _sync_warnings(caught)
-    emit("sync", workload="DeviceCollector.collect() (16 steps)", fragments=5, syncs=len(syncs),
-         syncs_per_fragment=len(syncs) / 5, first=syncs[:1], ok=len(syncs) <= 5)
+    emit(
+        "sync",
+        workload="DeviceCollector.collect() (16 steps)",
+        fragments=5,
+        syncs=len(syncs),
+        syncs_per_fragment=len(syncs) / 5,
+        first=syncs[:1],
+        ok=len(syncs) <= 5,
+    )
     del DeviceCollector
     env.close()
 
@@ -263,8 +294,14 @@ def part_cartpole(backend: str, tiny: bool) -> None:
 
         seconds = timed_median(run, backend, 3 if tiny else 5)
         rate = num_envs * steps / seconds
-        emit("cartpole", envs=num_envs, steps=steps, env_steps_per_s=rate, bytes_per_env_step=BYTES_PER_ENV_STEP,
-             GBps_moved=rate * BYTES_PER_ENV_STEP / 1e9)
+        emit(
+            "cartpole",
+            envs=num_envs,
+            steps=steps,
+            env_steps_per_s=rate,
+            bytes_per_env_step=BYTES_PER_ENV_STEP,
+            GBps_moved=rate * BYTES_PER_ENV_STEP / 1e9,
+        )
         env.close()
 
 
@@ -287,8 +324,13 @@ def part_launch(backend: str, tiny: bool) -> None:
         host = (time.perf_counter() - start) / steps
         synchronize(backend)
         total = (time.perf_counter() - start) / steps
-        emit("launch", envs=num_envs, host_us_per_step=host * 1e6, us_per_step_with_final_sync=total * 1e6,
-             check_action_values=env.check_action_values)
+        emit(
+            "launch",
+            envs=num_envs,
+            host_us_per_step=host * 1e6,
+            us_per_step_with_final_sync=total * 1e6,
+            check_action_values=env.check_action_values,
+        )
         if backend == "cuda":
             _graph_replay(env, num_envs, steps)
         env.close()
@@ -319,8 +361,13 @@ def _graph_replay(env, num_envs: int, steps: int) -> None:
         seconds = (time.perf_counter() - start) / steps
         if hasattr(env, "check_actions"):
             env.check_actions()
-        emit("graph", envs=num_envs, us_per_replay=seconds * 1e6, recipe="kernelgym.envs.cuda_graph"
-             if capture_step is not None else "torch.cuda.graph by hand", ok=True)
+        emit(
+            "graph",
+            envs=num_envs,
+            us_per_replay=seconds * 1e6,
+            recipe="kernelgym.envs.cuda_graph" if capture_step is not None else "torch.cuda.graph by hand",
+            ok=True,
+        )
     except Exception as error:
         emit("graph", envs=num_envs, ok=False, error=f"{type(error).__name__}: {error}"[:400])
 
@@ -347,22 +394,45 @@ def part_tag(backend: str, tiny: bool) -> None:
     import kernelgym.envs as kge
 
     num_envs, runners = (4, 9) if tiny else (2000, 999)
-    configurations = [("full observation", {}),
-                      ("K = 2 nearest observed", {"use_full_observation": False, "num_other_agents_observed": 2})]
+    configurations = [
+        ("full observation", {}),
+        ("K = 2 nearest observed", {"use_full_observation": False, "num_other_agents_observed": 2}),
+    ]
     for label, extra in configurations:
         started = time.perf_counter()
         host_bytes = _batched_space_bytes(num_envs, runners, extra)
         if host_bytes > 64 * 2**30:
             # gymnasium's batched spaces hold N x A x obs bounds arrays on the host (issue 26)
-            emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=False,
-                 error=f"not built: its batched spaces alone need {host_bytes / 2**30:.0f} GiB of host memory")
+            emit(
+                "tag",
+                configuration=label,
+                envs=num_envs,
+                agents=runners + 1,
+                built=False,
+                error=f"not built: its batched spaces alone need {host_bytes / 2**30:.0f} GiB of host memory",
+            )
             continue
         try:
-            env = kge.make("TagContinuous-v0", num_envs, backend=backend, seed=0, check_action_values=False,
-                           num_taggers=1, num_runners=runners, **extra)
+            env = kge.make(
+                "TagContinuous-v0",
+                num_envs,
+                backend=backend,
+                seed=0,
+                check_action_values=False,
+                num_taggers=1,
+                num_runners=runners,
+                **extra,
+            )
         except (MemoryError, ValueError, RuntimeError) as error:
-            emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=False,
-                 error=f"{type(error).__name__}: {error}"[:300], seconds=round(time.perf_counter() - started, 1))
+            emit(
+                "tag",
+                configuration=label,
+                envs=num_envs,
+                agents=runners + 1,
+                built=False,
+                error=f"{type(error).__name__}: {error}"[:300],
+                seconds=round(time.perf_counter() - started, 1),
+            )
             continue
         env.reset(seed=0)
         actions = sample_actions(env, 2, 0)
@@ -374,8 +444,15 @@ def part_tag(backend: str, tiny: bool) -> None:
 
         seconds = timed_median(run, backend, 3)
         rate = num_envs * steps / seconds
-        emit("tag", configuration=label, envs=num_envs, agents=runners + 1, built=True, env_steps_per_s=rate,
-             vs_warpdrive_a100=rate / WARPDRIVE_TAG_RATE)
+        emit(
+            "tag",
+            configuration=label,
+            envs=num_envs,
+            agents=runners + 1,
+            built=True,
+            env_steps_per_s=rate,
+            vs_warpdrive_a100=rate / WARPDRIVE_TAG_RATE,
+        )
         env.close()
 
 
@@ -409,14 +486,18 @@ def part_kit(backend: str, tiny: bool) -> None:
 
     import kernelgym.envs as kge
 
-    tasks = [(env_id, precision) for env_id in kge.list_envs()
-             for precision in (getattr(kge.get_spec(env_id), "precisions", None) or (None,))]
+    tasks = [
+        (env_id, precision)
+        for env_id in kge.list_envs()
+        for precision in (getattr(kge.get_spec(env_id), "precisions", None) or (None,))
+    ]
     if tiny:  # the code path: the example plugin and one classic env
         tasks = [task for task in tasks if task in (("GoRight-v0", None), ("CartPole-v1", "float32"))]
     jobs = max(1, min(len(tasks), int(os.environ.get("GPU_CHECK_JOBS", "1"))))
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(_kit_one, env_id, precision, backend, tiny): (env_id, precision)
-                   for env_id, precision in tasks}
+        futures = {
+            pool.submit(_kit_one, env_id, precision, backend, tiny): (env_id, precision) for env_id, precision in tasks
+        }
         for future in as_completed(futures):
             env_id, precision = futures[future]
             try:
@@ -432,8 +513,15 @@ def _kit_one(env_id: str, precision, backend: str, tiny: bool) -> dict:
     started = time.perf_counter()
     report = check_env(env_id, backend=backend, max_examples=2 if tiny else 5, precision=precision)
     failed = [result.name for result in report.failures]
-    return dict(env=env_id, precision=precision, ok=report.passed, failed=failed, checks=len(report.results),
-                seconds=round(time.perf_counter() - started, 1), report=format_report(report)[-1500:] if failed else "")
+    return dict(
+        env=env_id,
+        precision=precision,
+        ok=report.passed,
+        failed=failed,
+        checks=len(report.results),
+        seconds=round(time.perf_counter() - started, 1),
+        report=format_report(report)[-1500:] if failed else "",
+    )
 
 
 def part_short_run(backend: str, tiny: bool) -> None:
@@ -486,12 +574,21 @@ def part_rounding(backend: str, tiny: bool) -> None:
             if how == "launch":
                 affine_rows.launch(where, x.shape[0], source, out, 1.5, -2.0)
             else:
-                bind(affine_rows, {"x": source, "out": out, "scale": 1.5, "shift": -2.0}, backend=where,
-                     num_envs=x.shape[0])()
+                bind(
+                    affine_rows,
+                    {"x": source, "out": out, "scale": 1.5, "shift": -2.0},
+                    backend=where,
+                    num_envs=x.shape[0],
+                )()
             got = out if where == "cpu" else out.copy_to_host()
             results[(how, where)] = got
-            emit("rounding", kernel=f"affine via {how}", backend=where,
-                 differs_from_numpy=int(np.sum(got != numpy_result)), of=got.size)
+            emit(
+                "rounding",
+                kernel=f"affine via {how}",
+                backend=where,
+                differs_from_numpy=int(np.sum(got != numpy_result)),
+                of=got.size,
+            )
     states = rng.seed_streams(3, 4096)
     low, high = np.float32(-0.05), np.float32(0.05)
     draws = {}
@@ -504,16 +601,23 @@ def part_rounding(backend: str, tiny: bool) -> None:
             draw_float32.launch(where, 4096, to_backend(states.copy(), where), device_out, low, high)
             out = device_out.copy_to_host()
         draws[where] = out
-    emit("rounding", kernel="uniform_range_as float32", differs_cpu_vs_backend=int(np.sum(draws["cpu"] != draws[backend])),
-         of=draws["cpu"].size, first=[(float(a), float(b)) for a, b in zip(draws["cpu"].ravel(), draws[backend].ravel())
-                                      if a != b][:3])
+    emit(
+        "rounding",
+        kernel="uniform_range_as float32",
+        differs_cpu_vs_backend=int(np.sum(draws["cpu"] != draws[backend])),
+        of=draws["cpu"].size,
+        first=[(float(a), float(b)) for a, b in zip(draws["cpu"].ravel(), draws[backend].ravel()) if a != b][:3],
+    )
     _compare_sines(backend)
     for kernel in (affine_rows, draw_float32):
         module = kernel._module(4)
         cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
         # the PTX alone can hide a contraction: nvJitLink's LTO code generation fuses on its own
-        entry = {"kernel": kernel.__qualname__, "cpu_vfmadd": len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)),
-                 "lto": module.cuda_launcher.targetoptions.get("lto")}
+        entry = {
+            "kernel": kernel.__qualname__,
+            "cpu_vfmadd": len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)),
+            "lto": module.cuda_launcher.targetoptions.get("lto"),
+        }
         if backend == "cuda":
             ptx = "\n".join(module.cuda_launcher.inspect_asm().values())
             entry["ptx_fma"] = ptx.count("fma.rn")
@@ -522,8 +626,12 @@ def part_rounding(backend: str, tiny: bool) -> None:
         for name, module in sorted(gpu_compile.imported_launchers().items()):
             ptx = "\n".join(module.cuda_launcher.inspect_asm().values())
             cpu_asm = "\n".join(module.cpu_launcher.inspect_asm().values())
-            emit("rounding", module=name[-60:], ptx_fma=ptx.count("fma.rn"),
-                 cpu_vfmadd=len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)))
+            emit(
+                "rounding",
+                module=name[-60:],
+                ptx_fma=ptx.count("fma.rn"),
+                cpu_vfmadd=len(re.findall(r"vfmadd|vfnmadd|vfmsub", cpu_asm)),
+            )
 
 
 def _compare_sines(backend: str) -> None:
@@ -557,11 +665,15 @@ def _compare_sines(backend: str) -> None:
                     kernel.launch(where, x.size, to_backend(x, where), device_out)
                     out = device_out.copy_to_host()
                 results[where] = out
-            emit("rounding", kernel=f"{kernel.__qualname__.split('.')[-1]} {np.dtype(dtype).name}",
-                 differs_cpu_vs_backend=int(np.sum(results["cpu"] != results[backend])), of=results["cpu"].size)
+            emit(
+                "rounding",
+                kernel=f"{kernel.__qualname__.split('.')[-1]} {np.dtype(dtype).name}",
+                differs_cpu_vs_backend=int(np.sum(results["cpu"] != results[backend])),
+                of=results["cpu"].size,
+            )
 
 
-PARTS = {name[len("part_"):]: function for name, function in globals().items() if name.startswith("part_")}
+PARTS = {name[len("part_") :]: function for name, function in globals().items() if name.startswith("part_")}
 
 
 def main(argv=None) -> int:

@@ -38,8 +38,7 @@ def test_gymnasium_make_truncates_at_the_registered_time_limit():
 
 @pytest.mark.parametrize(("mode", "vector_kwargs"), [("sync", {}), ("async", {"context": "spawn"})])
 def test_make_vec_sync_and_async_step_kernelgym_envs(mode, vector_kwargs):
-    envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode=mode,
-                              vector_kwargs=vector_kwargs)
+    envs = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode=mode, vector_kwargs=vector_kwargs)
     obs, _ = envs.reset(seed=0)
     assert obs.shape == (3, 4)
     first = obs.copy()
@@ -181,10 +180,19 @@ def test_skrl_trainer_records_observations_the_next_step_does_not_overwrite():
     cfg = PPO_CFG(rollouts=64)
     cfg.experiment.write_interval = cfg.experiment.checkpoint_interval = 0
     models = _skrl_models(env)
-    agent = RecordingPPO(models=models, memory=RandomMemory(memory_size=64, num_envs=16), cfg=cfg,
-                         observation_space=env.observation_space, action_space=env.action_space, device=env.device)
-    SequentialTrainer(env=env, agents=agent, cfg={"timesteps": 30, "headless": True, "disable_progressbar": True,
-                                                  "close_environment_at_exit": False}).train()
+    agent = RecordingPPO(
+        models=models,
+        memory=RandomMemory(memory_size=64, num_envs=16),
+        cfg=cfg,
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device=env.device,
+    )
+    SequentialTrainer(
+        env=env,
+        agents=agent,
+        cfg={"timesteps": 30, "headless": True, "disable_progressbar": True, "close_environment_at_exit": False},
+    ).train()
     assert len(recorded) == 30
     for (_, previous_end), (start, end) in zip(recorded, recorded[1:]):
         torch.testing.assert_close(start, previous_end)  # the chain of transitions is unbroken
@@ -213,8 +221,9 @@ def _skrl_models(env):
 
     class Policy(CategoricalMixin, Model):
         def __init__(self):
-            Model.__init__(self, observation_space=env.observation_space, action_space=env.action_space,
-                           device=env.device)
+            Model.__init__(
+                self, observation_space=env.observation_space, action_space=env.action_space, device=env.device
+            )
             CategoricalMixin.__init__(self)
             self.net = torch.nn.Linear(self.num_observations, self.num_actions)
 
@@ -223,8 +232,9 @@ def _skrl_models(env):
 
     class Value(DeterministicMixin, Model):
         def __init__(self):
-            Model.__init__(self, observation_space=env.observation_space, action_space=env.action_space,
-                           device=env.device)
+            Model.__init__(
+                self, observation_space=env.observation_space, action_space=env.action_space, device=env.device
+            )
             DeterministicMixin.__init__(self)
             self.net = torch.nn.Linear(self.num_observations, 1)
 

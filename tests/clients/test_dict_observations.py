@@ -30,8 +30,11 @@ def test_gymnasium_check_env_passes_the_dict_env():
 @pytest.mark.parametrize("autoreset_mode", ["same_step", "next_step"])
 def test_make_vec_spaces_agree_with_what_it_returns(mode, autoreset_mode):
     # the vector entry point takes the mode as a keyword, gymnasium's own vector envs in vector_kwargs
-    arguments = {"autoreset_mode": autoreset_mode} if mode == "vector_entry_point" else \
-        {"vector_kwargs": {"autoreset_mode": gymnasium.vector.AutoresetMode[autoreset_mode.upper()]}}
+    arguments = (
+        {"autoreset_mode": autoreset_mode}
+        if mode == "vector_entry_point"
+        else {"vector_kwargs": {"autoreset_mode": gymnasium.vector.AutoresetMode[autoreset_mode.upper()]}}
+    )
     envs = gymnasium.make_vec(f"kernelgym/{ENV_ID}", 4, vectorization_mode=mode, **arguments)
     obs, _ = envs.reset(seed=0)
     assert envs.observation_space.contains(obs), (envs.observation_space, obs)
@@ -53,7 +56,6 @@ def test_sb3_multi_input_policy_learns_the_dict_env():
     torch.manual_seed(0)
     venv = KernelSB3VecEnv(ENV_ID, num_envs=16, backend="cpu", seed=0)
     model = PPO("MultiInputPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
-
 
     before = mean_episode_return(model, venv, 200)
     model.learn(12_000)

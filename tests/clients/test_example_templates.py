@@ -31,7 +31,7 @@ def test_every_agent_is_one_sb3_env():
     assert obs.shape == (3 * agents, 3)
     # row e * A + a is agent a of env e: its right neighbour's value is agent a + 1's own
     for env in range(3):
-        rows = obs[env * agents:(env + 1) * agents]
+        rows = obs[env * agents : (env + 1) * agents]
         np.testing.assert_array_equal(rows[:, 2], np.roll(rows[:, 0], -1))
     for _step in range(4):
         obs, rewards, dones, infos = venv.step(np.full(venv.num_envs, 1))
@@ -53,7 +53,6 @@ def test_sb3_ppo_learns_the_ring_with_one_shared_policy():
     venv = KernelSB3VecEnv(ENV_ID, num_envs=8, backend="cpu", seed=0, agents_as_envs=True)
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
 
-
     before = mean_episode_return(model, venv, 200)
     model.learn(30_000)
     after = mean_episode_return(model, venv, 200)
@@ -70,7 +69,6 @@ def test_sb3_ppo_learns_the_point_mass_with_box_actions():
     torch.manual_seed(0)
     venv = KernelSB3VecEnv("PointMass-v0", num_envs=16, backend="cpu", seed=0)
     model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, learning_rate=1e-3, seed=0, verbose=0)
-
 
     before = mean_episode_return(model, venv, 64)
     model.learn(40_000)

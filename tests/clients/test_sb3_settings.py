@@ -26,9 +26,16 @@ def test_max_episode_steps_set_through_set_attr_truncates_the_episodes(venv):
     assert [info["episode"]["l"] for info in infos] == [3, 3]
 
 
-@pytest.mark.parametrize("name, value", [
-    ("params", None), ("num_envs", 5), ("autoreset_mode", "next_step"), ("state", {}), ("precision", "float32"),
-])
+@pytest.mark.parametrize(
+    "name, value",
+    [
+        ("params", None),
+        ("num_envs", 5),
+        ("autoreset_mode", "next_step"),
+        ("state", {}),
+        ("precision", "float32"),
+    ],
+)
 def test_a_fixed_attribute_set_through_set_attr_raises_naming_it(venv, name, value):
     before = venv.get_attr(name)
     with pytest.raises(AttributeError, match=name):

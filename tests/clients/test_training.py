@@ -21,7 +21,7 @@ TARGET = 200.0
 def first_crossing(returns, window=WINDOW, target=TARGET):
     """Index of the first episode that ends a ``window`` whose mean return exceeds ``target``, or None."""
     for end in range(window, len(returns) + 1):
-        if np.mean(returns[end - window:end]) > target:
+        if np.mean(returns[end - window : end]) > target:
             return end
     return None
 
@@ -30,12 +30,18 @@ def assert_learned(returns):
     assert len(returns) > WINDOW
     assert np.mean(returns[:WINDOW]) < 50, "a fresh policy should balance the pole for about 20 steps"
     assert first_crossing(returns) is not None, (
-        f"the mean return of {WINDOW} episodes never exceeded {TARGET}; last {WINDOW}: {np.mean(returns[-WINDOW:])}")
+        f"the mean return of {WINDOW} episodes never exceeded {TARGET}; last {WINDOW}: {np.mean(returns[-WINDOW:])}"
+    )
 
 
 def mlp(inputs, outputs):
-    return torch.nn.Sequential(torch.nn.Linear(inputs, 64), torch.nn.Tanh(), torch.nn.Linear(64, 64), torch.nn.Tanh(),
-                               torch.nn.Linear(64, outputs))
+    return torch.nn.Sequential(
+        torch.nn.Linear(inputs, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, 64),
+        torch.nn.Tanh(),
+        torch.nn.Linear(64, outputs),
+    )
 
 
 def _sb3_ppo_on_cartpole(**make_kwargs):
@@ -56,8 +62,20 @@ def _sb3_ppo_on_cartpole(**make_kwargs):
 
     venv = KernelSB3VecEnv("CartPole-v1", 8, backend="cpu", seed=SEED, **make_kwargs)
     # rl-baselines3-zoo's CartPole PPO settings (constant rates)
-    model = PPO("MlpPolicy", venv, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
-                ent_coef=0.0, learning_rate=1e-3, clip_range=0.2, seed=SEED, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=32,
+        batch_size=256,
+        gae_lambda=0.8,
+        gamma=0.98,
+        n_epochs=20,
+        ent_coef=0.0,
+        learning_rate=1e-3,
+        clip_range=0.2,
+        seed=SEED,
+        device="cpu",
+    )
     callback = Returns()
     model.learn(40_000, callback=callback)
     assert_learned(callback.returns)
@@ -109,17 +127,36 @@ def test_skrl_ppo_learns_cartpole():
     recorded = gymnasium.wrappers.vector.RecordEpisodeStatistics(vector, buffer_length=100_000)
     env = wrap_env(recorded, verbose=False)
     rollouts = 32
-    cfg = PPO_CFG(rollouts=rollouts, learning_epochs=8, mini_batches=4, discount_factor=0.99, gae_lambda=0.95,
-                  learning_rate=1e-3, entropy_loss_scale=0.0, value_loss_scale=0.5, time_limit_bootstrap=True)
+    cfg = PPO_CFG(
+        rollouts=rollouts,
+        learning_epochs=8,
+        mini_batches=4,
+        discount_factor=0.99,
+        gae_lambda=0.95,
+        learning_rate=1e-3,
+        entropy_loss_scale=0.0,
+        value_loss_scale=0.5,
+        time_limit_bootstrap=True,
+    )
     cfg.experiment.write_interval = 0
     cfg.experiment.checkpoint_interval = 0
-    models = {"policy": Policy(env.observation_space, env.action_space, env.device),
-              "value": Value(env.observation_space, env.action_space, env.device)}
-    agent = PPO(models=models, memory=RandomMemory(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
-                observation_space=env.observation_space, action_space=env.action_space, device=env.device, cfg=cfg)
-    trainer = SequentialTrainer(env=env, agents=agent,
-                                cfg={"timesteps": 2_500, "headless": True, "disable_progressbar": True,
-                                     "close_environment_at_exit": False})
+    models = {
+        "policy": Policy(env.observation_space, env.action_space, env.device),
+        "value": Value(env.observation_space, env.action_space, env.device),
+    }
+    agent = PPO(
+        models=models,
+        memory=RandomMemory(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device=env.device,
+        cfg=cfg,
+    )
+    trainer = SequentialTrainer(
+        env=env,
+        agents=agent,
+        cfg={"timesteps": 2_500, "headless": True, "disable_progressbar": True, "close_environment_at_exit": False},
+    )
     trainer.train()  # 2,500 x 16 = 40,000 env steps
     env.close()
     assert_learned(list(recorded.return_queue))
@@ -136,12 +173,15 @@ def test_torchrl_ppo_learns_cartpole():
     torch.manual_seed(SEED)
     vector = gymnasium.make_vec("kernelgym/CartPole-v1", 16, backend="cpu", seed=SEED)  # same_step: the default
     env = TransformedEnv(GymWrapper(vector), RewardSum())
-    actor = ProbabilisticActor(TensorDictModule(mlp(4, 2), in_keys=["observation"], out_keys=["logits"]),
-                               in_keys=["logits"], spec=env.action_spec, distribution_class=OneHotCategorical,
-                               return_log_prob=True)
+    actor = ProbabilisticActor(
+        TensorDictModule(mlp(4, 2), in_keys=["observation"], out_keys=["logits"]),
+        in_keys=["logits"],
+        spec=env.action_spec,
+        distribution_class=OneHotCategorical,
+        return_log_prob=True,
+    )
     value = ValueOperator(mlp(4, 1), in_keys=["observation"])
-    collector = Collector(env, actor, frames_per_batch=512, total_frames=40_960,
-                          auto_register_policy_transforms=False)
+    collector = Collector(env, actor, frames_per_batch=512, total_frames=40_960, auto_register_policy_transforms=False)
     advantage = GAE(gamma=0.99, lmbda=0.95, value_network=value)
     loss = ClipPPOLoss(actor, value, clip_epsilon=0.2, entropy_coeff=0.0, critic_coeff=0.5)
     optimizer = torch.optim.Adam(loss.parameters(), lr=1e-3)
@@ -173,8 +213,17 @@ def test_stable_baselines3_ppo_learns_the_image_maze():
     from kernelgym.envs.sb3 import KernelSB3VecEnv
 
     venv = KernelSB3VecEnv("ImageMaze-v0", 16, backend="cpu", seed=SEED)
-    model = PPO("MlpPolicy", venv, n_steps=64, batch_size=256, n_epochs=10, gamma=0.95, learning_rate=1e-3,
-                seed=SEED, device="cpu")
+    model = PPO(
+        "MlpPolicy",
+        venv,
+        n_steps=64,
+        batch_size=256,
+        n_epochs=10,
+        gamma=0.95,
+        learning_rate=1e-3,
+        seed=SEED,
+        device="cpu",
+    )
     before = _maze_return(model, venv)
     model.learn(30_000)
     after = _maze_return(model, venv)

@@ -75,8 +75,19 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--only: expected names among {sorted(FOLDERS)}, got {unknown}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="wheels-alone-"))
     wheels = work / "wheels"
-    built = run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(wheels),
-                 *(str(folder) for folder in FOLDERS.values())])
+    built = run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(wheels),
+            *(str(folder) for folder in FOLDERS.values()),
+        ]
+    )
     if built.returncode:
         print(built.stdout, built.stderr, file=sys.stderr)
         return 1
@@ -89,13 +100,26 @@ def main(argv: list[str] | None = None) -> int:
         steps = [
             [sys.executable, "-m", "venv", str(venv)],
             # --no-compile: byte-compiling torch takes longer than installing it
-            [str(python), "-m", "pip", "install", "--quiet", "--no-compile", "-c", str(ROOT / "constraints.txt"),
-             *(str(wheel_of[sibling]) for sibling in sorted(siblings(name)))],
+            [
+                str(python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-compile",
+                "-c",
+                str(ROOT / "constraints.txt"),
+                *(str(wheel_of[sibling]) for sibling in sorted(siblings(name))),
+            ],
         ]
         example = work / f"example-{name}.py"
         example.write_text(first_example(FOLDERS[name] / "README.md"))
-        env = dict(os.environ, KERNELGYM_CACHE_DIR=str(work / "kernelgym-cache"),
-                   NUMBA_CACHE_DIR=str(work / "numba-cache"), PYTHONPATH="")
+        env = dict(
+            os.environ,
+            KERNELGYM_CACHE_DIR=str(work / "kernelgym-cache"),
+            NUMBA_CACHE_DIR=str(work / "numba-cache"),
+            PYTHONPATH="",
+        )
         steps.append([str(python), str(example)])
         for step in steps:
             result = run(step, cwd=work, env=env, timeout=900)

@@ -33,7 +33,6 @@ def live_actor_names() -> set[str]:
     return {entry["name"] for entry in ray.util.list_named_actors(all_namespaces=True)}
 
 
-
 def eventually(condition, timeout: float = 20.0) -> bool:
     """Whether ``condition()`` holds within ``timeout`` s (Ray reaps a killed actor's
     process after it reports the actor dead)."""

@@ -104,8 +104,15 @@ def test_actions_that_fit_without_loss_are_taken_as_the_exact_ones(shape):
 
 def test_a_worker_refusing_an_action_names_the_actors_output():
     batches = pool.rollout(
-        counter_factory(), ShapedActor((1, "B"), torch.float32), n_steps=2, n_actors=1, n_per_actor=2,
-        n_buffers=1, n_per_batch=1, start_method="fork", timeout=30,
+        counter_factory(),
+        ShapedActor((1, "B"), torch.float32),
+        n_steps=2,
+        n_actors=1,
+        n_per_actor=2,
+        n_buffers=1,
+        n_per_batch=1,
+        start_method="fork",
+        timeout=30,
     )
     with pytest.raises(WorkerError) as caught:
         next(batches)
@@ -124,6 +131,8 @@ def test_add_to_refuses_a_memory_with_another_number_of_envs(n_envs, memory_envs
         collector.add_to(memory, {"rewards": "rew"})
         assert len(memory) == 2 * n_envs
     else:
-        with pytest.raises(ValueError, match=rf"memory: expected num_envs={n_envs} \(the env's\), got num_envs={memory_envs}"):
+        with pytest.raises(
+            ValueError, match=rf"memory: expected num_envs={n_envs} \(the env's\), got num_envs={memory_envs}"
+        ):
             collector.add_to(memory, {"rewards": "rew"})
         assert len(memory) == 0  # nothing written

@@ -64,8 +64,7 @@ def counting_fault_reads():
 
 def collect_until_the_bad_action(backend, env_id, n_steps, fragment, step, env_index, fault_reads):
     value, message = CASES[env_id]
-    env = kge.make(env_id, N_ENVS, backend=backend, seed=4, autoreset_mode="same_step",
-                   check_action_values="deferred")
+    env = kge.make(env_id, N_ENVS, backend=backend, seed=4, autoreset_mode="same_step", check_action_values="deferred")
     actor = BadActionActor(env_index, value, fragment * n_steps + step)
     collector = DeviceCollector(env, actor, n_steps, seed=4)
     fault_reads.clear()  # the env's reset read its record once
@@ -85,8 +84,9 @@ def test_a_deferred_bad_action_raises_at_the_end_of_its_fragment_in_the_simulato
     step = data.draw(st.integers(0, n_steps - 1))
     env_index = data.draw(st.integers(0, N_ENVS - 1))
     with counting_fault_reads() as reads:
-        env, collector, actor, error = collect_until_the_bad_action("sim", env_id, n_steps, fragment, step,
-                                                                    env_index, reads)
+        env, collector, actor, error = collect_until_the_bad_action(
+            "sim", env_id, n_steps, fragment, step, env_index, reads
+        )
         # deferred: the whole fragment was collected (every step, and the look-ahead) before it raised
         assert actor.acted == (fragment + 1) * n_steps
         assert any("end" in note for note in error.__notes__)

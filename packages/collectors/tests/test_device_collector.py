@@ -232,10 +232,12 @@ class TorchDictCounterVectorEnv(TorchCounterVectorEnv):
     """`TorchCounterVectorEnv` with a Dict observation: ``{"count": [t, episodes], "image": (2, 2) uint8}``
     (the image holds ``t`` in every pixel), as a kernelgym env with a Dict space returns it."""
 
-    single_observation_space = gym.spaces.Dict({
-        "count": gym.spaces.Box(0.0, 1e6, shape=(2,), dtype=np.float32),
-        "image": gym.spaces.Box(0, 255, shape=(2, 2), dtype=np.uint8),
-    })
+    single_observation_space = gym.spaces.Dict(
+        {
+            "count": gym.spaces.Box(0.0, 1e6, shape=(2,), dtype=np.float32),
+            "image": gym.spaces.Box(0, 255, shape=(2, 2), dtype=np.uint8),
+        }
+    )
 
     def _tree(self, flat):
         image = flat[:, :1, None].expand(-1, 2, 2).to(torch.uint8)

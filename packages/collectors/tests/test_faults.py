@@ -241,9 +241,15 @@ def test_any_other_interrupted_call_breaks_the_tasks_until_closed(multiprocess):
     interrupted = (lambda: tasks.step_at(0, SLOW)) if multiprocess else (lambda: tasks.step([0, SLOW, 0]))
     with ctrl_c_after(0.1), pytest.raises(KeyboardInterrupt):
         interrupted()
-    for call in (tasks.get_observations, lambda: tasks.step([0, 0, 0]), lambda: tasks.attr("number"), tasks.wait_step
-                 if multiprocess else tasks.reset_all):
-        with pytest.raises(RuntimeError, match=r"is broken: .*interrupted \(KeyboardInterrupt\).*close\(\) and make a new"):
+    for call in (
+        tasks.get_observations,
+        lambda: tasks.step([0, 0, 0]),
+        lambda: tasks.attr("number"),
+        tasks.wait_step if multiprocess else tasks.reset_all,
+    ):
+        with pytest.raises(
+            RuntimeError, match=r"is broken: .*interrupted \(KeyboardInterrupt\).*close\(\) and make a new"
+        ):
             call()
     assert not tasks.is_closed
     tasks.close()  # still stops every worker (the fixture checks that none is left)
@@ -502,6 +508,11 @@ def test_close_leaves_only_the_documented_helpers_which_exit_with_the_parent(met
     parent = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert parent.returncode == 0, parent.stderr
     remaining = dict(line.split(" ", 1) for line in parent.stdout.splitlines())
-    kinds = {kind for kind in ("forkserver", "resource_tracker") for command in remaining.values() if f"multiprocessing.{kind}" in command}
+    kinds = {
+        kind
+        for kind in ("forkserver", "resource_tracker")
+        for command in remaining.values()
+        if f"multiprocessing.{kind}" in command
+    }
     assert kinds == helpers and len(remaining) == len(helpers), remaining  # no worker, nothing else
     assert wait_gone([int(pid) for pid in remaining]) == []  # they exit once the parent has

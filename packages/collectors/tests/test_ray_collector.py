@@ -137,7 +137,9 @@ def test_an_exception_in_the_policy_reaches_the_learner_with_its_traceback():
     with ray_collector(learner) as collector:
         learner.explode.fill_(1.0)
         collector.update_policy_weights_()
-        with pytest.raises(WorkerError, match="raised ArithmeticError: the learner sent weights that explode") as caught:
+        with pytest.raises(
+            WorkerError, match="raised ArithmeticError: the learner sent weights that explode"
+        ) as caught:
             collector.collect()
         assert "in step" in caught.value.remote_traceback and caught.value.process_index == 0
         assert isinstance(caught.value.__cause__, ArithmeticError)
@@ -169,8 +171,11 @@ def test_a_deferred_bad_action_reaches_the_learner_by_the_end_of_its_fragment():
         collector.collect()
         learner.bad.fill_(1.0)
         collector.update_policy_weights_()
-        with pytest.raises(WorkerError, match=r"raised ValueError: actions: expected values in Discrete\(2\), "
-                                              r"got 7 at index \(1,\)") as caught:
+        with pytest.raises(
+            WorkerError,
+            match=r"raised ValueError: actions: expected values in Discrete\(2\), "
+            r"got 7 at index \(1,\)",
+        ) as caught:
             collector.collect()
         assert isinstance(caught.value.__cause__, ValueError)
         learner.bad.fill_(0.0)
@@ -212,7 +217,11 @@ def test_restart_on_failure_resumes_collection_with_a_warning():
 @pytest.mark.parametrize(
     ("options", "error", "match"),
     [
-        ({"num_gpus": 1}, ValueError, r"num_gpus: 2 collector actors x 1 GPU each need 2 GPU, but the Ray cluster has 0"),
+        (
+            {"num_gpus": 1},
+            ValueError,
+            r"num_gpus: 2 collector actors x 1 GPU each need 2 GPU, but the Ray cluster has 0",
+        ),
         ({"num_envs": 0}, ValueError, "num_envs: expected a positive int, got 0"),
         ({"timeout": -1}, ValueError, "timeout: expected a positive number"),
         ({"timeout": float("inf")}, ValueError, r"timeout: expected a positive number .*, got inf"),
@@ -228,7 +237,6 @@ def test_bad_arguments_fail_before_any_actor_starts(options, error, match):
     with pytest.raises(error, match=match):
         ray_collector(**options)
     assert live_actor_names() == before
-
 
 
 def test_start_up_has_its_own_allowance_and_after_the_users_ray_shutdown_every_call_says_so():

@@ -211,7 +211,11 @@ def test_an_exception_in_a_sampler_reaches_the_caller_with_its_traceback():
         with pytest.raises(WorkerError, match="UnpicklableError") as caught:
             tasks.step([UNPICKLABLE, 0, 0])  # its traceback comes back, the exception cannot
         assert "holds a lock" in caught.value.remote_traceback and caught.value.sampler_index == 0
-        assert [r.observation for r in tasks.step([0, 0, 0])] == [(0, 1, 2), (1, 1, 3), (2, 1, 2)]  # still usable; a failed step counts for nothing
+        assert [r.observation for r in tasks.step([0, 0, 0])] == [
+            (0, 1, 2),
+            (1, 1, 3),
+            (2, 1, 2),
+        ]  # still usable; a failed step counts for nothing
 
 
 def test_a_sampler_that_cannot_be_made_fails_the_constructor_and_leaves_no_actor():
@@ -325,8 +329,10 @@ def test_hostile_resources_and_timeouts_are_named_before_any_actor_starts(cls, n
         return isinstance(value, (int, float)) and not isinstance(value, bool)
 
     accepted = (
-        number(num_cpus) and 0 <= num_cpus <= 4  # the test cluster's CPUs
-        and number(num_gpus) and num_gpus == 0
+        number(num_cpus)
+        and 0 <= num_cpus <= 4  # the test cluster's CPUs
+        and number(num_gpus)
+        and num_gpus == 0
         and (timeout is None or number(timeout) and 0 < timeout <= threading.TIMEOUT_MAX)
     )
     if accepted:

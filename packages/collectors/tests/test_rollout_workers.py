@@ -75,7 +75,9 @@ def suply_clone(fragment):
 
 def test_double_rollout_publishes_new_parameters_one_fragment_later():
     actor = PolicyActor(0)
-    batches = double.rollout(counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=SAFE_TIMEOUT, **FORK)
+    batches = double.rollout(
+        counter_factory(MAX_LEN, LIMIT), actor, N_STEPS, 2, entropy=1, timeout=SAFE_TIMEOUT, **FORK
+    )
     fragments = []
     for batch in batches:
         fragments.append(suply_clone(batch))
@@ -264,7 +266,9 @@ def test_a_hung_worker_times_out(variant):
 def healthy_rollout(variant):
     """A rollout of ``variant`` over healthy envs, with a timeout no healthy run reaches."""
     if variant == "evaluation":
-        return evaluation.evaluate(counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=SAFE_TIMEOUT, **FORK)
+        return evaluation.evaluate(
+            counter_factory(MAX_LEN, LIMIT), PolicyActor(), n_envs=2, timeout=SAFE_TIMEOUT, **FORK
+        )
     if variant == "double":
         return double.rollout(counter_factory(MAX_LEN, LIMIT), PolicyActor(), N_STEPS, 2, timeout=SAFE_TIMEOUT, **FORK)
     return pool.rollout(

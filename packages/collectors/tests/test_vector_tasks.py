@@ -188,7 +188,9 @@ class VectorTasksMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def step(self, data):
-        actions = data.draw(st.lists(st.integers(0, 4), min_size=len(self.model.active), max_size=len(self.model.active)))
+        actions = data.draw(
+            st.lists(st.integers(0, 4), min_size=len(self.model.active), max_size=len(self.model.active))
+        )
         results = self.tasks.step(actions)
         assert as_tuples(results) == self.model.step(actions)
         for result in results:
@@ -226,7 +228,9 @@ class VectorTasksMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def set_seeds(self, data):
-        seeds = data.draw(st.lists(st.integers(0, 99), min_size=len(self.model.active), max_size=len(self.model.active)))
+        seeds = data.draw(
+            st.lists(st.integers(0, 99), min_size=len(self.model.active), max_size=len(self.model.active))
+        )
         self.tasks.set_seeds(seeds)
         for g, seed in zip(self.model.active, seeds):
             self.model.samplers[g]["sampler_seed"] = seed

@@ -18,8 +18,9 @@ from kernelgym.core import atomic_add
 from kernelgym.core.device_functions import ATOMIC_ADD_DTYPES
 
 SUPPORTED = [np.dtype(name) for name in ATOMIC_ADD_DTYPES]
-UNSUPPORTED = [np.dtype(name) for name in ("bool", "int8", "int16", "uint8", "uint16", "float16",
-                                           "complex64", "complex128")]
+UNSUPPORTED = [
+    np.dtype(name) for name in ("bool", "int8", "int16", "uint8", "uint16", "float16", "complex64", "complex128")
+]
 
 
 @pytest.mark.gpu_compile
@@ -40,8 +41,9 @@ def _agent_values(dtype, num_envs, num_agents, data):
     """Values whose sums are exact in ``dtype`` (small integers, non-negative if unsigned)."""
     low = 0 if dtype.kind in "ub" else -8
     high = 1 if dtype.kind == "b" else 8
-    values = data.draw(st.lists(st.integers(low, high), min_size=num_envs * num_agents,
-                                max_size=num_envs * num_agents), label="values")
+    values = data.draw(
+        st.lists(st.integers(low, high), min_size=num_envs * num_agents, max_size=num_envs * num_agents), label="values"
+    )
     start = data.draw(st.lists(st.integers(low, high), min_size=num_envs, max_size=num_envs), label="start")
     return (np.array(values).reshape(num_envs, num_agents).astype(dtype), np.array(start).astype(dtype))
 

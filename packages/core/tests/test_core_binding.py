@@ -27,9 +27,14 @@ def negate_row(i, out):
 
 
 def _values(backend, x, scale, shift):
-    return {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend),
-            "totals": to_backend(np.ones(x.shape[0]), backend), "scale": scale, "shift": shift,
-            "unused": to_backend(np.zeros(1), backend)}
+    return {
+        "x": to_backend(x, backend),
+        "out": to_backend(np.zeros_like(x), backend),
+        "totals": to_backend(np.ones(x.shape[0]), backend),
+        "scale": scale,
+        "shift": shift,
+        "unused": to_backend(np.zeros(1), backend),
+    }
 
 
 @settings(max_examples=25, deadline=None)
@@ -56,8 +61,9 @@ def _affine_then_sum(backend, x, scale, shift, fused):
 @given(MATRICES, FINITE, FINITE)
 def test_a_fused_program_equals_the_kernels_launched_one_by_one(x, scale, shift):
     # the second body reads what the first wrote for the same env: per-env order holds
-    for got, want in zip(_affine_then_sum("cpu", x, scale, shift, fused=True),
-                         _affine_then_sum("cpu", x, scale, shift, fused=False)):
+    for got, want in zip(
+        _affine_then_sum("cpu", x, scale, shift, fused=True), _affine_then_sum("cpu", x, scale, shift, fused=False)
+    ):
         np.testing.assert_array_equal(got, want)
 
 
@@ -66,8 +72,12 @@ def test_a_fused_program_equals_the_kernels_launched_one_by_one(x, scale, shift)
 def test_a_branch_runs_one_side_per_env(x, flags, scale, shift):
     mask = np.array(flags[: x.shape[0]])
     values = {**_values("cpu", x, scale, shift), "mask": mask}
-    bind([Branch("mask", then=[affine], otherwise=[negate_row]), row_sum_into], values,
-         backend="cpu", num_envs=x.shape[0])()
+    bind(
+        [Branch("mask", then=[affine], otherwise=[negate_row]), row_sum_into],
+        values,
+        backend="cpu",
+        num_envs=x.shape[0],
+    )()
     expected = np.where(mask[:, None], x * scale + shift, -0.0 * x)
     np.testing.assert_array_equal(values["out"], expected)
     totals = np.ones(x.shape[0])
@@ -78,16 +88,25 @@ def test_a_branch_runs_one_side_per_env(x, flags, scale, shift):
 
 def test_an_unknown_name_is_refused_at_bind_time_naming_kernel_parameter_and_names():
     values = {"x": np.zeros((3, 2)), "out": np.zeros((3, 2)), "scale": 1.0}
-    with pytest.raises(BindingError, match=r"affine: parameter 'shift' matches no available name; "
-                                           r"available: \['out', 'scale', 'x'\]"):
+    with pytest.raises(
+        BindingError,
+        match=r"affine: parameter 'shift' matches no available name; "
+        r"available: \['out', 'scale', 'x'\]",
+    ):
         bind(affine, values, backend="cpu", num_envs=3)
     with pytest.raises(BindingError, match=r"Branch\('flags'\): parameter 'flags' matches no available name"):
         bind(Branch("flags", then=[affine]), {**values, "shift": 0.0}, backend="cpu", num_envs=3)
 
 
 def test_an_unknown_name_lists_the_users_names_before_the_internal_ones_and_suggests_the_closest():
-    values = {"x": np.zeros((3, 2)), "out": np.zeros((3, 2)), "scale": 1.0, "shfit": 0.0,
-              "_fault": np.zeros(1, np.int32), "_reset_mask": np.zeros(3, np.uint8)}
+    values = {
+        "x": np.zeros((3, 2)),
+        "out": np.zeros((3, 2)),
+        "scale": 1.0,
+        "shfit": 0.0,
+        "_fault": np.zeros(1, np.int32),
+        "_reset_mask": np.zeros(3, np.uint8),
+    }
     with pytest.raises(BindingError) as error:
         bind(affine, values, backend="cpu", num_envs=3)
     message = str(error.value)
@@ -110,20 +129,30 @@ def test_too_few_rows_is_refused_before_anything_runs(rows, num_envs):
         np.testing.assert_array_equal(out[:num_envs], 3.0)
         np.testing.assert_array_equal(out[num_envs:], 0.0)
         return
-    with pytest.raises(ValueError, match=rf"value 'x': a per_env array needs at least num_envs rows "
-                                         rf"\({num_envs},\), got shape \({rows}, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"value 'x': a per_env array needs at least num_envs rows "
+        rf"\({num_envs},\), got shape \({rows}, 2\)",
+    ):
         bind(affine, values, backend="cpu", num_envs=num_envs)
     np.testing.assert_array_equal(out, 0.0)
 
 
 def test_per_agent_extents_and_shared_values():
     values = {"values": np.ones((2, 3)), "totals": np.zeros(2)}
-    with pytest.raises(ValueError, match=r"value 'values': a per_agent array needs at least "
-                                         r"\(num_envs, num_agents\) leading dims \(2, 4\), got shape \(2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"value 'values': a per_agent array needs at least "
+        r"\(num_envs, num_agents\) leading dims \(2, 4\), got shape \(2, 3\)",
+    ):
         bind(agent_sum, values, backend="cpu", num_envs=2, num_agents=4, layouts={"values": "per_agent"})
     table = np.array([[2.0]])  # one row for every env: shared, not checked
-    bind(affine, {"x": np.ones((3, 1)), "out": np.zeros((3, 1)), "scale": table[0, 0], "shift": 0.0},
-         backend="cpu", num_envs=3)()
+    bind(
+        affine,
+        {"x": np.ones((3, 1)), "out": np.zeros((3, 1)), "scale": table[0, 0], "shift": 0.0},
+        backend="cpu",
+        num_envs=3,
+    )()
     with pytest.raises(ValueError, match="layouts: expected kinds"):
         bind(affine, {}, backend="cpu", num_envs=1, layouts={"x": "per_planet"})
 
@@ -134,8 +163,15 @@ def test_values_the_backend_cannot_take_are_refused_with_their_name():
 
 
 def test_one_launch_takes_one_layout_and_agent_kernels_need_num_agents():
-    values = {"x": np.ones((2, 1)), "out": np.zeros((2, 1)), "scale": 1.0, "shift": 0.0,
-              "totals": np.zeros(2), "visits": np.zeros((2, 3), np.int64), "per_agent": np.zeros((2, 3), np.int64)}
+    values = {
+        "x": np.ones((2, 1)),
+        "out": np.zeros((2, 1)),
+        "scale": 1.0,
+        "shift": 0.0,
+        "totals": np.zeros(2),
+        "visits": np.zeros((2, 3), np.int64),
+        "per_agent": np.zeros((2, 3), np.int64),
+    }
     with pytest.raises(BindingError, match="one launch runs kernels of one layout"):
         bind([affine, tally], values, backend="cpu", num_envs=2, num_agents=3)
     with pytest.raises(BindingError, match="an agent kernel needs num_agents"):
@@ -145,11 +181,20 @@ def test_one_launch_takes_one_layout_and_agent_kernels_need_num_agents():
 @settings(max_examples=15, deadline=None)
 @given(st.integers(1, 6), st.integers(1, 5))
 def test_phases_run_as_separate_launches_in_order(num_envs, num_agents):
-    values = {"totals": np.zeros(num_envs), "visits": np.zeros((num_envs, num_agents), np.int64),
-              "per_agent": np.zeros((num_envs, num_agents), np.int64),
-              "values": np.arange(num_envs * num_agents, dtype=np.float64).reshape(num_envs, num_agents)}
-    launch = bind_launches([tally, agent_sum], values, backend="cpu", num_envs=num_envs, num_agents=num_agents,
-                           layouts={"visits": "per_agent", "per_agent": "per_agent", "values": "per_agent"})
+    values = {
+        "totals": np.zeros(num_envs),
+        "visits": np.zeros((num_envs, num_agents), np.int64),
+        "per_agent": np.zeros((num_envs, num_agents), np.int64),
+        "values": np.arange(num_envs * num_agents, dtype=np.float64).reshape(num_envs, num_agents),
+    }
+    launch = bind_launches(
+        [tally, agent_sum],
+        values,
+        backend="cpu",
+        num_envs=num_envs,
+        num_agents=num_agents,
+        layouts={"visits": "per_agent", "per_agent": "per_agent", "values": "per_agent"},
+    )
     launch()
     expected = num_agents * (num_agents + 1) / 2 + values["values"].sum(axis=1)
     np.testing.assert_array_equal(values["totals"], expected)
@@ -169,8 +214,9 @@ def test_bound_values_are_aliased_not_copied():
 @settings(max_examples=5, deadline=None)
 @given(hnp.arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 3)), elements=FINITE), FINITE, FINITE)
 def test_fused_programs_are_bit_identical_on_cpu_and_sim(x, scale, shift):
-    for got, want in zip(_affine_then_sum("sim", x, scale, shift, fused=True),
-                         _affine_then_sum("cpu", x, scale, shift, fused=True)):
+    for got, want in zip(
+        _affine_then_sum("sim", x, scale, shift, fused=True), _affine_then_sum("cpu", x, scale, shift, fused=True)
+    ):
         np.testing.assert_array_equal(got, want)
 
 
@@ -189,10 +235,18 @@ def test_sim_extent_check_and_branch():
 def test_sim_bindings_of_one_program_keep_their_own_launch_size():
     # the simulator's kernel[grid, block] configures the shared kernel object: a later
     # binding with another size must not shrink an earlier one's launch
-    big = {"x": to_backend(np.ones((7, 1)), "sim"), "out": to_backend(np.zeros((7, 1)), "sim"),
-           "scale": 2.0, "shift": 0.0}
-    small = {"x": to_backend(np.ones((1, 1)), "sim"), "out": to_backend(np.zeros((1, 1)), "sim"),
-             "scale": 2.0, "shift": 0.0}
+    big = {
+        "x": to_backend(np.ones((7, 1)), "sim"),
+        "out": to_backend(np.zeros((7, 1)), "sim"),
+        "scale": 2.0,
+        "shift": 0.0,
+    }
+    small = {
+        "x": to_backend(np.ones((1, 1)), "sim"),
+        "out": to_backend(np.zeros((1, 1)), "sim"),
+        "scale": 2.0,
+        "shift": 0.0,
+    }
     launch_big = bind(affine, big, backend="sim", num_envs=7)
     bind(affine, small, backend="sim", num_envs=1)()
     launch_big()
@@ -217,8 +271,14 @@ def _gated(backend, x, y):
     from kernelgym.core.binding import NO_FAULT, Precondition
 
     fault = to_backend(np.array([NO_FAULT], np.int64), backend)
-    launch = bind([Precondition(negative_index, "fault"), double_into], {"x": x, "y": y, "fault": fault},
-                  backend=backend, num_envs=x.shape[0], layouts={"fault": "shared"}, per_call=("x",))
+    launch = bind(
+        [Precondition(negative_index, "fault"), double_into],
+        {"x": x, "y": y, "fault": fault},
+        backend=backend,
+        num_envs=x.shape[0],
+        layouts={"fault": "shared"},
+        per_call=("x",),
+    )
     return launch, fault
 
 
@@ -256,9 +316,14 @@ def test_a_cpu_launch_returns_its_fault_and_records_every_failing_env(x, paralle
 def _check_fault_return_and_record(binding, x):
     y, kept = np.zeros_like(x), np.full_like(x, 7.0)
     fault = np.array([binding.NO_FAULT], np.int64)
-    launch = bind([binding.Precondition(negative_index, "fault", record=keep_x), double_into],
-                  {"x": np.zeros_like(x), "y": y, "kept": kept, "fault": fault}, backend="cpu",
-                  num_envs=x.shape[0], layouts={"fault": "shared"}, per_call=("x",))
+    launch = bind(
+        [binding.Precondition(negative_index, "fault", record=keep_x), double_into],
+        {"x": np.zeros_like(x), "y": y, "kept": kept, "fault": fault},
+        backend="cpu",
+        num_envs=x.shape[0],
+        layouts={"fault": "shared"},
+        per_call=("x",),
+    )
     returned = launch(x)
     bad = x < 0
     assert returned == fault[0] == (np.flatnonzero(bad)[0] if bad.any() else binding.NO_FAULT)
@@ -277,8 +342,14 @@ def test_cuda_launch_types_are_the_cpu_launch_types_unpacked():
 
     x, kept = np.arange(4.0), np.zeros(4)
     values = {"x": np.zeros(4), "y": np.zeros(4), "kept": kept, "fault": np.array([binding.NO_FAULT], np.int64)}
-    launch = bind([binding.Precondition(negative_index, "fault", record=keep_x), double_into], values,
-                  backend="cpu", num_envs=4, layouts={"fault": "shared"}, per_call=("x",))
+    launch = bind(
+        [binding.Precondition(negative_index, "fault", record=keep_x), double_into],
+        values,
+        backend="cpu",
+        num_envs=4,
+        layouts={"fault": "shared"},
+        per_call=("x",),
+    )
     launch(x)
     kept[...] = -1.0  # a bound array is the caller's, not a copy packed at bind time
     launch(-x - 1.0)
@@ -310,8 +381,13 @@ def test_a_precondition_only_heads_a_program():
 
     values = {"x": np.zeros(2), "y": np.zeros(2), "fault": np.array([NO_FAULT])}
     with pytest.raises(BindingError, match="first item"):
-        bind([double_into, Precondition(negative_index, "fault")], values, backend="cpu", num_envs=2,
-             layouts={"fault": "shared"})
+        bind(
+            [double_into, Precondition(negative_index, "fault")],
+            values,
+            backend="cpu",
+            num_envs=2,
+            layouts={"fault": "shared"},
+        )
     with pytest.raises(BindingError, match="shared"):
         bind([Precondition(negative_index, "fault"), double_into], values, backend="cpu", num_envs=2)
 
@@ -338,8 +414,12 @@ PRECISION_INPUTS = hnp.arrays(np.float64, st.integers(1, 12), elements=FINITE)
 
 
 def _scaled(backend, x, scale, real):
-    values = {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend), "scale": real(scale),
-              "real": real}
+    values = {
+        "x": to_backend(x, backend),
+        "out": to_backend(np.zeros_like(x), backend),
+        "scale": real(scale),
+        "real": real,
+    }
     bind(scale_in_precision, values, backend=backend, num_envs=x.shape[0])()
     return to_numpy(values["out"])
 
@@ -361,12 +441,19 @@ def test_sim_scalar_type_constants_equal_the_cpu_ones(x, scale):
         assert _scaled("sim", x, scale, real).tobytes() == _scaled("cpu", x, scale, real).tobytes()
 
 
-@given(st.one_of(
-    st.floats(allow_nan=False, width=32).map(np.float32), st.floats(allow_nan=False).map(np.float64),
-    st.integers(-2**31, 2**31 - 1).map(np.int32), st.integers(0, 2**64 - 1).map(np.uint64),
-    st.booleans().map(np.bool_), st.floats(allow_nan=False), st.integers(-2**70, 2**70), st.booleans(),
-    st.sampled_from([np.float32, np.float64, np.int64, np.uint8]),
-))
+@given(
+    st.one_of(
+        st.floats(allow_nan=False, width=32).map(np.float32),
+        st.floats(allow_nan=False).map(np.float64),
+        st.integers(-(2**31), 2**31 - 1).map(np.int32),
+        st.integers(0, 2**64 - 1).map(np.uint64),
+        st.booleans().map(np.bool_),
+        st.floats(allow_nan=False),
+        st.integers(-(2**70), 2**70),
+        st.booleans(),
+        st.sampled_from([np.float32, np.float64, np.int64, np.uint8]),
+    )
+)
 def test_a_constant_reads_back_exactly_with_its_type(value):
     from kernelgym.core import codegen
 

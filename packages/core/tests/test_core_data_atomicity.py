@@ -13,18 +13,22 @@ NUM_ENVS, NUM_AGENTS, EPISODE_LENGTH = 3, 2, 4
 
 GOOD_DTYPES = st.sampled_from(SUPPORTED_DTYPES)
 # each bad kind with the words its error must contain
-BAD_ARRAYS = st.sampled_from([
-    (lambda: np.zeros(NUM_ENVS, ">f4"), "native byte order"),
-    (lambda: np.zeros(NUM_ENVS, np.dtype(np.int64).newbyteorder()), "native byte order"),
-    (lambda: np.zeros(NUM_ENVS, np.longdouble), "expected one of the dtypes"),  # float128 on x86-64
-    (lambda: np.zeros(NUM_ENVS, np.dtype("M8[s]")), "expected numeric or bool data"),
-    (lambda: np.zeros(NUM_ENVS, np.dtype("m8[s]")), "expected numeric or bool data"),
-    (lambda: np.array(["a", "b", "c"]), "expected numeric or bool data"),
-])
-ATTRIBUTES = st.fixed_dictionaries({
-    "save_copy_and_apply_at_reset": st.booleans(),
-    "log_data_across_episode": st.booleans(),
-})
+BAD_ARRAYS = st.sampled_from(
+    [
+        (lambda: np.zeros(NUM_ENVS, ">f4"), "native byte order"),
+        (lambda: np.zeros(NUM_ENVS, np.dtype(np.int64).newbyteorder()), "native byte order"),
+        (lambda: np.zeros(NUM_ENVS, np.longdouble), "expected one of the dtypes"),  # float128 on x86-64
+        (lambda: np.zeros(NUM_ENVS, np.dtype("M8[s]")), "expected numeric or bool data"),
+        (lambda: np.zeros(NUM_ENVS, np.dtype("m8[s]")), "expected numeric or bool data"),
+        (lambda: np.array(["a", "b", "c"]), "expected numeric or bool data"),
+    ]
+)
+ATTRIBUTES = st.fixed_dictionaries(
+    {
+        "save_copy_and_apply_at_reset": st.booleans(),
+        "log_data_across_episode": st.booleans(),
+    }
+)
 
 
 @st.composite
@@ -49,8 +53,9 @@ class PushMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self.dm = CUDADataManager(num_agents=NUM_AGENTS, num_envs=NUM_ENVS, episode_length=EPISODE_LENGTH,
-                                  backend="cpu")
+        self.dm = CUDADataManager(
+            num_agents=NUM_AGENTS, num_envs=NUM_ENVS, episode_length=EPISODE_LENGTH, backend="cpu"
+        )
         self.model = {name: np.array(values) for name, values in self.dm.host_data.items()}
         self.reset_list, self.log_list = [], []
         self.pushes = 0
@@ -65,8 +70,9 @@ class PushMachine(RuleBasedStateMachine):
         if bad:
             with pytest.raises(TypeError) as error:
                 self.dm.push_data_to_device(feed, torch_accessible=torch_accessible)
-            assert any(str(error.value).startswith(f"{name}: ") and message in str(error.value)
-                       for name, message in bad), str(error.value)
+            assert any(
+                str(error.value).startswith(f"{name}: ") and message in str(error.value) for name, message in bad
+            ), str(error.value)
             return
         self.dm.push_data_to_device(feed, torch_accessible=torch_accessible)
         for name, values, attributes in entries:

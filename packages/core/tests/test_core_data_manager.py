@@ -14,8 +14,19 @@ from core_test_kernels import seed_example_kernel, tick
 from kernelgym.core import CUDADataManager, DataFeed, codegen
 
 ALL_DTYPES = [
-    np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64,
-    np.float32, np.float64, np.complex64, np.complex128,
+    np.bool_,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.float32,
+    np.float64,
+    np.complex64,
+    np.complex128,
 ]
 DTYPES = st.sampled_from(ALL_DTYPES)
 
@@ -46,9 +57,7 @@ def run_seed_example(backend):
     if cuda_data_manager.is_data_on_device_via_torch("Y"):
         Y_tensor_accessible_by_torch = cuda_data_manager.data_on_device_via_torch("Y")
 
-    seed_example_kernel.launch(
-        backend, 3, cuda_data_manager.device_data("X"), cuda_data_manager.device_data("Y")
-    )
+    seed_example_kernel.launch(backend, 3, cuda_data_manager.device_data("X"), cuda_data_manager.device_data("Y"))
     return cuda_data_manager, X_copy_at_host, Y_copy_at_host, Y_tensor_accessible_by_torch
 
 
@@ -75,7 +84,9 @@ def test_the_seed_example_runs_on_sim():
 
 
 @settings(max_examples=40)
-@given(DTYPES.flatmap(lambda dtype: hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=4))))
+@given(
+    DTYPES.flatmap(lambda dtype: hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=5, min_side=0, max_side=4)))
+)
 def test_push_pull_round_trip_keeps_values_dtype_and_shape(values):
     dm = CUDADataManager(backend="cpu")
     feed = DataFeed()
@@ -91,7 +102,9 @@ def test_push_pull_round_trip_keeps_values_dtype_and_shape(values):
 
 @pytest.mark.sim
 @settings(max_examples=15)
-@given(DTYPES.flatmap(lambda dtype: hnp.arrays(dtype, hnp.array_shapes(min_dims=1, max_dims=4, min_side=0, max_side=4))))
+@given(
+    DTYPES.flatmap(lambda dtype: hnp.arrays(dtype, hnp.array_shapes(min_dims=1, max_dims=4, min_side=0, max_side=4)))
+)
 def test_push_pull_round_trip_on_sim(values):
     dm = CUDADataManager(backend="sim")
     feed = DataFeed()
@@ -229,7 +242,9 @@ class DataManagerMachine(RuleBasedStateMachine):
 
     def __init__(self):
         super().__init__()
-        self.dm = CUDADataManager(num_agents=2, num_envs=self.num_envs, episode_length=self.episode_length, backend="cpu")
+        self.dm = CUDADataManager(
+            num_agents=2, num_envs=self.num_envs, episode_length=self.episode_length, backend="cpu"
+        )
         feed = DataFeed()
         feed.add_data("a", np.linspace(0, 1, 24).reshape(4, 2, 3), True, True, layout="per_agent")
         feed.add_data("b", np.arange(4, dtype=np.int64) - 2, save_copy_and_apply_at_reset=True)
@@ -302,24 +317,45 @@ def feed_of(**entries):
 @pytest.mark.parametrize(
     "entries, error, message",
     [
-        ({"obj": (np.array([1, "a"], dtype=object), {})}, TypeError, "obj: expected numeric or bool data, got dtype object"),
+        (
+            {"obj": (np.array([1, "a"], dtype=object), {})},
+            TypeError,
+            "obj: expected numeric or bool data, got dtype object",
+        ),
         ({"rag": ([[1, 2], [3]], {})}, ValueError, "rag: cannot make an array"),
         ({"txt": (np.array(["a", "b"]), {})}, TypeError, "txt: expected numeric or bool data, got dtype <U1"),
         ({"gen": ((i for i in range(3)), {})}, TypeError, "gen: expected numeric or bool data, got dtype object"),
         ({"odd_type": ({1, 2}, {})}, TypeError, "odd_type: expected numeric or bool data"),
-        ({"short": (np.zeros((3, 2)), {"save_copy_and_apply_at_reset": True})}, ValueError,
-         r"short: save_copy_and_apply_at_reset needs the leading dim to be num_envs=4, got shape \(3, 2\)"),
-        ({"scal": (5.0, {"log_data_across_episode": True})}, ValueError, "scal: log_data_across_episode needs the leading dim"),
-        ({"lay": (np.zeros(3), {"layout": "per_env"})}, ValueError, r"lay: layout='per_env' needs the leading dim to be num_envs=4"),
-        ({"agents": (np.zeros((4, 3)), {"layout": "per_agent"})}, ValueError,
-         r"agents: layout='per_agent' needs the leading dims to be \(num_envs, num_agents\)"
-         r"=\(4, 2\), got shape \(4, 3\)"),
+        (
+            {"short": (np.zeros((3, 2)), {"save_copy_and_apply_at_reset": True})},
+            ValueError,
+            r"short: save_copy_and_apply_at_reset needs the leading dim to be num_envs=4, got shape \(3, 2\)",
+        ),
+        (
+            {"scal": (5.0, {"log_data_across_episode": True})},
+            ValueError,
+            "scal: log_data_across_episode needs the leading dim",
+        ),
+        (
+            {"lay": (np.zeros(3), {"layout": "per_env"})},
+            ValueError,
+            r"lay: layout='per_env' needs the leading dim to be num_envs=4",
+        ),
+        (
+            {"agents": (np.zeros((4, 3)), {"layout": "per_agent"})},
+            ValueError,
+            r"agents: layout='per_agent' needs the leading dims to be \(num_envs, num_agents\)"
+            r"=\(4, 2\), got shape \(4, 3\)",
+        ),
         ({"odd": (np.zeros(4), {"layout": "diagonal"})}, ValueError, "odd: layout must be one of"),
         ({"_done_": (np.zeros(4), {})}, ValueError, "_done_: already used as data on the device"),
         ({"steps": (np.zeros(4), {})}, ValueError, "steps: already used as meta info"),
         ({"table": (np.zeros(4), {})}, ValueError, "table: already used as a shared constant"),
-        ({"x": (np.zeros(4), {"save_copy_and_apply_at_reset": True}), "x_at_reset": (np.zeros(4), {})}, ValueError,
-         "x_at_reset: already used as data pushed in the same call"),
+        (
+            {"x": (np.zeros(4), {"save_copy_and_apply_at_reset": True}), "x_at_reset": (np.zeros(4), {})},
+            ValueError,
+            "x_at_reset: already used as data pushed in the same call",
+        ),
     ],
 )
 def test_bad_data_raises_naming_it_and_stores_nothing(entries, error, message):
@@ -340,8 +376,17 @@ def test_bad_data_raises_naming_it_and_stores_nothing(entries, error, message):
 
 def test_unknown_names_raise_key_errors_naming_them():
     dm = CUDADataManager(num_envs=2, backend="cpu")
-    for method in (dm.device_data, dm.pull_data_from_device, dm.get_dtype, dm.get_shape, dm.reset_device,
-                   dm.data_on_device_via_torch, dm.meta_info, dm.shared_constant, dm.kernel_argument):
+    for method in (
+        dm.device_data,
+        dm.pull_data_from_device,
+        dm.get_dtype,
+        dm.get_shape,
+        dm.reset_device,
+        dm.data_on_device_via_torch,
+        dm.meta_info,
+        dm.shared_constant,
+        dm.kernel_argument,
+    ):
         with pytest.raises(KeyError, match="'nope'"):
             method("nope")
     assert not dm.is_data_on_device("nope") and not dm.is_data_on_device_via_torch("nope")
@@ -376,7 +421,9 @@ def test_other_bad_input():
     with pytest.raises(ValueError, match="log_step needs the data manager's episode_length"):
         CUDADataManager(num_envs=2, backend="cpu").log_step()
     with pytest.raises(ValueError, match="big: log_data_across_episode needs the data manager's episode_length"):
-        CUDADataManager(num_envs=2, backend="cpu").push_data_to_device(feed_of(big=(np.zeros(2), {"log_data_across_episode": True})))
+        CUDADataManager(num_envs=2, backend="cpu").push_data_to_device(
+            feed_of(big=(np.zeros(2), {"log_data_across_episode": True}))
+        )
 
 
 def test_shared_constants_keep_their_dtype_and_are_read_only():
@@ -404,8 +451,9 @@ def check_uniform_data_keeps_one_host_element(backend, dtype, shape, value, monk
     monkeypatch.setattr(arrays, "_FILL_BLOCK_BYTES", 3 * np.dtype(dtype).itemsize)
     dm = CUDADataManager(num_envs=shape[0], backend=backend)
     feed = DataFeed()
-    feed.add_data("x", np.broadcast_to(np.array(value, dtype), shape), layout="per_env",
-                  save_copy_and_apply_at_reset=True)
+    feed.add_data(
+        "x", np.broadcast_to(np.array(value, dtype), shape), layout="per_env", save_copy_and_apply_at_reset=True
+    )
     dm.push_data_to_device(feed, torch_accessible=True)
     host = dm.host_data["x"]
     assert host.shape == shape and not any(host.strides), "the host copy of uniform data is one element"
@@ -417,9 +465,11 @@ def check_uniform_data_keeps_one_host_element(backend, dtype, shape, value, monk
     assert same_bits(dm.pull_data_from_device("x"), expected)
 
 
-UNIFORM_CASES = st.tuples(st.sampled_from([np.bool_, np.int32, np.uint64, np.float32, np.float64]),
-                          hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5),
-                          st.integers(0, 1))
+UNIFORM_CASES = st.tuples(
+    st.sampled_from([np.bool_, np.int32, np.uint64, np.float32, np.float64]),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=5),
+    st.integers(0, 1),
+)
 
 
 @given(UNIFORM_CASES)

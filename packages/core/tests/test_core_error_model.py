@@ -59,14 +59,28 @@ OUTPUTS = ("ratio", "helper_ratio", "scaled", "quotient", "remainder", "constant
 def _expected(x, y, a, b, scale):
     """What the GPU writes: numpy's results with its floating-point errors ignored."""
     with np.errstate(all="ignore"):
-        return {"ratio": x / y, "helper_ratio": x / y, "scaled": scale * x / y, "quotient": a // b,
-                "remainder": a % b, "constant": np.full(len(x), np.float64(scale) / np.float64(0.0))}
+        return {
+            "ratio": x / y,
+            "helper_ratio": x / y,
+            "scaled": scale * x / y,
+            "quotient": a // b,
+            "remainder": a % b,
+            "constant": np.full(len(x), np.float64(scale) / np.float64(0.0)),
+        }
 
 
 def _run(backend, x, y, a, b, scale):
     n = len(x)
-    values = {"x": x, "y": y, "a": a, "b": b, **{name: np.zeros(n) for name in OUTPUTS[:3]},
-              "quotient": np.zeros(n, np.int64), "remainder": np.zeros(n, np.int64), "constant": np.zeros(n)}
+    values = {
+        "x": x,
+        "y": y,
+        "a": a,
+        "b": b,
+        **{name: np.zeros(n) for name in OUTPUTS[:3]},
+        "quotient": np.zeros(n, np.int64),
+        "remainder": np.zeros(n, np.int64),
+        "constant": np.zeros(n),
+    }
     values = {name: to_backend(value, backend) for name, value in values.items()}
     bind(divide, {**values, "scale": scale, "zero": 0.0}, backend=backend, num_envs=n)()
     return {name: to_numpy(values[name]) for name in OUTPUTS}
@@ -110,8 +124,7 @@ def test_a_serial_agent_launch_writes_inf_and_nan(num_envs, num_agents):
     x = np.arange(num_envs * num_agents, dtype=np.float64).reshape(num_envs, num_agents) - 1.0
     y = np.zeros_like(x)
     ratio = np.zeros_like(x)
-    bind(divide_per_agent, {"x": x, "y": y, "ratio": ratio}, backend="cpu", num_envs=num_envs,
-         num_agents=num_agents)()
+    bind(divide_per_agent, {"x": x, "y": y, "ratio": ratio}, backend="cpu", num_envs=num_envs, num_agents=num_agents)()
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(ratio, x / y)
 

@@ -105,7 +105,9 @@ def test_registration_and_launch_errors_name_the_kernel():
         fm.register("t", tick, layout="per_agent")
     with pytest.raises(ValueError, match="t: a write-once kernel builds its own cpu version"):
         fm.register("t", tick, cpu=add_rows_cpu)
-    with pytest.raises(TypeError, match="f: expected an env_kernel, an agent_kernel or a numba.cuda.jit kernel, got function"):
+    with pytest.raises(
+        TypeError, match="f: expected an env_kernel, an agent_kernel or a numba.cuda.jit kernel, got function"
+    ):
         fm.register("f", lambda: None)
     with pytest.raises(ValueError, match="r: layout must be one of"):
         fm.register("r", add_rows_cuda, cpu=add_rows_cpu, layout="per_block")
@@ -137,7 +139,9 @@ def test_hand_written_kernel_on_sim_and_simulated_on_cpu_with_a_warning():
 def test_demo_runs_and_resets_the_done_envs(backend):
     result = subprocess.run(
         [sys.executable, "-m", "kernelgym.core.demo", "--backend", backend, "--num-envs", "8", "--steps", "3"],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     lines = dict(line.split(":", 1) for line in result.stdout.splitlines() if ":" in line)

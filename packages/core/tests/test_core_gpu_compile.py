@@ -21,13 +21,23 @@ from kernelgym.core.backends import simulator_enabled
 
 FLOAT_OPS = ["add.rn", "sub.rn", "mul.rn", "fma.rn", "div.rn", "neg", "abs", "min", "max", "setp.lt", "sqrt.rn"]
 # instructions that carry a float type but are not arithmetic, and integer arithmetic
-NOT_FLOAT_ARITHMETIC = ["mov.f64 %fd1, %fd2;", "ld.global.f64 %fd1, [%rd1];", "st.global.f32 [%rd1], %f1;",
-                        "cvt.rn.f32.f64 %f1, %fd1;", "add.s64 %rd1, %rd2, %rd3;", "setp.lt.s32 %p1, %r1, %r2;",
-                        "ret;", "// add.f64 in a comment"]
+NOT_FLOAT_ARITHMETIC = [
+    "mov.f64 %fd1, %fd2;",
+    "ld.global.f64 %fd1, [%rd1];",
+    "st.global.f32 [%rd1], %f1;",
+    "cvt.rn.f32.f64 %f1, %fd1;",
+    "add.s64 %rd1, %rd2, %rd3;",
+    "setp.lt.s32 %p1, %r1, %r2;",
+    "ret;",
+    "// add.f64 in a comment",
+]
 
 
-@given(st.lists(st.tuples(st.sampled_from(FLOAT_OPS), st.sampled_from(["f16", "f32", "f64"]))),
-       st.lists(st.sampled_from(NOT_FLOAT_ARITHMETIC)), st.randoms())
+@given(
+    st.lists(st.tuples(st.sampled_from(FLOAT_OPS), st.sampled_from(["f16", "f32", "f64"]))),
+    st.lists(st.sampled_from(NOT_FLOAT_ARITHMETIC)),
+    st.randoms(),
+)
 def test_float64_share_is_the_f64_fraction_of_float_arithmetic(float_ops, others, random):
     lines = [f"\t{op}.{kind} %r1, %r2, %r3;" for op, kind in float_ops] + [f"\t{line}" for line in others]
     lines += [f"\t@%p1 {op}.{kind} %r1, %r2;" for op, kind in float_ops[:1]]  # a predicated one counts too
@@ -50,7 +60,11 @@ ptxas info    : Function properties for _Z6kernel
 ptxas info    : Used 52 registers, used 0 barriers
 """
     assert gpu_compile._entry_resources(report) == {
-        "registers": 52, "stack_bytes": 40, "spill_store_bytes": 4, "spill_load_bytes": 8}
+        "registers": 52,
+        "stack_bytes": 40,
+        "spill_store_bytes": 4,
+        "spill_load_bytes": 8,
+    }
 
 
 def test_target_names():
@@ -97,7 +111,9 @@ def test_the_scratch_kernel_runs_in_the_simulator():
 
 @pytest.mark.gpu_compile
 def test_float64_share_tells_float32_from_float64_kernels():
-    recorder = _record((bugs.halve_in_float32, (np.ones(3, np.float32),)), (bugs.running_mean, (np.ones(3), np.ones(3))))
+    recorder = _record(
+        (bugs.halve_in_float32, (np.ones(3, np.float32),)), (bugs.running_mean, (np.ones(3), np.ones(3)))
+    )
     # compile() takes every launcher this process launched: keep these two
     shares = {build.kernel: build.float64_share for build in recorder.compile(targets=[(9, 0, "a")])}
     assert shares["core_gpu_only_bugs.halve_in_float32"] == 0.0
@@ -127,8 +143,18 @@ def test_kernels_calling_atomic_add_compile_without_a_driver():
 
 
 # ------------------------------------------------------------------------ the PTX audit
-ROUNDED = ["add.rn.f64", "sub.rn.f32", "mul.rn.f64", "mul.rn.ftz.f32", "div.rn.f64", "neg.f64", "abs.f32",
-           "setp.lt.f64", "sqrt.rn.f32", "max.f64"]
+ROUNDED = [
+    "add.rn.f64",
+    "sub.rn.f32",
+    "mul.rn.f64",
+    "mul.rn.ftz.f32",
+    "div.rn.f64",
+    "neg.f64",
+    "abs.f32",
+    "setp.lt.f64",
+    "sqrt.rn.f32",
+    "max.f64",
+]
 UNROUNDED = ["add.f64", "sub.f32", "mul.f64", "mul.ftz.f32", "add.rz.f32"]
 FMAS = ["fma.rn.f64", "fma.rn.f32", "fma.rm.f32", "fma.rz.f64", "mad.rn.f64"]
 APPROXIMATE = ["rcp.approx.ftz.f64", "ex2.approx.ftz.f32", "sin.approx.f32", "rsqrt.approx.f64", "add.rn.ftz.f32"]
@@ -142,18 +168,26 @@ def _shuffled(opcodes, random) -> list:
     return lines
 
 
-@given(st.lists(st.sampled_from(ROUNDED + UNROUNDED + FMAS + APPROXIMATE)), st.integers(0, 6),
-       st.sets(st.sampled_from(APPROXIMATE)), st.randoms())
+@given(
+    st.lists(st.sampled_from(ROUNDED + UNROUNDED + FMAS + APPROXIMATE)),
+    st.integers(0, 6),
+    st.sets(st.sampled_from(APPROXIMATE)),
+    st.randoms(),
+)
 def test_the_audit_flags_exactly_contraction_unrounded_and_foreign_approximate_instructions(
-        opcodes, reference_fma, libdevice_own, random):
+    opcodes, reference_fma, libdevice_own, random
+):
     lines = _shuffled(opcodes, random)
     ptx = "\n".join(line for _, line in lines)
     opcodes = [opcode for opcode, _ in lines if opcode is not None]  # in PTX order
     findings = ptx_audit.audit_ptx(ptx, reference_fma, frozenset(libdevice_own))
     fmas = [opcode for opcode in opcodes if opcode in FMAS]
     unrounded = [opcode for opcode in opcodes if opcode in UNROUNDED]
-    foreign = [opcode for opcode in opcodes if opcode in APPROXIMATE + ["mul.rn.ftz.f32", "mul.ftz.f32"]
-               and opcode not in libdevice_own]
+    foreign = [
+        opcode
+        for opcode in opcodes
+        if opcode in APPROXIMATE + ["mul.rn.ftz.f32", "mul.ftz.f32"] and opcode not in libdevice_own
+    ]
     assert ptx_audit.fma_count(ptx) == len(fmas)
     contracted = [finding for finding in findings if finding.startswith("contracted fma")]
     assert len(contracted) == (len(fmas) > reference_fma)
@@ -173,27 +207,45 @@ def test_the_audit_flags_exactly_contraction_unrounded_and_foreign_approximate_i
 
 
 def test_libdevice_calls_are_read_from_the_nvvm_input_declarations():
-    numba_module = ('declare double @"__nv_sin"(double %".1")\ndeclare i32 @"__nv_finitef"(float %".1")\n'
-                    'declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()\n  %"r" = call double @"__nv_sin"(double %"x")\n')
+    numba_module = (
+        'declare double @"__nv_sin"(double %".1")\ndeclare i32 @"__nv_finitef"(float %".1")\n'
+        'declare i32 @"llvm.nvvm.read.ptx.sreg.tid.x"()\n  %"r" = call double @"__nv_sin"(double %"x")\n'
+    )
     ir = [numba_module, b"declare float @__nv_powf(float, float)\ndeclare double @mymodule__nv_cos(double)\n"]
     assert ptx_audit.libdevice_calls(ir) == ("finitef", "powf", "sin")
     assert ptx_audit.libdevice_calls(ir[0]) == ("finitef", "sin")
     assert [ptx_audit.ulp_bound(name) for name in ("sin", "powf", "finitef", "lgamma")] == [
-        "sin (2 ulp)", "powf (4 ulp)", "finitef (0 ulp)", "lgamma (? ulp)"]
+        "sin (2 ulp)",
+        "powf (4 ulp)",
+        "finitef (0 ulp)",
+        "lgamma (? ulp)",
+    ]
 
 
 def test_static_shared_memory_is_parsed_for_the_entry_function():
-    report = ("ptxas info    : Function properties for helper\n    8 bytes smem\n"
-              "ptxas info    : Compiling entry function '_Z6kernel' for 'sm_80'\n"
-              "ptxas info    : Used 52 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\n")
+    report = (
+        "ptxas info    : Function properties for helper\n    8 bytes smem\n"
+        "ptxas info    : Compiling entry function '_Z6kernel' for 'sm_80'\n"
+        "ptxas info    : Used 52 registers, used 1 barriers, 2048 bytes smem, 380 bytes cmem[0]\n"
+    )
     assert gpu_compile._entry_shared_bytes(report) == 2048
     assert gpu_compile._entry_shared_bytes(report.replace("2048 bytes smem, ", "")) == 0
 
 
 def test_a_contracted_build_is_reported_but_not_failed_and_builds_survive_json():
     findings = ("contracted fma: 3 fma in this build, 0 in its -fma=0 reference; first: `fma.rn.f64 %fd1;`",)
-    default = gpu_compile.KernelBuild("k", "(float64)", "sm_80", registers=32, audit=findings, fma=3,
-                                      libdevice=("sin",), threads_per_block=128, occupancy=1.0, fit=())
+    default = gpu_compile.KernelBuild(
+        "k",
+        "(float64)",
+        "sm_80",
+        registers=32,
+        audit=findings,
+        fma=3,
+        libdevice=("sin",),
+        threads_per_block=128,
+        occupancy=1.0,
+        fit=(),
+    )
     fast = dataclasses.replace(default, contracted=True)
     assert default.problems == ("PTX audit: " + findings[0],) and not default.passed
     assert fast.problems == () and fast.passed
@@ -222,15 +274,22 @@ def _resident_blocks_by_placement(limits, registers, threads, shared):
         for _ in range(warps):
             trial[0] += 1
             trial.sort()
-        if (sum(trial) > limits.max_warps_per_sm or max(trial) * per_warp > limits.registers_per_sm // 4
-                or shared_used + block_shared > limits.shared_per_sm):
+        if (
+            sum(trial) > limits.max_warps_per_sm
+            or max(trial) * per_warp > limits.registers_per_sm // 4
+            or shared_used + block_shared > limits.shared_per_sm
+        ):
             break
         partitions, shared_used, blocks = trial, shared_used + block_shared, blocks + 1
     return blocks
 
 
-@given(st.sampled_from(["sm_80", "sm_90a"]), st.integers(0, 300), st.integers(1, 1100),
-       st.one_of(st.just(0), st.integers(0, 64 * 1024)))
+@given(
+    st.sampled_from(["sm_80", "sm_90a"]),
+    st.integers(0, 300),
+    st.integers(1, 1100),
+    st.one_of(st.just(0), st.integers(0, 64 * 1024)),
+)
 def test_launch_fit_agrees_with_placing_blocks_on_an_sm(target, registers, threads, shared):
     fit = launch_fit.launch_fit(target, registers, threads, shared)
     limits = launch_fit.limits_for(target)

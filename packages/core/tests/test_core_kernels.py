@@ -152,8 +152,12 @@ def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_
     script.write_text(HELPER_SCRIPT)
     # no .pyc: the two versions of a file have the same size and are written within one
     # second, so Python's mtime+size check would run the first version's bytecode again
-    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"),
-               PYTHONDONTWRITEBYTECODE="1")
+    env = dict(
+        os.environ,
+        KERNELGYM_CACHE_DIR=str(tmp_path / "cache"),
+        NUMBA_CACHE_DIR=str(tmp_path / "numba"),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     results = []
     for value in (2.0, 3.0):
@@ -162,8 +166,9 @@ def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_
         else:
             (tmp_path / "helpers.py").write_text(helper.format(value))
             (tmp_path / "body_module.py").write_text(body.format("from helpers import factor"))
-        result = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True,
-                                env=env, timeout=300)
+        result = subprocess.run(
+            [sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+        )
         assert result.returncode == 0, result.stderr
         results.append(json.loads(result.stdout.strip().splitlines()[-1]))
     assert results == [[2.0 * v for v in range(4)], [3.0 * v for v in range(4)]]

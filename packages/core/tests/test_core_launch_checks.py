@@ -38,8 +38,14 @@ def test_an_agent_kernel_knows_its_per_agent_arrays_without_a_layout_hint():
     totals, visits, per_agent = np.zeros(8), np.zeros((8, 2), np.int64), np.zeros((8, 3), np.int64)
     assert body_access(tally).layouts == {"totals": "per_env", "visits": "per_agent", "per_agent": "per_agent"}
     with pytest.raises(ValueError, match=r"value 'visits': expected at least \(num_envs, num_agents\)"):
-        bind(tally, {"totals": totals, "visits": visits, "per_agent": per_agent}, backend="cpu", num_envs=8,
-             num_agents=3, layouts={"visits": "shared"})
+        bind(
+            tally,
+            {"totals": totals, "visits": visits, "per_agent": per_agent},
+            backend="cpu",
+            num_envs=8,
+            num_agents=3,
+            layouts={"visits": "shared"},
+        )
     with pytest.raises(ValueError, match="'visits'"):
         tally.launch("cpu", 8, 3, totals, visits, per_agent)
     assert not visits.any()
@@ -62,8 +68,13 @@ def test_a_loop_over_one_array_bounds_the_other_and_a_constant_leading_index_nee
     with pytest.raises(ValueError, match=r"'out': expected dim 1 >= dim 1 of argument 0 'x' \(3"):
         affine.launch("cpu", 4, x, out, 1.0, 0.0)
     with pytest.raises(ValueError, match=r"value 'clock': expected dim 0 of at least 1"):
-        bind(stamp, {"clock": np.zeros(0, np.int64), "when": np.zeros(4, np.int64)}, backend="cpu", num_envs=4,
-             layouts={"clock": "shared"})
+        bind(
+            stamp,
+            {"clock": np.zeros(0, np.int64), "when": np.zeros(4, np.int64)},
+            backend="cpu",
+            num_envs=4,
+            layouts={"clock": "shared"},
+        )
     stamp.launch("cpu", 0, np.zeros(0, np.int64), np.zeros(0, np.int64))  # no env: nothing indexed
 
 
@@ -113,12 +124,16 @@ def test_a_per_call_array_with_too_few_rows_is_refused_at_each_launch():
     assert (out == 2.5).all()
 
 
-@pytest.mark.parametrize("value, error, message", [
-    (np.ones((4, 2), ">f8"), TypeError, "value 'x': expected native byte order"),
-    (np.ones((4, 2), np.longdouble), TypeError, "value 'x': expected one of the dtypes"),
-    (torch.ones(4, 2, dtype=torch.bfloat16), TypeError, "value 'x'.*bfloat16"),
-    (torch.ones(4, 2, dtype=torch.float64, device="meta"), TypeError, "value 'x'.*meta tensor"),
-], ids=["big-endian", "float128", "bfloat16", "meta"])
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (np.ones((4, 2), ">f8"), TypeError, "value 'x': expected native byte order"),
+        (np.ones((4, 2), np.longdouble), TypeError, "value 'x': expected one of the dtypes"),
+        (torch.ones(4, 2, dtype=torch.bfloat16), TypeError, "value 'x'.*bfloat16"),
+        (torch.ones(4, 2, dtype=torch.float64, device="meta"), TypeError, "value 'x'.*meta tensor"),
+    ],
+    ids=["big-endian", "float128", "bfloat16", "meta"],
+)
 def test_arrays_no_kernel_can_take_are_named_at_bind(value, error, message):
     with pytest.raises(error, match=message):
         bind(affine, _affine_values() | {"x": value}, backend="cpu", num_envs=4)
@@ -129,12 +144,16 @@ def _read_only(array):
     return array
 
 
-@pytest.mark.parametrize("out, message", [
-    (np.zeros((4, 2))[...].view(), None),
-    (_read_only(np.zeros((4, 2))), "'out': the kernel writes it, so it must be writable"),
-    (np.broadcast_to(np.zeros(2), (4, 2)), "'out': the kernel writes it"),
-    (np.lib.stride_tricks.as_strided(np.zeros(2), (4, 2), (0, 8)), "'out': the kernel writes it, got a broadcast"),
-], ids=["writable", "read-only", "read-only-broadcast", "writable-broadcast"])
+@pytest.mark.parametrize(
+    "out, message",
+    [
+        (np.zeros((4, 2))[...].view(), None),
+        (_read_only(np.zeros((4, 2))), "'out': the kernel writes it, so it must be writable"),
+        (np.broadcast_to(np.zeros(2), (4, 2)), "'out': the kernel writes it"),
+        (np.lib.stride_tricks.as_strided(np.zeros(2), (4, 2), (0, 8)), "'out': the kernel writes it, got a broadcast"),
+    ],
+    ids=["writable", "read-only", "read-only-broadcast", "writable-broadcast"],
+)
 def test_written_arrays_must_be_writable_and_not_broadcast(out, message):
     if message is None:
         bind(affine, _affine_values(out=out), backend="cpu", num_envs=4)()

@@ -24,8 +24,15 @@ def test_agents_and_envs_run_in_the_order_given(order):
     num_envs, num_agents, env_order, agent_order = order
     counter, turn = np.zeros(num_envs, np.int64), np.full((num_envs, num_agents), -1, np.int64)
     launch_order = LaunchOrder(num_envs, num_agents)
-    launch = bind(take_turns, {"counter": counter, "turn": turn}, backend="cpu", num_envs=num_envs,
-                  num_agents=num_agents, layouts={"turn": "per_agent"}, order=launch_order)
+    launch = bind(
+        take_turns,
+        {"counter": counter, "turn": turn},
+        backend="cpu",
+        num_envs=num_envs,
+        num_agents=num_agents,
+        layouts={"turn": "per_agent"},
+        order=launch_order,
+    )
     launch()  # in order: agent a of every env ran a-th
     np.testing.assert_array_equal(turn, np.tile(np.arange(num_agents), (num_envs, 1)))
     counter[:] = 0
@@ -43,8 +50,14 @@ def test_agents_and_envs_run_in_the_order_given(order):
     clock, when = np.zeros(1, np.int64), np.full(num_envs, -1, np.int64)
     envs_order = LaunchOrder(num_envs)
     envs_order.set(env_order)
-    bind(stamp, {"clock": clock, "when": when}, backend="cpu", num_envs=num_envs, layouts={"clock": "shared"},
-         order=envs_order)()
+    bind(
+        stamp,
+        {"clock": clock, "when": when},
+        backend="cpu",
+        num_envs=num_envs,
+        layouts={"clock": "shared"},
+        order=envs_order,
+    )()
     np.testing.assert_array_equal(when[env_order], np.arange(num_envs))
 
 
@@ -59,14 +72,26 @@ def test_an_order_independent_program_gives_the_same_bits_in_every_order(order, 
         totals, visits = np.zeros(num_envs), np.zeros((num_envs, num_agents), np.int64)
         per_agent = np.zeros((num_envs, num_agents), np.int64)
         values = {"totals": totals, "visits": visits, "per_agent": per_agent}
-        bind(tally, values, backend="cpu", num_envs=num_envs, num_agents=num_agents,
-             layouts={"visits": "per_agent", "per_agent": "per_agent"}, order=launch_order)()
+        bind(
+            tally,
+            values,
+            backend="cpu",
+            num_envs=num_envs,
+            num_agents=num_agents,
+            layouts={"visits": "per_agent", "per_agent": "per_agent"},
+            order=launch_order,
+        )()
         out = np.zeros_like(x)
         affine_order = None if launch_order is None else LaunchOrder(num_envs)
         if affine_order is not None:
             affine_order.set(launch_order.env_order)
-        bind(affine, {"x": x, "out": out, "scale": 2.0, "shift": 1.0}, backend="cpu", num_envs=num_envs,
-             order=affine_order)()
+        bind(
+            affine,
+            {"x": x, "out": out, "scale": 2.0, "shift": 1.0},
+            backend="cpu",
+            num_envs=num_envs,
+            order=affine_order,
+        )()
         return totals, visits, per_agent, out
 
     permuted = LaunchOrder(num_envs, num_agents)
@@ -88,11 +113,23 @@ def test_launch_orders_are_checked_before_anything_runs():
     np.testing.assert_array_equal(order.agent_order, [[0, 1]] * 3)  # a refused order changes nothing
     values = {"counter": np.zeros(3, np.int64), "turn": np.zeros((3, 2), np.int64)}
     with pytest.raises(ValueError, match="order: expected a LaunchOrder of num_envs=4, got 3"):
-        bind(take_turns, values | {"counter": np.zeros(4, np.int64), "turn": np.zeros((4, 2), np.int64)},
-             backend="cpu", num_envs=4, num_agents=2, order=order)
+        bind(
+            take_turns,
+            values | {"counter": np.zeros(4, np.int64), "turn": np.zeros((4, 2), np.int64)},
+            backend="cpu",
+            num_envs=4,
+            num_agents=2,
+            order=order,
+        )
     with pytest.raises(ValueError, match="order: expected a LaunchOrder of num_agents=3"):
-        bind(take_turns, {"counter": np.zeros(3, np.int64), "turn": np.zeros((3, 3), np.int64)}, backend="cpu",
-             num_envs=3, num_agents=3, order=order)
+        bind(
+            take_turns,
+            {"counter": np.zeros(3, np.int64), "turn": np.zeros((3, 3), np.int64)},
+            backend="cpu",
+            num_envs=3,
+            num_agents=3,
+            order=order,
+        )
     with pytest.raises(TypeError, match="order: expected None or a LaunchOrder, got list"):
         bind(take_turns, values, backend="cpu", num_envs=3, num_agents=2, order=[0, 1, 2])
 
@@ -105,6 +142,11 @@ def never_fails(i, x):
 def test_a_program_with_a_precondition_has_no_permuted_launch():
     values = {"x": np.zeros(2), "fault": np.zeros(1, np.int64)}
     with pytest.raises(BindingError, match="starts with a Precondition"):
-        bind([Precondition(never_fails, "fault"), stamp], values | {"clock": np.zeros(1, np.int64),
-                                                                    "when": np.zeros(2, np.int64)},
-             backend="cpu", num_envs=2, layouts={"fault": "shared", "clock": "shared"}, order=LaunchOrder(2))
+        bind(
+            [Precondition(never_fails, "fault"), stamp],
+            values | {"clock": np.zeros(1, np.int64), "when": np.zeros(2, np.int64)},
+            backend="cpu",
+            num_envs=2,
+            layouts={"fault": "shared", "clock": "shared"},
+            order=LaunchOrder(2),
+        )

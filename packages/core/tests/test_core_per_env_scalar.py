@@ -26,8 +26,7 @@ def scaled_agents(env, agent, num_agents, x, out, scale):
 
 
 def _run(backend, x, scale, shift):
-    values = {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend), "scale": scale,
-              "shift": shift}
+    values = {"x": to_backend(x, backend), "out": to_backend(np.zeros_like(x), backend), "scale": scale, "shift": shift}
     bind(scaled, values, backend=backend, num_envs=x.shape[0])()
     return to_numpy(values["out"])
 
@@ -42,7 +41,7 @@ def test_each_env_gets_its_own_entry_bit_for_bit(x, data):
     assert got.tobytes() == (x * scales + shift).tobytes()
     # the same as binding each env's scale as a constant
     for i in range(min(n, 3)):
-        assert got[i] == _run("cpu", x[i:i + 1], float(scales[i]), shift)[0]
+        assert got[i] == _run("cpu", x[i : i + 1], float(scales[i]), shift)[0]
 
 
 def test_writing_the_array_between_launches_changes_the_value_without_rebinding():
@@ -63,17 +62,25 @@ def test_agent_layout_and_branches_index_by_env():
     bind(scaled_agents, values, backend="cpu", num_envs=4, num_agents=3)()
     np.testing.assert_array_equal(values["out"], x * scales[:, None])
     mask = np.array([True, False, True, False])
-    flat = {"x": x[:, 0].copy(), "out": np.zeros(4), "scale": PerEnvScalar(scales), "shift": PerEnvScalar(-scales),
-            "mask": mask}
+    flat = {
+        "x": x[:, 0].copy(),
+        "out": np.zeros(4),
+        "scale": PerEnvScalar(scales),
+        "shift": PerEnvScalar(-scales),
+        "mask": mask,
+    }
     bind_launches([[Branch("mask", then=[scaled])]], flat, backend="cpu", num_envs=4)()
     np.testing.assert_array_equal(flat["out"], np.where(mask, x[:, 0] * scales - scales, 0.0))
 
 
-@pytest.mark.parametrize("array, message", [
-    (np.ones(3), r"at least num_envs \(4\) entries, got shape \(3,\)"),
-    (np.ones((4, 2)), r"a 1-D array .* got shape \(4, 2\)"),
-    (2.0, "got a scalar"),
-])
+@pytest.mark.parametrize(
+    "array, message",
+    [
+        (np.ones(3), r"at least num_envs \(4\) entries, got shape \(3,\)"),
+        (np.ones((4, 2)), r"a 1-D array .* got shape \(4, 2\)"),
+        (2.0, "got a scalar"),
+    ],
+)
 def test_bad_arrays_are_refused_at_bind_time_naming_the_value(array, message):
     values = {"x": np.ones(4), "out": np.zeros(4), "scale": PerEnvScalar(array), "shift": 0.0}
     with pytest.raises(ValueError, match=r"value 'scale': .*" + message):
@@ -108,7 +115,11 @@ def test_a_stride_of_zero_gives_every_env_entry_zero_and_one_gives_its_own():
 
 
 def test_a_bad_stride_is_refused_at_bind_time():
-    values = {"x": np.ones(4), "out": np.zeros(4), "scale": PerEnvScalar(np.ones(4), np.zeros(2, np.int64)),
-              "shift": 0.0}
+    values = {
+        "x": np.ones(4),
+        "out": np.zeros(4),
+        "scale": PerEnvScalar(np.ones(4), np.zeros(2, np.int64)),
+        "shift": 0.0,
+    }
     with pytest.raises(ValueError, match="value 'scale': a PerEnvScalar stride must be a one-element integer array"):
         bind(scaled, values, backend="cpu", num_envs=4)

@@ -94,8 +94,9 @@ def test_each_agent_draws_from_its_own_stream(seed, num_envs, num_agents):
     out = np.zeros((num_envs, num_agents, 3))
     draw_per_agent.launch("cpu", num_envs, num_agents, table, out)
     # what a thread per stream draws from the same seeds: agent (env, agent) owns row env * num_agents + agent
-    expected, expected_states = _draw(draw_uniforms, "cpu", rng.seed_streams(seed, num_envs * num_agents), 3,
-                                      np.float64)
+    expected, expected_states = _draw(
+        draw_uniforms, "cpu", rng.seed_streams(seed, num_envs * num_agents), 3, np.float64
+    )
     np.testing.assert_array_equal(out.reshape(-1, 3), expected)
     np.testing.assert_array_equal(streams.reshape(-1, 2), expected_states)
 

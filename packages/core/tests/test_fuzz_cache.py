@@ -43,11 +43,16 @@ DAMAGES = ("truncate", "flip", "delete", "empty", "folder")
 
 
 def run(root: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(root / "kg"), NUMBA_CACHE_DIR=str(root / "numba"),
-               PYTHONWARNINGS="always::UserWarning")
+    env = dict(
+        os.environ,
+        KERNELGYM_CACHE_DIR=str(root / "kg"),
+        NUMBA_CACHE_DIR=str(root / "numba"),
+        PYTHONWARNINGS="always::UserWarning",
+    )
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    return subprocess.run([sys.executable, "-c", SCRIPT, str(TESTS)], capture_output=True, text=True, env=env,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(TESTS)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def output(result: subprocess.CompletedProcess) -> dict:
@@ -76,7 +81,7 @@ def damage(path: Path, how: str, where: float, bits: int) -> None:
         path.write_bytes(data[: int(where * len(data))])
     elif how == "flip":
         position = min(int(where * len(data)), len(data) - 1)
-        path.write_bytes(data[:position] + bytes([data[position] ^ bits]) + data[position + 1:])
+        path.write_bytes(data[:position] + bytes([data[position] ^ bits]) + data[position + 1 :])
     elif how == "empty":
         path.write_bytes(b"")
     else:
@@ -87,8 +92,12 @@ def damage(path: Path, how: str, where: float, bits: int) -> None:
 
 
 # no shrinking: each step would cost two process starts
-@settings(max_examples=5, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=5,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate],
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_a_damaged_cache_gives_the_clean_result_and_names_its_folder(clean_cache, data):
     root, snapshot, clean, files = clean_cache
@@ -98,8 +107,12 @@ def test_a_damaged_cache_gives_the_clean_result_and_names_its_folder(clean_cache
     damaged = []
     for relative in picked:
         how = data.draw(st.sampled_from(DAMAGES), label=f"damage {relative}")
-        damage(root / relative, how, data.draw(st.floats(0, 0.999), label="where"),
-               data.draw(st.integers(1, 255), label="bits"))
+        damage(
+            root / relative,
+            how,
+            data.draw(st.floats(0, 0.999), label="where"),
+            data.draw(st.integers(1, 255), label="bits"),
+        )
         if how != "delete":
             damaged.append(root / relative)
     result = run(root)
@@ -128,7 +141,8 @@ def test_an_unusable_kernelgym_cache_dir_still_runs_the_kernel(tmp_path):
     blocker.write_text("not a folder")
     env = dict(os.environ, KERNELGYM_CACHE_DIR=str(blocker), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
     env.pop("NUMBA_ENABLE_CUDASIM", None)
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(TESTS)], capture_output=True, text=True, env=env,
-                            timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(TESTS)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert output(result)["out"] == [[v * 1.5 - 0.25 for v in (2 * i, 2 * i + 1)] for i in range(6)]
     assert "KERNELGYM_CACHE_DIR" in result.stderr and "temporary folder" in result.stderr

@@ -118,8 +118,9 @@ class LaunchMachine(RuleBasedStateMachine):
         bound = []
 
         def bind_and_launch():  # a read-only array the body writes is refused at the first launch
-            bound.append(bind(affine, {"x": x, "out": out, "scale": scale, "shift": 0.5}, backend="cpu",
-                              num_envs=self.num_envs))
+            bound.append(
+                bind(affine, {"x": x, "out": out, "scale": scale, "shift": 0.5}, backend="cpu", num_envs=self.num_envs)
+            )
             bound[0]()
 
         if outcome(bind_and_launch, causes):
@@ -152,8 +153,15 @@ class LaunchMachine(RuleBasedStateMachine):
         # the same rows under two names are fine; rows shifted against each other race
         causes = {"x", "out"} if 0 < shift < n else set()
         how = data.draw(st.sampled_from(["launch", "bind"]), label="how")
-        call = (lambda: affine.launch("cpu", n, x, out, BIND_SCALE, 0.5)) if how == "launch" else (
-            lambda: bind(affine, {"x": x, "out": out, "scale": BIND_SCALE, "shift": 0.5}, backend="cpu", num_envs=n)())
+        call = (
+            (lambda: affine.launch("cpu", n, x, out, BIND_SCALE, 0.5))
+            if how == "launch"
+            else (
+                lambda: bind(
+                    affine, {"x": x, "out": out, "scale": BIND_SCALE, "shift": 0.5}, backend="cpu", num_envs=n
+                )()
+            )
+        )
         if outcome(call, causes):
             np.testing.assert_array_equal(out, values[:n] * BIND_SCALE + 0.5)
 
@@ -161,8 +169,9 @@ class LaunchMachine(RuleBasedStateMachine):
     def agents(self, data, num_agents):
         n = self.num_envs
         totals = np.zeros(self.rows(data, "totals rows"))
-        visits = np.zeros((self.rows(data, "visits rows"), data.draw(st.integers(0, 5), label="visits columns")),
-                          np.int64)
+        visits = np.zeros(
+            (self.rows(data, "visits rows"), data.draw(st.integers(0, 5), label="visits columns")), np.int64
+        )
         per_agent = np.zeros((n, data.draw(st.integers(0, 5), label="per_agent columns")), np.int64)
         causes = set()
         if n and totals.shape[0] < n:  # indexed by env: checked even when no agent runs
@@ -176,9 +185,20 @@ class LaunchMachine(RuleBasedStateMachine):
         hint = data.draw(st.sampled_from([None, "shared", "per_env"]), label="layout hint")
         how = data.draw(st.sampled_from(["launch", "bind"]), label="how")
         arrays = {"totals": totals, "visits": visits, "per_agent": per_agent}
-        call = (lambda: tally.launch("cpu", n, num_agents, totals, visits, per_agent)) if how == "launch" else (
-            lambda: bind(tally, arrays, backend="cpu", num_envs=n, num_agents=num_agents,
-                         layouts=None if hint is None else {"visits": hint, "per_agent": hint})())
+        call = (
+            (lambda: tally.launch("cpu", n, num_agents, totals, visits, per_agent))
+            if how == "launch"
+            else (
+                lambda: bind(
+                    tally,
+                    arrays,
+                    backend="cpu",
+                    num_envs=n,
+                    num_agents=num_agents,
+                    layouts=None if hint is None else {"visits": hint, "per_agent": hint},
+                )()
+            )
+        )
         if outcome(call, causes):
             assert n == 0 or visits.shape[1] >= num_agents  # (no env runs no agent: any columns will do)
             assert (visits[:n, :num_agents] == 1).all() and not visits[:n, num_agents:].any()
@@ -188,8 +208,13 @@ class LaunchMachine(RuleBasedStateMachine):
     def per_call_rows(self, data):
         n = self.num_envs
         out = np.zeros((n, 2))
-        launch = bind(affine, {"x": np.zeros((n, 2)), "out": out, "scale": BIND_SCALE, "shift": 0.5}, backend="cpu",
-                      num_envs=n, per_call=("x",))
+        launch = bind(
+            affine,
+            {"x": np.zeros((n, 2)), "out": out, "scale": BIND_SCALE, "shift": 0.5},
+            backend="cpu",
+            num_envs=n,
+            per_call=("x",),
+        )
         x = np.ones((self.rows(data, "x rows"), 2))
         if outcome(lambda: launch.as_function()(x), {"x"} if x.shape[0] < n else set()):
             np.testing.assert_array_equal(out, x[:n] * BIND_SCALE + 0.5)
@@ -210,12 +235,17 @@ class LaunchMachine(RuleBasedStateMachine):
     def bad_num_envs(self, num_envs):
         x, out = np.zeros((4, 2)), np.zeros((4, 2))
         assert not outcome(lambda: affine.launch("cpu", num_envs, x, out, 1.0, 0.0), {"num_envs"})
-        assert not outcome(lambda: bind(affine, {"x": x, "out": out, "scale": 1.0, "shift": 0.0}, backend="cpu",
-                                        num_envs=num_envs), {"num_envs"})
+        assert not outcome(
+            lambda: bind(affine, {"x": x, "out": out, "scale": 1.0, "shift": 0.0}, backend="cpu", num_envs=num_envs),
+            {"num_envs"},
+        )
 
     # shapes numpy can describe (as broadcast views) but no memory holds
-    @rule(shape=st.sampled_from([(2**28, 2**30), (2**59,), (3, 2**40), (2**20, 2**20, 2**10)]),
-          dtype=st.sampled_from(["float64", ">f8", "longdouble", "U3"]), per_env=st.booleans())
+    @rule(
+        shape=st.sampled_from([(2**28, 2**30), (2**59,), (3, 2**40), (2**20, 2**20, 2**10)]),
+        dtype=st.sampled_from(["float64", ">f8", "longdouble", "U3"]),
+        per_env=st.booleans(),
+    )
     def data_manager_push(self, shape, dtype, per_env):
         dm = CUDADataManager(num_envs=3, episode_length=2**62, backend="cpu")
         data = np.broadcast_to(np.zeros((), dtype), shape) if np.dtype(dtype) == np.float64 else np.zeros(3, dtype)
@@ -230,8 +260,9 @@ class LaunchMachine(RuleBasedStateMachine):
 
 
 TestLaunchFuzz = LaunchMachine.TestCase
-TestLaunchFuzz.settings = settings(max_examples=25, stateful_step_count=8, deadline=None,
-                                   suppress_health_check=[HealthCheck.too_slow])
+TestLaunchFuzz.settings = settings(
+    max_examples=25, stateful_step_count=8, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @pytest.mark.parametrize("scale", [1 + 2j, np.complex128(2j)])

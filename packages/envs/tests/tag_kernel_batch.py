@@ -24,15 +24,13 @@ class KernelBatch:
     def __init__(self, env_module, backend, params, num_envs, seed=0):
         self.env_module, self.backend, self.params, self.num_envs = env_module, backend, params, num_envs
         self.state_names = [array.name for array in env_module.SPEC.state]
-        self.env = KernelVectorEnv(env_module.SPEC, num_envs, backend=backend, seed=seed,
-                                   **dataclasses.asdict(params))
+        self.env = KernelVectorEnv(env_module.SPEC, num_envs, backend=backend, seed=seed, **dataclasses.asdict(params))
         self.num_agents = self.env.num_agents
         self.env.reset(seed=seed)
 
     def set_states(self, states):
         """Overwrite every env's state with ``states`` (one dict per env)."""
-        self.env.set_state({name: np.stack([np.asarray(state[name]) for state in states])
-                            for name in self.state_names})
+        self.env.set_state({name: np.stack([np.asarray(state[name]) for state in states]) for name in self.state_names})
 
     def step(self, actions):
         """One step of every env; returns host copies of the state and the outputs."""

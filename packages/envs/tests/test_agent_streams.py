@@ -14,8 +14,9 @@ from kernelgym.envs.tag.continuous import REFERENCE, TagContinuousParams
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2**32), num_envs=st.integers(1, 5), num_taggers=st.integers(1, 3))
 def test_agent_layout_streams_are_seeded_per_env_and_agent(seed, num_envs, num_taggers):
-    env = kge.make("TagGridWorld-v0", num_envs=num_envs, backend="cpu", seed=seed + 1, num_taggers=num_taggers,
-                   num_runners=2)
+    env = kge.make(
+        "TagGridWorld-v0", num_envs=num_envs, backend="cpu", seed=seed + 1, num_taggers=num_taggers, num_runners=2
+    )
     env.reset(seed=seed)  # TagGridWorld draws nothing: the streams stay as seeded
     streams = env.get_rng_states()
     np.testing.assert_array_equal(streams, rng.seed_agent_streams(seed, num_envs, num_taggers + 2))
@@ -44,8 +45,9 @@ def test_set_rng_states_takes_the_agent_streams_and_names_the_expected_shape():
 @given(seed=st.integers(0, 2**32), num_envs=st.integers(1, 4), num_runners=st.integers(1, 4))
 def test_every_tag_continuous_agent_draws_its_start_from_its_own_stream(seed, num_envs, num_runners):
     params = TagContinuousParams(num_taggers=2, num_runners=num_runners)
-    env = kge.make("TagContinuous-v0", num_envs=num_envs, backend="cpu", seed=seed, num_taggers=2,
-                   num_runners=num_runners)
+    env = kge.make(
+        "TagContinuous-v0", num_envs=num_envs, backend="cpu", seed=seed, num_taggers=2, num_runners=num_runners
+    )
     env.reset(seed=seed)
     seeded = rng.seed_agent_streams(seed, num_envs, params.num_agents)
     after = env.get_rng_states()
@@ -62,8 +64,11 @@ def test_every_tag_continuous_agent_draws_its_start_from_its_own_stream(seed, nu
 
 def test_the_reference_refuses_streams_that_are_not_its_agents():
     params = TagContinuousParams(num_taggers=1, num_runners=2)
-    with pytest.raises(ValueError, match=r"rng_states: expected the env's 3 agent streams, shape \(3, 2\), "
-                                         r"got shape \(1, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"rng_states: expected the env's 3 agent streams, shape \(3, 2\), "
+        r"got shape \(1, 2\)",
+    ):
         REFERENCE.reset(params, rng.seed_streams(0, 1))
 
 

@@ -30,8 +30,9 @@ def gymnasium_batch(space, counts):
 
 
 def leaves(space):
-    return [leaf for sub in space.spaces.values() for leaf in leaves(sub)] if isinstance(space, spaces.Dict) \
-        else [space]
+    return (
+        [leaf for sub in space.spaces.values() for leaf in leaves(sub)] if isinstance(space, spaces.Dict) else [space]
+    )
 
 
 def same_sample(x, y):

@@ -38,21 +38,24 @@ def _gymnasium_step(gym_env, state, action):
 def _near_threshold(obs) -> bool:
     # The kernel compares float32 state with the thresholds, gymnasium float64: a value
     # within rounding distance of a threshold may legitimately land on either side.
-    return (abs(abs(obs[0]) - PARAMS.x_threshold) < 1e-5
-            or abs(abs(obs[2]) - PARAMS.theta_threshold_radians) < 1e-6)
+    return abs(abs(obs[0]) - PARAMS.x_threshold) < 1e-5 or abs(abs(obs[2]) - PARAMS.theta_threshold_radians) < 1e-6
 
 
-wide_states = st.fixed_dictionaries({
-    "x": st.floats(-2.6, 2.6),
-    "x_dot": st.floats(-4.0, 4.0),
-    "theta": st.floats(-0.25, 0.25),
-    "theta_dot": st.floats(-4.0, 4.0),
-}).map(lambda d: {name: np.float32(value).reshape(()) for name, value in d.items()})
+wide_states = st.fixed_dictionaries(
+    {
+        "x": st.floats(-2.6, 2.6),
+        "x_dot": st.floats(-4.0, 4.0),
+        "theta": st.floats(-0.25, 0.25),
+        "theta_dot": st.floats(-4.0, 4.0),
+    }
+).map(lambda d: {name: np.float32(value).reshape(()) for name, value in d.items()})
 
 
 @settings(max_examples=30)
-@given(states=st.lists(wide_states, min_size=BATCH, max_size=BATCH),
-       actions=st.lists(st.integers(0, 1), min_size=BATCH, max_size=BATCH))
+@given(
+    states=st.lists(wide_states, min_size=BATCH, max_size=BATCH),
+    actions=st.lists(st.integers(0, 1), min_size=BATCH, max_size=BATCH),
+)
 def test_kernel_step_matches_gymnasium(env, gym_env, states, actions):
     batch = {name: np.array([s[name] for s in states], dtype=np.float32) for name in cartpole._STATE_NAMES}
     env.set_state(batch)
@@ -80,8 +83,10 @@ def test_reference_step_matches_gymnasium(gym_env, state, action):
 
 
 @settings(max_examples=20)
-@given(states=st.lists(wide_states, min_size=BATCH, max_size=BATCH),
-       actions=st.lists(st.integers(0, 1), min_size=BATCH, max_size=BATCH))
+@given(
+    states=st.lists(wide_states, min_size=BATCH, max_size=BATCH),
+    actions=st.lists(st.integers(0, 1), min_size=BATCH, max_size=BATCH),
+)
 def test_kernel_matches_reference(env, states, actions):
     batch = {name: np.array([s[name] for s in states], dtype=np.float32) for name in cartpole._STATE_NAMES}
     env.set_state(batch)
@@ -96,14 +101,24 @@ def test_kernel_matches_reference(env, states, actions):
 
 def test_sutton_barto_reward_and_semi_implicit_euler_follow_gymnasium():
     env = kge.make("CartPole-v1", 2, backend="cpu", seed=0, sutton_barto_reward=True)
-    env.set_state({"x": np.float32([0.0, 2.39]), "x_dot": np.float32([0.0, 2.0]),
-                   "theta": np.float32([0.0, 0.0]), "theta_dot": np.float32([0.0, 0.0])})
+    env.set_state(
+        {
+            "x": np.float32([0.0, 2.39]),
+            "x_dot": np.float32([0.0, 2.0]),
+            "theta": np.float32([0.0, 0.0]),
+            "theta_dot": np.float32([0.0, 0.0]),
+        }
+    )
     _, reward, terminated, _, _ = env.step(torch.tensor([1, 1]))
     assert terminated.tolist() == [False, True]
     assert reward.tolist() == [0.0, -1.0]
     params = cartpole.CartPoleParams(semi_implicit_euler=True)
-    state = {"x": np.float32(0.1).reshape(()), "x_dot": np.float32(0.5).reshape(()),
-             "theta": np.float32(0.05).reshape(()), "theta_dot": np.float32(-0.3).reshape(())}
+    state = {
+        "x": np.float32(0.1).reshape(()),
+        "x_dot": np.float32(0.5).reshape(()),
+        "theta": np.float32(0.05).reshape(()),
+        "theta_dot": np.float32(-0.3).reshape(()),
+    }
     semi = kge.make("CartPole-v1", 1, backend="cpu", seed=0, semi_implicit_euler=True)
     semi.set_state(state, index=0)
     obs, _, _, _, _ = semi.step(torch.tensor([0]))

@@ -43,14 +43,24 @@ def _reference_step(params, state, action, rng_states):
     return {"index": np.int64(index).reshape(())}, params.table[index], False
 
 
-REFERENCE = CPUReference(lambda params, rng_states: {"index": np.int64(0).reshape(())}, _reference_step,
-                         lambda params, state: np.array([params.table[int(state["index"])]], np.float32))
+REFERENCE = CPUReference(
+    lambda params, rng_states: {"index": np.int64(0).reshape(())},
+    _reference_step,
+    lambda params, state: np.array([params.table[int(state["index"])]], np.float32),
+)
 
 
 def _spec(step_kernel=step):
-    return EnvSpec(id="Lookup-v0", observation_space=spaces.Box(-np.inf, np.inf, (1,), np.float32),
-                   action_space=spaces.Discrete(3), state=(StateArray("index", np.int64),), step_kernel=step_kernel,
-                   reset_kernel=reset, reference=REFERENCE, params=LookupParams())
+    return EnvSpec(
+        id="Lookup-v0",
+        observation_space=spaces.Box(-np.inf, np.inf, (1,), np.float32),
+        action_space=spaces.Discrete(3),
+        state=(StateArray("index", np.int64),),
+        step_kernel=step_kernel,
+        reset_kernel=reset,
+        reference=REFERENCE,
+        params=LookupParams(),
+    )
 
 
 def test_every_env_reads_the_one_table_and_make_can_swap_it():
@@ -72,11 +82,14 @@ def test_a_kernel_that_writes_a_table_does_not_compile_on_cpu():
     np.testing.assert_array_equal(TABLE, [0.5, 1.5, 2.5, 3.5])
 
 
-@pytest.mark.parametrize("value, error, message", [
-    (np.array([[1.0]]), TypeError, "param 'table': expected ndarray"),
-    (np.array([1.0, np.nan]), ValueError, "param 'table': expected finite values"),
-    (1.0, TypeError, "param 'table': expected ndarray"),
-])
+@pytest.mark.parametrize(
+    "value, error, message",
+    [
+        (np.array([[1.0]]), TypeError, "param 'table': expected ndarray"),
+        (np.array([1.0, np.nan]), ValueError, "param 'table': expected finite values"),
+        (1.0, TypeError, "param 'table': expected ndarray"),
+    ],
+)
 def test_a_bad_table_is_refused_at_make(value, error, message):
     with pytest.raises(error, match=message):
         KernelVectorEnv(_spec(), 1, backend="cpu", table=value)

@@ -91,8 +91,13 @@ def check_capture_and_replays(backend, seed, warmup, replays):
     step = capture_step(env, policy, obs, warmup=warmup, api=recorder)
     # torch's recipe: a side stream that waits for the current one, warm-up there, the
     # current stream waits for it, then the capture
-    assert recorder.events == [("side_stream", "default"), ("enter", "side"), ("exit", "side"),
-                               ("join", "default", "side"), ("capture",)]
+    assert recorder.events == [
+        ("side_stream", "default"),
+        ("enter", "side"),
+        ("exit", "side"),
+        ("join", "default", "side"),
+        ("capture",),
+    ]
     assert policy.streams == ["side"] * warmup + ["capture"]
     assert step.obs is obs
     want = direct_steps(backend, seed, warmup + 1 + replays)  # + 1: the stand-in's capture ran
@@ -130,8 +135,9 @@ def test_the_env_kernels_run_on_the_side_stream_then_on_the_capture_stream(monke
 def test_what_cannot_be_captured_is_refused_before_anything_runs():
     env = kge.make("CartPole-v1", N_ENVS, backend="cpu", seed=0)
     obs, _ = env.reset()
-    with pytest.raises(ValueError, match="env: CUDA graphs capture cuda work, expected an env on backend 'cuda', "
-                                         "got 'cpu'"):
+    with pytest.raises(
+        ValueError, match="env: CUDA graphs capture cuda work, expected an env on backend 'cuda', got 'cpu'"
+    ):
         capture_step(env, Balance(), obs)
     recorder = Recorder()
     for warmup in (0, -1, 1.5, True):

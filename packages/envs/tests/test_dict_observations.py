@@ -24,8 +24,15 @@ from kernelgym.envs.testing import check_env, check_names, format_report
 from kit_fixtures import dict_walk, walk
 
 KEYS = ["a", "b", "a_b", "b_0", "0", "x-y", "class"]
-LEAVES = st.sampled_from([spaces.Box(-1.0, 1.0, (2,), np.float32), spaces.Box(0, 255, (1, 2, 2), np.uint8),
-                          spaces.Discrete(5), spaces.MultiBinary(3), spaces.Box(-3, 3, (), np.int16)])
+LEAVES = st.sampled_from(
+    [
+        spaces.Box(-1.0, 1.0, (2,), np.float32),
+        spaces.Box(0, 255, (1, 2, 2), np.uint8),
+        spaces.Discrete(5),
+        spaces.MultiBinary(3),
+        spaces.Box(-3, 3, (), np.int16),
+    ]
+)
 
 
 def _spaces(depth=2):
@@ -75,12 +82,15 @@ def test_a_key_that_makes_no_identifier_is_refused_naming_it():
         _spec(spaces.Dict({"x-y": spaces.Discrete(2)}))
 
 
-@pytest.mark.parametrize("space, match", [
-    (spaces.Dict({"t": spaces.Text(4)}), r"\['t'\]: expected a Box, Discrete, MultiBinary, Dict or Tuple"),
-    (spaces.Dict({"m": spaces.MultiDiscrete([2, 3])}), r"\['m'\]: expected a Box, Discrete, MultiBinary"),
-    (spaces.Dict({"e": spaces.Dict({})}), "at least one space"),
-    (spaces.Discrete(3), "expected a Box, Dict or Tuple"),
-])
+@pytest.mark.parametrize(
+    "space, match",
+    [
+        (spaces.Dict({"t": spaces.Text(4)}), r"\['t'\]: expected a Box, Discrete, MultiBinary, Dict or Tuple"),
+        (spaces.Dict({"m": spaces.MultiDiscrete([2, 3])}), r"\['m'\]: expected a Box, Discrete, MultiBinary"),
+        (spaces.Dict({"e": spaces.Dict({})}), "at least one space"),
+        (spaces.Discrete(3), "expected a Box, Dict or Tuple"),
+    ],
+)
 def test_other_observation_spaces_are_refused_at_spec_validation(space, match):
     with pytest.raises((TypeError, ValueError), match=match):
         _spec(space)
@@ -99,7 +109,9 @@ def test_a_box_env_returns_one_array_and_a_dict_env_a_dict_of_batched_tensors():
     obs, _ = env.reset()
     assert set(obs) == {"position", "flags", "nested"} and isinstance(obs["nested"]["pair"], tuple)
     assert env.observation_space.contains({key: value for key, value in env.numpy().obs.items()})
-    assert tuple(obs["nested"]["pair"][1].shape) == (3, 2, 2) and obs["nested"]["count"].dtype.is_floating_point is False
+    assert (
+        tuple(obs["nested"]["pair"][1].shape) == (3, 2, 2) and obs["nested"]["count"].dtype.is_floating_point is False
+    )
 
 
 def test_same_step_final_obs_is_the_observation_of_the_last_state():
@@ -161,8 +173,13 @@ def test_the_kit_names_the_leaf_a_kernel_leaves_stale():
 
 @pytest.mark.sim
 def test_the_kit_passes_the_nested_dict_env_on_sim():
-    report = check_env(dict_walk.SPEC, backend="sim", max_examples=3, seed=2,
-                       checks=["parity", "autoreset", "observations", "invalid_actions", "out_of_bounds"])
+    report = check_env(
+        dict_walk.SPEC,
+        backend="sim",
+        max_examples=3,
+        seed=2,
+        checks=["parity", "autoreset", "observations", "invalid_actions", "out_of_bounds"],
+    )
     assert report.passed, format_report(report)
 
 
@@ -227,13 +244,18 @@ def _dict_walk_env():
 
 
 @settings(max_examples=30, deadline=None)
-@given(positions=st.lists(st.integers(-3, 3), min_size=4, max_size=4),
-       counts=st.lists(st.integers(0, 99), min_size=4, max_size=4),
-       actions=st.lists(st.lists(st.integers(0, 1), min_size=3, max_size=3), min_size=4, max_size=4))
+@given(
+    positions=st.lists(st.integers(-3, 3), min_size=4, max_size=4),
+    counts=st.lists(st.integers(0, 99), min_size=4, max_size=4),
+    actions=st.lists(st.lists(st.integers(0, 1), min_size=3, max_size=3), min_size=4, max_size=4),
+)
 def test_kernel_observations_equal_the_references_leaf_by_leaf(positions, counts, actions):
     env = _dict_walk_env()
-    state = {"position": np.array(positions, np.int32), "count": np.array(counts, np.int32),
-             "flags": np.zeros((4, 3), np.int8)}
+    state = {
+        "position": np.array(positions, np.int32),
+        "count": np.array(counts, np.int32),
+        "flags": np.zeros((4, 3), np.int8),
+    }
     env.set_state(state)
     actions = np.array(actions, np.int8)
     obs = env.step(actions, numpy=True)[0]
@@ -289,9 +311,16 @@ def _tuple_reference():
     return kge.CPUReference(reset, step, observe)
 
 
-TUPLE_SPEC = kge.EnvSpec(id="TupleWalk-v0", observation_space=TUPLE_SPACE, action_space=spaces.Discrete(3),
-                         state=(kge.StateArray("position", np.int32),), step_kernel=tuple_step,
-                         reset_kernel=tuple_reset, reference=_tuple_reference(), max_episode_steps=8)
+TUPLE_SPEC = kge.EnvSpec(
+    id="TupleWalk-v0",
+    observation_space=TUPLE_SPACE,
+    action_space=spaces.Discrete(3),
+    state=(kge.StateArray("position", np.int32),),
+    step_kernel=tuple_step,
+    reset_kernel=tuple_reset,
+    reference=_tuple_reference(),
+    max_episode_steps=8,
+)
 
 
 def test_a_tuple_observation_binds_its_items_by_index_and_passes_the_kit():
@@ -299,5 +328,7 @@ def test_a_tuple_observation_binds_its_items_by_index_and_passes_the_kit():
     obs, _ = env.reset()
     assert isinstance(obs, tuple) and tuple(obs[0].shape) == (3, 1) and tuple(obs[1].shape) == (3,)
     assert env.observation_space.contains(env.numpy().obs)
-    report = check_env(TUPLE_SPEC, backend="cpu", max_examples=3, seed=1, checks=["parity", "autoreset", "observations"])
+    report = check_env(
+        TUPLE_SPEC, backend="cpu", max_examples=3, seed=1, checks=["parity", "autoreset", "observations"]
+    )
     assert report.passed, format_report(report)

@@ -37,19 +37,26 @@ def test_pyproject_declares_the_entry_point_to_the_hook_module(go_right):
     project = tomllib.loads((PLUGIN_ROOT / "pyproject.toml").read_text())["project"]
     entry_points = project["entry-points"]["kernelgym.envs"]
     # each env in its own module, each with its own entry point and declared id
-    assert entry_points == {name: f"kernelgym_example_plugin.{name}"
-                            for name in ("go_right", "ring", "point_mass", "grid_goal", "maze")}
+    assert entry_points == {
+        name: f"kernelgym_example_plugin.{name}" for name in ("go_right", "ring", "point_mass", "grid_goal", "maze")
+    }
     ids = project["entry-points"]["kernelgym.envs.ids"]
-    assert ids == {"GoRight-v0": "kernelgym_example_plugin.go_right", "Ring-v0": "kernelgym_example_plugin.ring",
-                   "PointMass-v0": "kernelgym_example_plugin.point_mass",
-                   "GridGoal-v0": "kernelgym_example_plugin.grid_goal", "ImageMaze-v0": "kernelgym_example_plugin.maze"}
+    assert ids == {
+        "GoRight-v0": "kernelgym_example_plugin.go_right",
+        "Ring-v0": "kernelgym_example_plugin.ring",
+        "PointMass-v0": "kernelgym_example_plugin.point_mass",
+        "GridGoal-v0": "kernelgym_example_plugin.grid_goal",
+        "ImageMaze-v0": "kernelgym_example_plugin.maze",
+    }
     assert hasattr(go_right, "kernelgym_register_envs")
     assert {"kernelgym-core", "kernelgym-envs"} <= {dep.split(">")[0].split("=")[0] for dep in project["dependencies"]}
 
 
 @settings(max_examples=25)
-@given(positions=st.lists(st.integers(0, 9), min_size=8, max_size=8),
-       actions=st.lists(st.integers(0, 1), min_size=8, max_size=8))
+@given(
+    positions=st.lists(st.integers(0, 9), min_size=8, max_size=8),
+    actions=st.lists(st.integers(0, 1), min_size=8, max_size=8),
+)
 def test_kernel_matches_reference_without_slip(go_right, positions, actions):
     params = go_right.GoRightParams(slip=0.0)
     env = kge.make("GoRight-v0", 8, backend="cpu", seed=0, slip=0.0)

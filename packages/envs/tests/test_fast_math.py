@@ -61,8 +61,9 @@ def test_make_builds_a_contracted_module_and_the_default_none():
 def test_gymnasium_make_and_make_vec_pass_fast_math():
     env = gymnasium.make("kernelgym/CartPole-v1", fast_math=True)
     assert env.unwrapped.env.fast_math is True
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
-                                fast_math=True, backend="cpu")
+    vector = gymnasium.make_vec(
+        "kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point", fast_math=True, backend="cpu"
+    )
     assert vector.unwrapped.env.fast_math is True
     with pytest.raises(TypeError, match="fast_math: expected True or False"):
         gymnasium.make("kernelgym/CartPole-v1", fast_math="on")
@@ -81,8 +82,10 @@ def test_the_fast_math_build_stays_within_the_stated_tolerance(env_id, precision
 @pytest.mark.parametrize("env_id", ("CartPole-v1", "Pendulum-v1", "Acrobot-v1"))
 def test_the_float32_fast_math_build_does_not_give_the_default_bits(env_id):
     # the twin contracts the envs' own arithmetic: their float32 steps leave the default bits
-    envs = [kge.make(env_id, 256, backend="cpu", seed=1, precision="float32", fast_math=fast_math)
-            for fast_math in (False, True)]
+    envs = [
+        kge.make(env_id, 256, backend="cpu", seed=1, precision="float32", fast_math=fast_math)
+        for fast_math in (False, True)
+    ]
     for env in envs:
         env.reset(seed=1)
     actions = np.asarray(envs[0].action_space.sample())
@@ -95,8 +98,7 @@ def test_the_float32_fast_math_build_does_not_give_the_default_bits(env_id):
 def test_the_check_fails_a_build_outside_the_tolerance(monkeypatch):
     # a zero tolerance: the float32 fast-math build differs from the default, so the check must fail
     monkeypatch.setitem(kit_fast_math.FAST_MATH_TOLERANCE, "float32", (0.0, 0.0))
-    report = check_env("Pendulum-v1", backend="cpu", precision="float32", checks=["fast_math"], max_examples=2,
-                       seed=7)
+    report = check_env("Pendulum-v1", backend="cpu", precision="float32", checks=["fast_math"], max_examples=2, seed=7)
     assert not report.passed
     assert "outside the fast-math tolerance (float32: rtol 0.0, atol 0.0)" in report["fast_math"].message
     assert "--fast-math" in format_report(report)
@@ -104,8 +106,22 @@ def test_the_check_fails_a_build_outside_the_tolerance(monkeypatch):
 
 # ------------------------------------------------------------------------ the cli
 def test_kernelgym_check_fast_math_reports_the_proof(capsys):
-    code = main_check(["CartPole-v1", "--backend", "cpu", "--checks", "parity", "--fast-math", "--precision",
-                       "float32", "--max-examples", "2", "--seed", "3"])
+    code = main_check(
+        [
+            "CartPole-v1",
+            "--backend",
+            "cpu",
+            "--checks",
+            "parity",
+            "--fast-math",
+            "--precision",
+            "float32",
+            "--max-examples",
+            "2",
+            "--seed",
+            "3",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert "[ok  ] parity" in out and "[ok  ] fast_math" in out
@@ -124,8 +140,10 @@ def test_an_env_without_a_precision_choice_is_checked_in_its_state_precision():
 @pytest.mark.sim
 def test_on_sim_the_fast_math_build_gives_the_default_bits():
     # the simulator runs kernels as Python, which never contracts: nothing to prove there
-    envs = [kge.make("CartPole-v1", 4, backend="sim", seed=2, precision="float32", fast_math=fast_math)
-            for fast_math in (False, True)]
+    envs = [
+        kge.make("CartPole-v1", 4, backend="sim", seed=2, precision="float32", fast_math=fast_math)
+        for fast_math in (False, True)
+    ]
     resets = [env.reset(seed=2, numpy=True)[0] for env in envs]
     np.testing.assert_array_equal(*resets)
     for _ in range(2):

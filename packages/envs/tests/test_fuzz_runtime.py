@@ -47,11 +47,13 @@ def _refused(call, argument: str) -> bool:
 
 
 valid_actions = st.lists(st.integers(0, 1), min_size=NUM_ENVS, max_size=NUM_ENVS).map(
-    lambda values: np.array(values, np.int64))
+    lambda values: np.array(values, np.int64)
+)
 hostile_actions = st.one_of(
     st.lists(st.floats(0, 1.9), min_size=NUM_ENVS, max_size=NUM_ENVS).map(np.array),  # 0.7 is no action
-    st.lists(st.integers(-3, 5), min_size=NUM_ENVS, max_size=NUM_ENVS).map(np.array).filter(
-        lambda a: np.any((a < 0) | (a > 1))),
+    st.lists(st.integers(-3, 5), min_size=NUM_ENVS, max_size=NUM_ENVS)
+    .map(np.array)
+    .filter(lambda a: np.any((a < 0) | (a > 1))),
     st.lists(st.integers(2**31, 2**40), min_size=NUM_ENVS, max_size=NUM_ENVS).map(np.array),
     st.integers(0, 1).map(lambda v: np.full(NUM_ENVS + 1, v)),  # wrong shape
     st.integers(0, 1).map(lambda v: np.full((NUM_ENVS, 2), v)),
@@ -88,7 +90,7 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------ reference
     def _reference_reset(self, index: int) -> None:
-        row = self.rng[index:index + 1]  # the env's own stream, advanced in place
+        row = self.rng[index : index + 1]  # the env's own stream, advanced in place
         self.states[index] = cartpole.reference.reset(PARAMS, row)
         self.steps[index], self.returns[index], self.pending[index] = 0, np.float32(0), False
 
@@ -125,12 +127,12 @@ class RuntimeMachine(RuleBasedStateMachine):
     # ---------------------------------------------------------------- rules
     @rule(actions=valid_actions, as_tensor=st.booleans())
     def step(self, actions, as_tensor):
-        obs, rewards, terminated, truncated, info = self.env.step(
-            torch.from_numpy(actions) if as_tensor else actions)
+        obs, rewards, terminated, truncated, info = self.env.step(torch.from_numpy(actions) if as_tensor else actions)
         expected = self._reference_step(actions)
         names = ("rewards", "terminated", "truncated", "episode r", "episode l")
-        for name, got, want in zip(names, (rewards, terminated, truncated, info["episode"]["r"],
-                                           info["episode"]["l"]), expected):
+        for name, got, want in zip(
+            names, (rewards, terminated, truncated, info["episode"]["r"], info["episode"]["l"]), expected
+        ):
             np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
         np.testing.assert_array_equal(info["_episode"].numpy(), expected[4] > 0)
         state = self._expected_state()
@@ -142,17 +144,18 @@ class RuntimeMachine(RuleBasedStateMachine):
     def step_hostile(self, actions):
         assert _refused(lambda: self.env.step(actions), "actions")  # and nothing stepped (checked below)
 
-    @rule(index=st.integers(0, NUM_ENVS - 1), values=st.lists(state_values, min_size=4, max_size=4),
-          keep=st.booleans())
+    @rule(index=st.integers(0, NUM_ENVS - 1), values=st.lists(state_values, min_size=4, max_size=4), keep=st.booleans())
     def set_state_one(self, index, values, keep):
-        self.env.set_state({name: np.float32(v) for name, v in zip(NAMES, values)}, index=index,
-                           keep_episode_step=keep)
+        self.env.set_state({name: np.float32(v) for name, v in zip(NAMES, values)}, index=index, keep_episode_step=keep)
         self.states[index] = {name: np.float32(v).reshape(()) for name, v in zip(NAMES, values)}
         if not keep:  # a new episode: its counter and its return start here
             self.steps[index], self.returns[index], self.pending[index] = 0, np.float32(0), False
 
-    @rule(name=st.sampled_from(NAMES), values=st.lists(state_values, min_size=NUM_ENVS, max_size=NUM_ENVS),
-          as_list=st.booleans())
+    @rule(
+        name=st.sampled_from(NAMES),
+        values=st.lists(state_values, min_size=NUM_ENVS, max_size=NUM_ENVS),
+        as_list=st.booleans(),
+    )
     def set_state_all(self, name, values, as_list):
         array = np.array(values, np.float64)  # float64 values a float32 state holds: accepted
         self.env.set_state({name: list(values) if as_list else array})
@@ -192,8 +195,7 @@ class RuntimeMachine(RuleBasedStateMachine):
 
     @rule(name=st.sampled_from(NAMES))
     def rebind_state_entry(self, name):
-        assert _refused(lambda: self.env.state.__setitem__(name, np.zeros(NUM_ENVS, np.float32)),
-                        f"state[{name!r}]")
+        assert _refused(lambda: self.env.state.__setitem__(name, np.zeros(NUM_ENVS, np.float32)), f"state[{name!r}]")
 
     @rule(seed=st.one_of(st.none(), st.integers(0, 2**32)))
     def reset(self, seed):
@@ -228,18 +230,27 @@ class RuntimeMachine(RuleBasedStateMachine):
         np.testing.assert_array_equal(self.env.get_rng_states(), self.rng)
 
 
-RuntimeMachine.TestCase.settings = settings(max_examples=30, stateful_step_count=30, deadline=None,
-                                            suppress_health_check=[HealthCheck.too_slow])
+RuntimeMachine.TestCase.settings = settings(
+    max_examples=30, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 TestRuntimeFuzz = RuntimeMachine.TestCase
 
 
 # ---------------------------------------------------------------- adapters
 single_actions = st.one_of(
-    st.integers(-2, 3), st.floats(allow_nan=True, allow_infinity=True), st.booleans(),
-    st.integers(-2, 3).map(np.int64), st.integers(-2, 3).map(np.int8), st.integers(0, 1).map(np.float32),
-    st.integers(-1, 2).map(np.array), st.integers(0, 1).map(lambda v: np.array([v])),
-    st.integers(0, 1).map(lambda v: np.array(v, np.float64)), st.just(np.array(True)),
-    st.just(None), st.just("1"), st.just([1]),
+    st.integers(-2, 3),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.booleans(),
+    st.integers(-2, 3).map(np.int64),
+    st.integers(-2, 3).map(np.int8),
+    st.integers(0, 1).map(np.float32),
+    st.integers(-1, 2).map(np.array),
+    st.integers(0, 1).map(lambda v: np.array([v])),
+    st.integers(0, 1).map(lambda v: np.array(v, np.float64)),
+    st.just(np.array(True)),
+    st.just(None),
+    st.just("1"),
+    st.just([1]),
 )
 
 
@@ -294,10 +305,13 @@ def test_the_pettingzoo_adapter_refuses_what_gymnasiums_spaces_refuse():
         env.close()
 
 
-@pytest.mark.parametrize("value, message", [
-    (np.array([1e39]), r"actions: got 1e\+39 at index \(0, 0\), which overflows float32"),
-    (np.array([np.nan]), r"actions: expected finite values, got nan at index \(0, 0\)"),
-])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        (np.array([1e39]), r"actions: got 1e\+39 at index \(0, 0\), which overflows float32"),
+        (np.array([np.nan]), r"actions: expected finite values, got nan at index \(0, 0\)"),
+    ],
+)
 def test_a_finite_action_that_overflows_float32_is_named_as_an_overflow(value, message):
     env = kge.make("Pendulum-v1", 1, backend="cpu", seed=0)
     try:

@@ -12,8 +12,9 @@ from kernelgym.envs.gymnasium_env import KernelGymnasiumEnv
 
 
 def _make(num_envs=4, **kwargs):
-    return gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point",
-                              backend="cpu", **kwargs)
+    return gymnasium.make_vec(
+        "kernelgym/CartPole-v1", num_envs=num_envs, vectorization_mode="vector_entry_point", backend="cpu", **kwargs
+    )
 
 
 def test_every_kernelgym_id_is_registered_with_gymnasium():
@@ -49,8 +50,7 @@ def test_next_step_autoreset_matches_gymnasiums_cartpole_vector_env():
     """Step both from the same states: flags, rewards, resets and time limits agree."""
     ours = _make(6, max_episode_steps=7, autoreset_mode="next_step")
     assert ours.metadata["autoreset_mode"] is AutoresetMode.NEXT_STEP
-    theirs = gymnasium.make_vec("CartPole-v1", num_envs=6, vectorization_mode="vector_entry_point",
-                                max_episode_steps=7)
+    theirs = gymnasium.make_vec("CartPole-v1", num_envs=6, vectorization_mode="vector_entry_point", max_episode_steps=7)
     obs, _ = ours.reset(seed=0)
     theirs.reset(seed=0)
     generator = np.random.default_rng(0)
@@ -118,12 +118,18 @@ def test_the_vector_adapter_announces_what_clients_read():
 def test_render_modes_list_only_modes_that_work():
     for env_id in kge.list_envs():
         spec = kge.get_spec(env_id)
-        envs = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=2, vectorization_mode="vector_entry_point",
-                                  backend="cpu")
+        envs = gymnasium.make_vec(
+            f"kernelgym/{env_id}", num_envs=2, vectorization_mode="vector_entry_point", backend="cpu"
+        )
         assert envs.metadata["render_modes"] == (["rgb_array"] if spec.render is not None else [])
         for mode in envs.metadata["render_modes"]:
-            rendering = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=2, backend="cpu",
-                                           vectorization_mode="vector_entry_point", render_mode=mode)
+            rendering = gymnasium.make_vec(
+                f"kernelgym/{env_id}",
+                num_envs=2,
+                backend="cpu",
+                vectorization_mode="vector_entry_point",
+                render_mode=mode,
+            )
             rendering.reset(seed=0)
             assert all(frame.dtype == np.uint8 and frame.ndim == 3 for frame in rendering.render())
 
@@ -156,8 +162,9 @@ def test_each_adapter_owns_its_spaces():
 def test_a_multi_agent_vector_envs_spaces_agree_with_what_it_returns(env_id):
     from gymnasium.vector.utils import batch_space
 
-    envs = gymnasium.make_vec(f"kernelgym/{env_id}", num_envs=3, vectorization_mode="vector_entry_point",
-                              backend="cpu", seed=0)
+    envs = gymnasium.make_vec(
+        f"kernelgym/{env_id}", num_envs=3, vectorization_mode="vector_entry_point", backend="cpu", seed=0
+    )
     try:
         num_agents = envs.unwrapped.env.num_agents
         assert envs.single_observation_space.shape[0] == num_agents

@@ -45,8 +45,11 @@ def run_step(backend, theta, theta_dot, torque, reset_mask=None, seed=0):
     device = {name: to_backend(value, backend) for name, value in arrays.items()}
     # what the runtime composes: the masked envs reset (reward 0, flags cleared), the others step
     device.update(_reward_rows=device["rewards"].reshape(n, 1), _truncated=to_backend(np.zeros(n, bool), backend))
-    program = Branch("reset_mask", then=[*SPEC.load_kernels("reset_kernel"), clear_step_outputs],
-                     otherwise=SPEC.load_kernels("step_kernel"))
+    program = Branch(
+        "reset_mask",
+        then=[*SPEC.load_kernels("reset_kernel"), clear_step_outputs],
+        otherwise=SPEC.load_kernels("step_kernel"),
+    )
     bind_env_programs(SPEC, [[program]], device, backend)()
     return {name: to_numpy(value).copy() for name, value in device.items()}
 

@@ -67,13 +67,21 @@ def _check_step(env, gym_env, actions, lengths):
         for name in NAMES:
             assert state[name].tobytes() == after[name][index].tobytes(), (index, name)
         assert (reward, done) == (rewards[index], terminated[index])
-        np.testing.assert_allclose(obs[index], _gymnasium_step(gym_env, _slice(before, index), actions[index],
-                                                               lengths[index]), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            obs[index],
+            _gymnasium_step(gym_env, _slice(before, index), actions[index], lengths[index]),
+            rtol=1e-5,
+            atol=1e-6,
+        )
 
 
 @settings(max_examples=20, deadline=None)
-@given(lengths=LENGTHS, actions=st.lists(st.integers(0, 1), min_size=N, max_size=N).map(np.array),
-       steps=st.integers(1, 5), seed=st.integers(0, 2**16))
+@given(
+    lengths=LENGTHS,
+    actions=st.lists(st.integers(0, 1), min_size=N, max_size=N).map(np.array),
+    steps=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+)
 def test_set_params_gives_each_env_the_dynamics_of_its_own_length(env, gym_env, lengths, actions, steps, seed):
     env.reset(seed=seed)
     env.set_params(length=lengths)
@@ -85,10 +93,13 @@ def test_set_params_gives_each_env_the_dynamics_of_its_own_length(env, gym_env, 
 
 
 @settings(max_examples=15, deadline=None)
-@given(low=st.floats(0.1, 1.0), width=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
-       actions=st.lists(st.integers(0, 1), min_size=N, max_size=N).map(np.array))
-def test_randomize_draws_each_envs_length_from_its_own_stream_at_reset(randomized, gym_env, low, width, seed,
-                                                                      actions):
+@given(
+    low=st.floats(0.1, 1.0),
+    width=st.floats(0.0, 1.0),
+    seed=st.integers(0, 2**16),
+    actions=st.lists(st.integers(0, 1), min_size=N, max_size=N).map(np.array),
+)
+def test_randomize_draws_each_envs_length_from_its_own_stream_at_reset(randomized, gym_env, low, width, seed, actions):
     ranges = {"length": (low, low + width)}
     randomized.set_randomize(ranges)
     randomized.reset(seed=seed)
@@ -145,17 +156,20 @@ def test_make_takes_arrays_for_per_env_fields_and_scalars_for_every_env():
     assert env.env_params(5).gravity == 6.0 and env.env_params(5).length == lengths[5]
 
 
-@pytest.mark.parametrize("kwargs, error, message", [
-    ({"x_threshold": np.ones(4)}, TypeError, "'x_threshold' is a compile-time constant"),
-    ({"length": np.ones(3)}, ValueError, r"param 'length': expected a scalar or shape \(4,\), got shape \(3,\)"),
-    ({"length": np.array([0.5, np.nan, 0.5, 0.5])}, ValueError, "param 'length': expected finite values"),
-    ({"length": np.array([0.5, -0.1, 0.5, 0.5])}, ValueError, "CartPoleParams length: expected > 0"),
-    ({"length": np.array(["a"] * 4)}, TypeError, "expected float values"),
-    ({"randomize": {"x_threshold": (1.0, 2.0)}}, ValueError, "randomize: param 'x_threshold' cannot be drawn"),
-    ({"randomize": {"length": (0.6, 0.4)}}, ValueError, r"randomize\['length'\]: expected finite low <= high"),
-    ({"randomize": {"length": (-1.0, 0.4)}}, ValueError, "CartPoleParams length: expected > 0"),
-    ({"randomize": {"length": 0.5}}, TypeError, r"randomize\['length'\]: expected a \(low, high\) pair"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [
+        ({"x_threshold": np.ones(4)}, TypeError, "'x_threshold' is a compile-time constant"),
+        ({"length": np.ones(3)}, ValueError, r"param 'length': expected a scalar or shape \(4,\), got shape \(3,\)"),
+        ({"length": np.array([0.5, np.nan, 0.5, 0.5])}, ValueError, "param 'length': expected finite values"),
+        ({"length": np.array([0.5, -0.1, 0.5, 0.5])}, ValueError, "CartPoleParams length: expected > 0"),
+        ({"length": np.array(["a"] * 4)}, TypeError, "expected float values"),
+        ({"randomize": {"x_threshold": (1.0, 2.0)}}, ValueError, "randomize: param 'x_threshold' cannot be drawn"),
+        ({"randomize": {"length": (0.6, 0.4)}}, ValueError, r"randomize\['length'\]: expected finite low <= high"),
+        ({"randomize": {"length": (-1.0, 0.4)}}, ValueError, "CartPoleParams length: expected > 0"),
+        ({"randomize": {"length": 0.5}}, TypeError, r"randomize\['length'\]: expected a \(low, high\) pair"),
+    ],
+)
 def test_bad_per_env_values_are_refused_at_make_naming_the_param(kwargs, error, message):
     with pytest.raises(error, match=message):
         kge.make("CartPole-v1", 4, backend="cpu", **kwargs)
@@ -213,8 +227,15 @@ def _timed(call, **kwargs):
 def test_sim_per_env_params_and_randomize_equal_cpu(lengths, seed):
     results = []
     for backend in ("cpu", "sim"):
-        env = kge.make("CartPole-v1", N, backend=backend, seed=seed, length=lengths, randomize={"masspole": (0.05, 0.2)},
-                       max_episode_steps=3)
+        env = kge.make(
+            "CartPole-v1",
+            N,
+            backend=backend,
+            seed=seed,
+            length=lengths,
+            randomize={"masspole": (0.05, 0.2)},
+            max_episode_steps=3,
+        )
         env.reset(seed=seed)
         for _ in range(4):
             env.step(np.ones(N, np.int64))
@@ -231,12 +252,14 @@ def test_the_gymnasium_adapters_pass_randomize_and_per_env_arrays_through():
     single.reset(seed=0)
     assert single.unwrapped.env.randomize == {"length": (0.4, 0.6)}
     assert 0.4 <= single.unwrapped.env.get_params()["length"][0] < 0.6
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point",
-                                length=np.array([0.3, 0.5, 0.7]))
+    vector = gymnasium.make_vec(
+        "kernelgym/CartPole-v1", num_envs=3, vectorization_mode="vector_entry_point", length=np.array([0.3, 0.5, 0.7])
+    )
     np.testing.assert_array_equal(vector.unwrapped.env.get_params()["length"], [0.3, 0.5, 0.7])
     with pytest.raises(TypeError, match="'x_threshold' is a compile-time constant"):
-        gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
-                           x_threshold=np.ones(2))
+        gymnasium.make_vec(
+            "kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point", x_threshold=np.ones(2)
+        )
 
 
 def test_a_row_whose_envs_agree_is_read_once_and_per_env_once_they_differ():

@@ -21,8 +21,13 @@ ENVS_SOURCE = pathlib.Path(registry.__file__).parent
 
 
 def _run(code, **env):
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                            env={**os.environ, **env}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr
     return result
 
@@ -178,7 +183,8 @@ def test_an_exiting_plugin_and_two_clashing_plugins_leave_the_other_ids_working(
     _install_fake_distribution(tmp_path, "exits-at-import", "import sys\nsys.exit(7)\n")
     _install_fake_distribution(tmp_path, "clash-one", CLASHING_PLUGIN, ids=["Clash-v0"])
     _install_fake_distribution(tmp_path, "clash-two", CLASHING_PLUGIN, ids=["Clash-v0"])
-    result = _run("""
+    result = _run(
+        """
         import warnings
         warnings.simplefilter("always")
         import gymnasium
@@ -196,7 +202,9 @@ def test_an_exiting_plugin_and_two_clashing_plugins_leave_the_other_ids_working(
         else:
             raise AssertionError("a clashing id was made")
         print("survived")
-    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    """,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    )
     assert result.stdout.strip() == "survived"
     assert "exits_at_import" in result.stderr and "sys.exit(7)" in result.stderr
     assert "'Clash-v0' is claimed by 2 plugins" in result.stderr and "clash-two" in result.stderr
@@ -249,8 +257,9 @@ def test_any_mix_of_specs_keeps_each_good_id_that_one_plugin_claims_and_gymnasiu
     for name, item in bad_items:  # each bad item has a warning naming it and its plugin
         assert any(repr(name) in message and repr(item) in message for message in messages), (name, item)
     for ids in colliding:
-        assert any(all(repr(env_id) in message for env_id in ids) and "collide in gymnasium" in message
-                   for message in messages), (ids, messages)
+        assert any(
+            all(repr(env_id) in message for env_id in ids) and "collide in gymnasium" in message for message in messages
+        ), (ids, messages)
     duplicates = [env_id for env_id, names in claims.items() if len(names) > 1 and env_id not in left_out]
     assert len(messages) == len(bad_items) + len(colliding) + len(duplicates)
 
@@ -258,16 +267,20 @@ def test_any_mix_of_specs_keeps_each_good_id_that_one_plugin_claims_and_gymnasiu
 # ----------- third-party ids never break the import, other envs or gymnasium.make
 def test_malformed_and_colliding_ids_of_real_distributions_leave_every_other_env_working(tmp_path):
     def provides(*ids):
-        return ("import dataclasses\nfrom kernelgym.envs.classic import cartpole\n"
-                "from kernelgym.envs.hookspecs import hookimpl\n\n@hookimpl\ndef kernelgym_register_envs():\n"
-                f"    return [dataclasses.replace(cartpole.SPEC, id=env_id) for env_id in {list(ids)!r}]\n")
+        return (
+            "import dataclasses\nfrom kernelgym.envs.classic import cartpole\n"
+            "from kernelgym.envs.hookspecs import hookimpl\n\n@hookimpl\ndef kernelgym_register_envs():\n"
+            f"    return [dataclasses.replace(cartpole.SPEC, id=env_id) for env_id in {list(ids)!r}]\n"
+        )
 
-    _install_fake_distribution(tmp_path, "declares-a-bad-id", provides("Declared-v0"),
-                               ids=["Bad Declared-v0", "Declared-v0"])
+    _install_fake_distribution(
+        tmp_path, "declares-a-bad-id", provides("Declared-v0"), ids=["Bad Declared-v0", "Declared-v0"]
+    )
     _install_fake_distribution(tmp_path, "provides-a-bad-id", provides("Bad Spec-v0", "Kept-v0"))
     _install_fake_distribution(tmp_path, "foo-unversioned", provides("Foo"), ids=["Foo"])
     _install_fake_distribution(tmp_path, "foo-versioned", provides("Foo-v0"), ids=["Foo-v0"])
-    result = _run("""
+    result = _run(
+        """
         import warnings
         warnings.simplefilter("always")
         import gymnasium
@@ -288,7 +301,9 @@ def test_malformed_and_colliding_ids_of_real_distributions_leave_every_other_env
         else:
             raise AssertionError("a colliding id was made")
         print("survived")
-    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    """,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    )
     assert result.stdout.strip() == "survived"
     lines = result.stderr.splitlines()
 
@@ -304,7 +319,8 @@ def test_malformed_and_colliding_ids_of_real_distributions_leave_every_other_env
 def test_an_id_gymnasium_refuses_after_the_checks_is_left_out_of_gymnasium_only():
     # gymnasium already holds the versioned "Taken-v0" (registered by someone else), so it
     # refuses the unversioned "Taken": kernelgym keeps the id, gymnasium leaves it out
-    out = _run("""
+    out = _run(
+        """
         import warnings
         import gymnasium
         import kernelgym.envs as kge
@@ -321,18 +337,23 @@ def test_an_id_gymnasium_refuses_after_the_checks_is_left_out_of_gymnasium_only(
         assert kge.make("Taken", 2, backend="cpu", seed=0).reset()[0].shape == (2, 4)
         assert gymnasium.make("kernelgym/CartPole-v1").reset(seed=0)[0].shape == (4,)
         print("ok")
-    """, PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    """,
+        PYTHONPATH=os.pathsep.join([str(pathlib.Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+    )
     assert out.stdout.strip() == "ok"
 
 
 def test_gymnasium_make_of_an_id_two_undeclaring_plugins_claim_names_both_distributions(tmp_path):
     # gymnasium once said the id "doesn't exist": it was never registered there
     clash = CLASHING_PLUGIN.replace("Clash-v0", "Twice-v0")
-    collide = CLASHING_PLUGIN.replace('id="Clash-v0")]', 'id="Pair")] + [dataclasses.replace(cartpole.SPEC, id="Pair-v0")]')
+    collide = CLASHING_PLUGIN.replace(
+        'id="Clash-v0")]', 'id="Pair")] + [dataclasses.replace(cartpole.SPEC, id="Pair-v0")]'
+    )
     _install_fake_distribution(tmp_path, "twice-one", clash)
     _install_fake_distribution(tmp_path, "twice-two", clash)
     _install_fake_distribution(tmp_path, "pair-maker", collide)
-    result = _run("""
+    result = _run(
+        """
         import gymnasium
         import kernelgym.envs as kge
 
@@ -355,5 +376,7 @@ def test_gymnasium_make_of_an_id_two_undeclaring_plugins_claim_names_both_distri
                 raise AssertionError("a colliding id was made")
         assert kge.make("CartPole-v1", 2, backend="cpu", seed=0).reset()[0].shape == (2, 4)
         print("named")
-    """, PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    """,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    )
     assert result.stdout.strip() == "named"

@@ -50,21 +50,28 @@ def test_an_unknown_precision_is_refused_by_name_before_anything_compiles(bad):
 
 def test_an_env_without_a_declared_choice_refuses_any_precision():
     for precision in ("float32", "float64"):
-        with pytest.raises(ValueError, match=r"precision: env 'TagGridWorld-v0' declares no precision choice .*"
-                                             rf"got '{precision}'"):
+        with pytest.raises(
+            ValueError,
+            match=r"precision: env 'TagGridWorld-v0' declares no precision choice .*"
+            rf"got '{precision}'",
+        ):
             kge.make("TagGridWorld-v0", 2, backend="cpu", precision=precision)
     assert kge.make("TagGridWorld-v0", 2, backend="cpu").precision is None
 
 
 def test_an_env_refuses_a_precision_it_does_not_declare():
     only_float64 = dataclasses.replace(cartpole.SPEC, id="CartPoleFloat64Only-v1", precisions=("float64",))
-    with pytest.raises(ValueError, match=r"precision: env 'CartPoleFloat64Only-v1' supports \('float64',\), "
-                                         r"got 'float32'"):
+    with pytest.raises(
+        ValueError,
+        match=r"precision: env 'CartPoleFloat64Only-v1' supports \('float64',\), "
+        r"got 'float32'",
+    ):
         KernelVectorEnv(only_float64, 2, backend="cpu", precision="float32")
 
 
-@pytest.mark.parametrize("precisions, error", [(("float16",), ValueError), (("float32", "float32"), ValueError),
-                                               ("float32", TypeError)])
+@pytest.mark.parametrize(
+    "precisions, error", [(("float16",), ValueError), (("float32", "float32"), ValueError), ("float32", TypeError)]
+)
 def test_a_spec_declares_distinct_known_precisions(precisions, error):
     with pytest.raises(error, match="precisions"):
         dataclasses.replace(cartpole.SPEC, precisions=precisions)
@@ -87,8 +94,9 @@ def test_gymnasium_make_and_make_vec_pass_the_precision():
     assert env.unwrapped.env.precision == "float32"
     obs, _ = env.reset(seed=0)
     assert obs.dtype == np.float32
-    vector = gymnasium.make_vec("kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point",
-                                precision="float32", backend="cpu")
+    vector = gymnasium.make_vec(
+        "kernelgym/CartPole-v1", num_envs=2, vectorization_mode="vector_entry_point", precision="float32", backend="cpu"
+    )
     assert vector.unwrapped.env.precision == "float32"
     with pytest.raises(ValueError, match="precision: expected"):
         gymnasium.make("kernelgym/CartPole-v1", precision="half")
@@ -97,15 +105,29 @@ def test_gymnasium_make_and_make_vec_pass_the_precision():
 # ------------------------------------------------------------- exact kit parity in float32
 @pytest.mark.parametrize("env_id", CLASSIC)
 def test_the_kit_finds_kernel_and_reference_equal_bit_for_bit_in_float32(env_id):
-    report = check_env(env_id, backend="cpu", precision="float32", max_examples=3, seed=3,
-                       checks=["parity", "autoreset", "observations"], **EXACT)
+    report = check_env(
+        env_id,
+        backend="cpu",
+        precision="float32",
+        max_examples=3,
+        seed=3,
+        checks=["parity", "autoreset", "observations"],
+        **EXACT,
+    )
     assert report.passed, format_report(report)
 
 
 @pytest.mark.sim
 def test_the_kit_finds_cartpole_kernel_and_reference_equal_bit_for_bit_in_float32_on_sim():
-    report = check_env("CartPole-v1", backend="sim", precision="float32", max_examples=2, seed=3,
-                       checks=["parity", "autoreset"], **EXACT)
+    report = check_env(
+        "CartPole-v1",
+        backend="sim",
+        precision="float32",
+        max_examples=2,
+        seed=3,
+        checks=["parity", "autoreset"],
+        **EXACT,
+    )
     assert report.passed, format_report(report)
 
 
@@ -113,9 +135,12 @@ def test_a_float32_kernel_checked_against_the_float64_reference_fails_parity():
     # the kit really compares in the chosen precision: float32 kernels are not float64 ones
     float32_only = dataclasses.replace(cartpole.SPEC, id="CartPoleMislabelled-v1", precisions=("float32",))
     float64_reference = CPUReference(
-        reset=cartpole.reference.reset, observe=cartpole.reference.observe,
+        reset=cartpole.reference.reset,
+        observe=cartpole.reference.observe,
         step=lambda params, state, action, rng_states=None, real=None: cartpole.reference.step(
-            params, state, action, rng_states))
+            params, state, action, rng_states
+        ),
+    )
     spec = dataclasses.replace(float32_only, reference=float64_reference)
     report = check_env(spec, backend="cpu", max_examples=20, seed=3, checks=["parity"], **EXACT)
     assert not report.passed and "reference" in report["parity"].message
@@ -124,8 +149,10 @@ def test_a_float32_kernel_checked_against_the_float64_reference_fails_parity():
 # ------------------------------------------------------- float32 against float64 and gymnasium
 def _pair(env_id, seed):
     """float64 and float32 builds of ``env_id`` in the same reached states (float64 warm-up)."""
-    envs = {precision: kge.make(env_id, BATCH, backend="cpu", seed=seed, precision=precision,
-                                max_episode_steps=10**6) for precision in ("float64", "float32")}
+    envs = {
+        precision: kge.make(env_id, BATCH, backend="cpu", seed=seed, precision=precision, max_episode_steps=10**6)
+        for precision in ("float64", "float32")
+    }
     for env in envs.values():
         env.reset(seed=seed)
     envs["float64"].action_space.seed(seed)
@@ -147,7 +174,8 @@ def test_float32_stays_within_the_stated_tolerance_of_float64(env_id, seed):
     for _ in range(HORIZON):
         actions = np.asarray(envs["float64"].action_space.sample())
         (obs64, rewards64, terminated64, _, _), (obs32, rewards32, terminated32, _, _) = (
-            env.step(actions, numpy=True) for env in envs.values())
+            env.step(actions, numpy=True) for env in envs.values()
+        )
         np.testing.assert_allclose(obs32[alive], obs64[alive], rtol=FLOAT32_RTOL, atol=FLOAT32_ATOL)
         np.testing.assert_allclose(rewards32[alive], rewards64[alive], rtol=FLOAT32_RTOL, atol=FLOAT32_ATOL)
         assert np.array_equal(terminated32[alive], terminated64[alive])
@@ -158,9 +186,12 @@ def test_float32_stays_within_the_stated_tolerance_of_float64(env_id, seed):
 
 def _gymnasium_step(gym_env, env_id, state, action):
     """gymnasium's own env stepped once from ``state`` (its float64 copy of our float32 state)."""
-    names = {"CartPole-v1": cartpole._STATE_NAMES, "Pendulum-v1": ("theta", "theta_dot"),
-             "MountainCar-v0": ("position", "velocity"),
-             "Acrobot-v1": ("theta1", "theta2", "dtheta1", "dtheta2")}[env_id]
+    names = {
+        "CartPole-v1": cartpole._STATE_NAMES,
+        "Pendulum-v1": ("theta", "theta_dot"),
+        "MountainCar-v0": ("position", "velocity"),
+        "Acrobot-v1": ("theta1", "theta2", "dtheta1", "dtheta2"),
+    }[env_id]
     gym_env.state = np.array([float(state[name]) for name in names], dtype=np.float64)
     if env_id == "CartPole-v1":
         gym_env.steps_beyond_terminated = None
@@ -212,10 +243,15 @@ def test_the_float32_gpu_build_does_almost_no_float64_arithmetic(env_id):
             if body not in name or not name.endswith(f"[{precision}]"):
                 continue
             for argtypes in gpu_compile.launched_signatures(module):
-                build = gpu_compile.compile_kernel(module.cuda_launcher.py_func, argtypes, gpu_compile.TARGETS[0],
-                                                   name=name)
+                build = gpu_compile.compile_kernel(
+                    module.cuda_launcher.py_func, argtypes, gpu_compile.TARGETS[0], name=name
+                )
                 assert build.ok, build.error
                 shares[precision, name, str(argtypes)] = build.float64_share
     assert {precision for precision, *_ in shares} == {"float64", "float32"}, shares
-    assert all(share < FLOAT32_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float32"), shares
-    assert all(share > FLOAT64_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float64"), shares
+    assert all(share < FLOAT32_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float32"), (
+        shares
+    )
+    assert all(share > FLOAT64_SHARE_BOUND for (precision, *_), share in shares.items() if precision == "float64"), (
+        shares
+    )

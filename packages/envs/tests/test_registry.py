@@ -55,8 +55,9 @@ def _toy_spec(env_id):
 def fresh(monkeypatch):
     """A registry of its own whose plugin entry points the test chooses (and no declared ids)."""
     fake_entry_points = []
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: list(fake_entry_points) if group == hookspecs.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: list(fake_entry_points) if group == hookspecs.ENTRY_POINT_GROUP else []
+    )
     monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
     return registry._Registry(), fake_entry_points
 
@@ -82,8 +83,10 @@ def test_unknown_ids_and_bad_types():
 
 def test_two_plugins_with_one_id_name_both_distributions(fresh):
     reg, eps = fresh
-    eps += [FakeEntryPoint("first", _plugin(_toy_spec("Toy-v0")), "dist-alpha"),
-            FakeEntryPoint("second", _plugin(_toy_spec("Toy-v0"), _toy_spec("Other-v0")), "dist-beta")]
+    eps += [
+        FakeEntryPoint("first", _plugin(_toy_spec("Toy-v0")), "dist-alpha"),
+        FakeEntryPoint("second", _plugin(_toy_spec("Toy-v0"), _toy_spec("Other-v0")), "dist-beta"),
+    ]
     with pytest.warns(registry.PluginLoadWarning, match="dist-alpha") as caught:
         specs = reg.specs()
     message = " ".join(str(w.message) for w in caught)
@@ -96,8 +99,10 @@ def test_two_plugins_with_one_id_name_both_distributions(fresh):
 @pytest.mark.parametrize("failure", [ImportError("no module named nowhere"), SystemExit(3)])
 def test_a_plugin_that_fails_to_import_is_reported_and_skipped(fresh, failure):
     reg, eps = fresh
-    eps += [FakeEntryPoint("broken", failure, "dist-broken"),
-            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine")]
+    eps += [
+        FakeEntryPoint("broken", failure, "dist-broken"),
+        FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine"),
+    ]
     with pytest.warns(registry.PluginLoadWarning, match="broken.*dist-broken.*failed to load") as caught:
         specs = reg.specs()
     assert list(specs) == ["Fine-v0"]
@@ -113,9 +118,11 @@ def test_a_hook_that_raises_or_returns_junk_is_reported_and_skipped(fresh):
     def kernelgym_register_envs():
         raise RuntimeError("spec construction failed")
 
-    eps += [FakeEntryPoint("raises", Plugin(kernelgym_register_envs), "d1"),
-            FakeEntryPoint("junk", _plugin("not a spec"), "d2"),
-            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "d3")]
+    eps += [
+        FakeEntryPoint("raises", Plugin(kernelgym_register_envs), "d1"),
+        FakeEntryPoint("junk", _plugin("not a spec"), "d2"),
+        FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "d3"),
+    ]
     with pytest.warns(registry.PluginLoadWarning) as caught:
         specs = reg.specs()
     messages = " ".join(str(w.message) for w in caught)
@@ -125,8 +132,10 @@ def test_a_hook_that_raises_or_returns_junk_is_reported_and_skipped(fresh):
 
 def test_autoload_switch_skips_third_party_entry_points(fresh, monkeypatch):
     reg, eps = fresh
-    eps += [FakeEntryPoint("builtin", _plugin(_toy_spec("Builtin-v0")), "kernelgym-envs"),
-            FakeEntryPoint("third", _plugin(_toy_spec("Third-v0")), "someone-else")]
+    eps += [
+        FakeEntryPoint("builtin", _plugin(_toy_spec("Builtin-v0")), "kernelgym-envs"),
+        FakeEntryPoint("third", _plugin(_toy_spec("Third-v0")), "someone-else"),
+    ]
     monkeypatch.setenv(registry.NO_AUTOLOAD_ENV_VAR, "1")
     assert list(reg.specs()) == ["Builtin-v0"]
     reg.register(_plugin(_toy_spec("Explicit-v0")), name="explicit")
@@ -167,8 +176,13 @@ def test_register_plugin_adds_ids_to_make_and_gymnasium():
 def _run(code, **env):
     import os
 
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
-                            env={**os.environ, **env}, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout
 
@@ -189,12 +203,15 @@ def test_discovery_compiles_nothing():
 
 
 def test_environment_variable_disables_autoload_in_a_fresh_process():
-    out = _run("""
+    out = _run(
+        """
         import warnings
         warnings.simplefilter("error")  # a skipped third-party plugin would warn
         import kernelgym.envs as kge
         print(sorted(kge.list_envs()))
-    """, KERNELGYM_NO_PLUGIN_AUTOLOAD="1")
+    """,
+        KERNELGYM_NO_PLUGIN_AUTOLOAD="1",
+    )
     assert "CartPole-v1" in out
 
 
@@ -205,8 +222,9 @@ def _dict_observation_spec(env_id):
     from gymnasium import spaces
 
     box = cartpole.SPEC.resolve().observation_space
-    return dataclasses.replace(cartpole.SPEC, id=env_id,
-                               observation_space=spaces.Dict({"x": box, "m": spaces.MultiDiscrete([2, 3])}))
+    return dataclasses.replace(
+        cartpole.SPEC, id=env_id, observation_space=spaces.Dict({"x": box, "m": spaces.MultiDiscrete([2, 3])})
+    )
 
 
 def test_each_spec_of_a_plugin_is_checked_on_its_own(fresh):
@@ -217,9 +235,14 @@ def test_each_spec_of_a_plugin_is_checked_on_its_own(fresh):
         yield _toy_spec("Yielded-v0")
         yield _dict_observation_spec("DictObs-v0")
 
-    eps += [FakeEntryPoint("mixed", _plugin(_toy_spec("First-v0"), "not a spec", _toy_spec("Bad Id-v0"),
-                                            _toy_spec("Last-v0")), "dist-mixed"),
-            FakeEntryPoint("generator", Plugin(yields_until_a_spec_fails), "dist-generator")]
+    eps += [
+        FakeEntryPoint(
+            "mixed",
+            _plugin(_toy_spec("First-v0"), "not a spec", _toy_spec("Bad Id-v0"), _toy_spec("Last-v0")),
+            "dist-mixed",
+        ),
+        FakeEntryPoint("generator", Plugin(yields_until_a_spec_fails), "dist-generator"),
+    ]
     with pytest.warns(registry.PluginLoadWarning) as caught:
         specs = reg.specs()
     assert sorted(specs) == ["First-v0", "Last-v0", "Yielded-v0"]  # the good specs of both plugins stay
@@ -228,9 +251,14 @@ def test_each_spec_of_a_plugin_is_checked_on_its_own(fresh):
     junk, bad_id, dict_obs = sorted(messages, key=lambda m: ("not a spec" not in m, "Bad Id" not in m))
     assert "'mixed'" in junk and "dist-mixed" in junk
     assert "'Bad Id-v0'" in bad_id and "dist-mixed" in bad_id and "Malformed environment ID" in bad_id
-    for text in ("'generator'", "dist-generator", "'DictObs-v0'", "Yielded-v0",
-                 "['m']: expected a Box, Discrete, MultiBinary, Dict or Tuple",
-                 "flatten it into a Box (gymnasium.spaces.flatten_space)"):
+    for text in (
+        "'generator'",
+        "dist-generator",
+        "'DictObs-v0'",
+        "Yielded-v0",
+        "['m']: expected a Box, Discrete, MultiBinary, Dict or Tuple",
+        "flatten it into a Box (gymnasium.spaces.flatten_space)",
+    ):
         assert text in dict_obs, (text, dict_obs)
 
 
@@ -241,8 +269,10 @@ def test_a_hook_that_builds_a_bad_spec_before_returning_is_skipped_naming_it_and
     def builds_a_list():
         return [_toy_spec("Lost-v0"), _dict_observation_spec("DictObs-v0")]
 
-    eps += [FakeEntryPoint("listed", Plugin(builds_a_list), "dist-listed"),
-            FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine")]
+    eps += [
+        FakeEntryPoint("listed", Plugin(builds_a_list), "dist-listed"),
+        FakeEntryPoint("fine", _plugin(_toy_spec("Fine-v0")), "dist-fine"),
+    ]
     with pytest.warns(registry.PluginLoadWarning) as caught:
         specs = reg.specs()
     assert list(specs) == ["Fine-v0"]
@@ -260,8 +290,10 @@ def test_a_hook_that_returns_no_iterable_of_specs_is_one_warning(fresh, junk):
     assert len(caught) == 1
 
 
-@pytest.mark.parametrize(("env_id", "reason"), [("Bad Id-v0", "Malformed environment ID"),
-                                                ("Toy-v01", "'kernelgym/Toy-v1'"), ("Toy-v0 ", None)])
+@pytest.mark.parametrize(
+    ("env_id", "reason"),
+    [("Bad Id-v0", "Malformed environment ID"), ("Toy-v01", "'kernelgym/Toy-v1'"), ("Toy-v0 ", None)],
+)
 def test_gymnasium_id_problem_says_why_gymnasium_cannot_hold_an_id(env_id, reason):
     problem = registry.gymnasium_id_problem(env_id)
     assert problem is not None and (reason is None or reason in problem)
@@ -271,8 +303,10 @@ def test_gymnasium_id_problem_says_why_gymnasium_cannot_hold_an_id(env_id, reaso
 # -------------------------------------------- ids that collide only in gymnasium
 def test_ids_that_collide_in_gymnasium_are_all_left_out_naming_both_distributions(fresh, monkeypatch):
     reg, eps = fresh
-    eps += [FakeEntryPoint("unversioned", _plugin(_toy_spec("Foo"), _toy_spec("Bar-v0")), "dist-a"),
-            FakeEntryPoint("versioned", _plugin(_toy_spec("Foo-v0"), _toy_spec("Foo-v1")), "dist-b")]
+    eps += [
+        FakeEntryPoint("unversioned", _plugin(_toy_spec("Foo"), _toy_spec("Bar-v0")), "dist-a"),
+        FakeEntryPoint("versioned", _plugin(_toy_spec("Foo-v0"), _toy_spec("Foo-v1")), "dist-b"),
+    ]
     with pytest.warns(registry.PluginLoadWarning) as caught:
         specs = reg.specs()
     assert list(specs) == ["Bar-v0"]
@@ -295,11 +329,20 @@ class FakeIdEntryPoint:
 
 
 def test_malformed_and_colliding_declared_ids_are_left_out_naming_their_distributions(monkeypatch):
-    declared = [FakeIdEntryPoint(env_id, distribution) for env_id, distribution in [
-        ("Good-v0", "dist-x"), ("Bad Id-v0", "dist-x"), ("Foo", "dist-a"), ("Foo-v0", "dist-b"),
-        ("Shared-v0", "dist-a"), ("Shared-v0", "dist-b")]]
-    monkeypatch.setattr(registry, "entry_points",
-                        lambda group: declared if group == hookspecs.ID_ENTRY_POINT_GROUP else [])
+    declared = [
+        FakeIdEntryPoint(env_id, distribution)
+        for env_id, distribution in [
+            ("Good-v0", "dist-x"),
+            ("Bad Id-v0", "dist-x"),
+            ("Foo", "dist-a"),
+            ("Foo-v0", "dist-b"),
+            ("Shared-v0", "dist-a"),
+            ("Shared-v0", "dist-b"),
+        ]
+    ]
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: declared if group == hookspecs.ID_ENTRY_POINT_GROUP else []
+    )
     monkeypatch.delenv(registry.NO_AUTOLOAD_ENV_VAR, raising=False)
     reg = registry._Registry()
     ids, problems = reg.checked_declarations()

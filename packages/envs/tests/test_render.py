@@ -61,8 +61,12 @@ def test_the_pole_leans_with_theta():
 def test_gridworld_picture_shows_taggers_runners_and_tagged_runners():
     params = TagGridWorldParams(num_taggers=2, num_runners=2, grid_length=4)
     start = GRIDWORLD_REFERENCE.reset(params)
-    moved = {**start, "loc_x": np.int32([2, 4, 0, 3]), "loc_y": np.int32([2, 4, 0, 1]),
-             "in_game": np.array([True, True, True, False])}
+    moved = {
+        **start,
+        "loc_x": np.int32([2, 4, 0, 3]),
+        "loc_y": np.int32([2, 4, 0, 1]),
+        "in_game": np.array([True, True, True, False]),
+    }
     batch = batch_of([start, moved])
     first, second = (render.render_tag_gridworld(batch, index, params) for index in (0, 1))
     assert first.shape == second.shape and first.dtype == np.uint8 and first.ndim == 3
@@ -112,8 +116,7 @@ def test_frames_of_a_rollout_make_a_gif(tmp_path):
 
     import kernelgym.envs as kge
 
-    env = kge.make("TagContinuous-v0", num_envs=2, backend="cpu", seed=0, num_runners=4,
-                   tagging_distance=0.2)
+    env = kge.make("TagContinuous-v0", num_envs=2, backend="cpu", seed=0, num_runners=4, tagging_distance=0.2)
     env.reset(seed=0)
     frames = []
     generator = np.random.default_rng(0)

@@ -32,8 +32,10 @@ def _spec(**overrides):
         id="Toy-v0",
         observation_space=lambda params: spaces.Box(-1.0, 1.0, (params.size,), np.float32),
         action_space=spaces.Discrete(2),
-        state=(StateArray("position", np.float32, shape=lambda params: (params.size,)),
-               StateArray("count", np.int32, per_agent=True, restore_on_reset=True)),
+        state=(
+            StateArray("position", np.float32, shape=lambda params: (params.size,)),
+            StateArray("count", np.int32, per_agent=True, restore_on_reset=True),
+        ),
         step_kernel="toy.kernels:step",
         reset_kernel="toy.kernels:reset",
         reference="toy.kernels:reference",
@@ -75,12 +77,13 @@ def test_valid_overrides_are_applied_and_floats_stay_floats(size, speed, wrap):
     assert isinstance(params.speed, float)
 
 
-@given(field=st.sampled_from(["size", "speed", "wrap"]),
-       value=st.sampled_from([True, "3", 2.5, None, [1]]))
+@given(field=st.sampled_from(["size", "speed", "wrap"]), value=st.sampled_from([True, "3", 2.5, None, [1]]))
 def test_wrongly_typed_overrides_are_refused_with_the_field_name(field, value):
-    valid = {"size": lambda v: isinstance(v, int) and not isinstance(v, bool),
-             "speed": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
-             "wrap": lambda v: isinstance(v, bool)}[field]
+    valid = {
+        "size": lambda v: isinstance(v, int) and not isinstance(v, bool),
+        "speed": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+        "wrap": lambda v: isinstance(v, bool),
+    }[field]
     if valid(value):
         validate_params(_spec(), {field: value})
         return
@@ -94,9 +97,16 @@ def test_unknown_and_invalid_params():
     with pytest.raises(ValueError, match="size"):
         validate_params(_spec(), {"size": 0})
     with pytest.raises(TypeError, match="takes no params"):
-        validate_params(_spec(params=None, observation_space=spaces.Box(0, 1, (1,)), num_agents=1,
-                              max_episode_steps=None,
-                              state=(StateArray("position", np.float32),)), {"size": 3})
+        validate_params(
+            _spec(
+                params=None,
+                observation_space=spaces.Box(0, 1, (1,)),
+                num_agents=1,
+                max_episode_steps=None,
+                state=(StateArray("position", np.float32),),
+            ),
+            {"size": 3},
+        )
 
 
 @pytest.mark.parametrize(
@@ -142,8 +152,10 @@ def test_bad_state_arrays(kwargs, error, match):
         StateArray(**kwargs)
 
 
-@given(dtype=st.sampled_from([np.bool_, np.int8, np.int32, np.int64, np.uint64, np.float32, np.float64]),
-       shape=st.lists(st.integers(1, 4), max_size=3).map(tuple))
+@given(
+    dtype=st.sampled_from([np.bool_, np.int8, np.int32, np.int64, np.uint64, np.float32, np.float64]),
+    shape=st.lists(st.integers(1, 4), max_size=3).map(tuple),
+)
 def test_state_arrays_keep_their_exact_dtype(dtype, shape):
     array = StateArray("values", dtype, shape=shape, initial=1)
     assert array.dtype == np.dtype(dtype)
@@ -195,8 +207,11 @@ def test_episode_step_names_a_per_env_integer_counter(dtype):
         (lambda: _clock_spec(StateArray("clock", np.float32)), TypeError, r"episode_step.*integer dtype"),
         (lambda: _clock_spec(StateArray("clock", np.bool_)), TypeError, r"episode_step.*integer dtype"),
         (lambda: _clock_spec(StateArray("clock", np.int32, shape=(2,))), ValueError, r"episode_step.*shape \(\)"),
-        (lambda: _clock_spec(StateArray("clock", np.int32, shape=lambda params: (params.size,))), ValueError,
-         r"episode_step.*shape \(\)"),
+        (
+            lambda: _clock_spec(StateArray("clock", np.int32, shape=lambda params: (params.size,))),
+            ValueError,
+            r"episode_step.*shape \(\)",
+        ),
     ],
 )
 def test_bad_episode_step_fails_at_construction(build, error, match):

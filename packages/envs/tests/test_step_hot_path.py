@@ -149,8 +149,15 @@ def test_every_read_of_results_raises_a_deferred_bad_action_once(read):
 def test_the_deferred_device_step_path_reads_nothing_back_from_the_device(monkeypatch, autoreset_mode):
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    env = kge.make("CartPole-v1", 4, backend="sim", seed=0, check_action_values="deferred",
-                   autoreset_mode=autoreset_mode, max_episode_steps=3)
+    env = kge.make(
+        "CartPole-v1",
+        4,
+        backend="sim",
+        seed=0,
+        check_action_values="deferred",
+        autoreset_mode=autoreset_mode,
+        max_episode_steps=3,
+    )
     env.reset()
     sync = kge.make("CartPole-v1", 4, backend="sim", seed=0, check_action_values="sync")
     sync.reset()
@@ -171,8 +178,10 @@ def test_the_deferred_device_step_path_reads_nothing_back_from_the_device(monkey
 
 
 # ------------------------------------------------------------------ serial and parallel cpu launches
-@pytest.mark.parametrize("env_id, autoreset_mode", [("CartPole-v1", "next_step"), ("CartPole-v1", "same_step"),
-                                                    ("TagGridWorld-v0", "next_step")])
+@pytest.mark.parametrize(
+    "env_id, autoreset_mode",
+    [("CartPole-v1", "next_step"), ("CartPole-v1", "same_step"), ("TagGridWorld-v0", "next_step")],
+)
 def test_serial_and_parallel_cpu_launches_step_alike_bit_for_bit(monkeypatch, env_id, autoreset_mode):
     """Few envs run in the calling thread (binding.PARALLEL_FROM): the same program, same bits."""
     from kernelgym.core import binding

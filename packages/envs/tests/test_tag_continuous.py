@@ -24,9 +24,16 @@ from tag_kernel_batch import KernelBatch
 REFERENCE = continuous.REFERENCE
 NAMES = [array.name for array in SPEC.state]
 FLOAT_NAMES = ("loc_x", "loc_y", "speed", "direction", "acceleration")
-CROWDED = TagContinuousParams(num_taggers=3, num_runners=6, grid_length=4.0, episode_length=15,
-                              tagging_distance=0.3, edge_hit_penalty=-0.5, step_penalty_for_tagger=-0.01,
-                              step_reward_for_runner=0.02)
+CROWDED = TagContinuousParams(
+    num_taggers=3,
+    num_runners=6,
+    grid_length=4.0,
+    episode_length=15,
+    tagging_distance=0.3,
+    edge_hit_penalty=-0.5,
+    step_penalty_for_tagger=-0.01,
+    step_reward_for_runner=0.02,
+)
 
 
 # ``num_envs`` TagContinuous envs run by the runtime
@@ -47,8 +54,14 @@ def rollout_against_reference(backend, params, num_envs, num_steps, seed):
     """Step envs from their random starts with random actions through NEXT_STEP resets,
     comparing every env with the reference after every step. Returns the runners tagged."""
     return tag_kernel_batch.rollout_against_reference(
-        continuous, backend, params, num_envs, num_steps, seed,
-        lambda generator, num_envs: random_actions(generator, params, num_envs))
+        continuous,
+        backend,
+        params,
+        num_envs,
+        num_steps,
+        seed,
+        lambda generator, num_envs: random_actions(generator, params, num_envs),
+    )
 
 
 def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
@@ -67,13 +80,19 @@ def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
     skill_level_runner=st.floats(0.2, 2.0),
     seed=st.integers(0, 2**16),
 )
-def test_random_configurations_match_the_reference_on_cpu(num_taggers, num_runners, use_full_observation,
-                                                          runner_exits, skill_level_runner, seed):
+def test_random_configurations_match_the_reference_on_cpu(
+    num_taggers, num_runners, use_full_observation, runner_exits, skill_level_runner, seed
+):
     params = TagContinuousParams(
-        num_taggers=num_taggers, num_runners=num_runners, grid_length=3.0, episode_length=10,
-        tagging_distance=0.2, use_full_observation=use_full_observation,
+        num_taggers=num_taggers,
+        num_runners=num_runners,
+        grid_length=3.0,
+        episode_length=10,
+        tagging_distance=0.2,
+        use_full_observation=use_full_observation,
         num_other_agents_observed=min(3, num_taggers + num_runners - 1),
-        runner_exits_game_after_tagged=runner_exits, skill_level_runner=skill_level_runner,
+        runner_exits_game_after_tagged=runner_exits,
+        skill_level_runner=skill_level_runner,
         end_of_game_reward_for_runner=0.5,
     )
     rollout_against_reference("cpu", params, num_envs=4, num_steps=10, seed=seed)
@@ -82,9 +101,16 @@ def test_random_configurations_match_the_reference_on_cpu(num_taggers, num_runne
 def test_dynamics_follow_warpdrive():
     params = TagContinuousParams(num_taggers=1, num_runners=1, grid_length=10.0, edge_hit_penalty=-0.5)
     batch = Batch("cpu", params, num_envs=1)
-    start = {"loc_x": np.float32([5.0, 9.5]), "loc_y": np.float32([5.0, 5.0]), "speed": np.float32([0, 0]),
-             "direction": np.float32([0, 0]), "acceleration": np.float32([0, 0]), "in_game": np.ones(2, bool),
-             "timestep": np.int32(0), "runners_left": np.int32(1)}
+    start = {
+        "loc_x": np.float32([5.0, 9.5]),
+        "loc_y": np.float32([5.0, 5.0]),
+        "speed": np.float32([0, 0]),
+        "direction": np.float32([0, 0]),
+        "acceleration": np.float32([0, 0]),
+        "in_game": np.ones(2, bool),
+        "timestep": np.int32(0),
+        "runners_left": np.int32(1),
+    }
     batch.set_states([start | continuous.reference_grid(params, start)])  # the grid: scratch the step rebuilds
     # acceleration index 10 is +1.0; turn index 0 is no turn: both speed up along +x
     out = batch.step([[[10, 0], [10, 0]]])
@@ -103,9 +129,16 @@ def test_a_tag_rewards_the_nearest_tagger_and_removes_the_runner():
     batch = Batch("cpu", params, num_envs=1)
     zeros = np.zeros(5, np.float32)
     # runners 2 and 3 sit next to tagger 0, runner 4 is far away; tagger 1 is farther from both
-    state = {"loc_x": np.float32([1.0, 1.6, 1.2, 1.1, 8.0]), "loc_y": np.float32([1, 1, 1, 1, 8]),
-             "speed": zeros, "direction": zeros, "acceleration": zeros, "in_game": np.ones(5, bool),
-             "timestep": np.int32(0), "runners_left": np.int32(3)}
+    state = {
+        "loc_x": np.float32([1.0, 1.6, 1.2, 1.1, 8.0]),
+        "loc_y": np.float32([1, 1, 1, 1, 8]),
+        "speed": zeros,
+        "direction": zeros,
+        "acceleration": zeros,
+        "in_game": np.ones(5, bool),
+        "timestep": np.int32(0),
+        "runners_left": np.int32(3),
+    }
     state |= continuous.reference_grid(params, state)  # scratch the step rebuilds
     batch.set_states([state])
     out = batch.step(np.zeros((1, 5, 2), np.int64))
@@ -115,12 +148,20 @@ def test_a_tag_rewards_the_nearest_tagger_and_removes_the_runner():
 
 
 def test_partial_observation_lists_the_nearest_agents_in_the_game():
-    params = TagContinuousParams(num_taggers=1, num_runners=3, use_full_observation=False,
-                                 num_other_agents_observed=2, grid_length=10.0)
+    params = TagContinuousParams(
+        num_taggers=1, num_runners=3, use_full_observation=False, num_other_agents_observed=2, grid_length=10.0
+    )
     zeros = np.zeros(4, np.float32)
-    state = {"loc_x": np.float32([0.0, 3.0, 1.0, 2.0]), "loc_y": zeros, "speed": zeros, "direction": zeros,
-             "acceleration": zeros, "in_game": np.array([True, True, False, True]),
-             "timestep": np.int32(4), "runners_left": np.int32(2)}
+    state = {
+        "loc_x": np.float32([0.0, 3.0, 1.0, 2.0]),
+        "loc_y": zeros,
+        "speed": zeros,
+        "direction": zeros,
+        "acceleration": zeros,
+        "in_game": np.array([True, True, False, True]),
+        "timestep": np.int32(4),
+        "runners_left": np.int32(2),
+    }
     obs = REFERENCE.observe(params, state)
     assert obs.shape == (4, 7 * 3 + 1) and SPEC.resolve(params).observation_space.shape == (22,)
     diagonal = 10.0 * math.sqrt(2)
@@ -175,10 +216,15 @@ def test_spec_declares_agents_spaces_and_limits():
 
 @pytest.mark.parametrize(
     ("overrides", "message"),
-    [({"num_runners": 0}, "num_runners: expected >= 1, got 0"),
-     ({"edge_hit_penalty": 0.5}, "edge_hit_penalty: expected <= 0, got 0.5"),
-     ({"tagging_distance": 2.0}, r"tagging_distance: expected in \[0, 1\], got 2.0"),
-     ({"use_full_observation": False, "num_other_agents_observed": 11}, r"num_other_agents_observed: expected in \[1, num_agents - 1\], got 11")],
+    [
+        ({"num_runners": 0}, "num_runners: expected >= 1, got 0"),
+        ({"edge_hit_penalty": 0.5}, "edge_hit_penalty: expected <= 0, got 0.5"),
+        ({"tagging_distance": 2.0}, r"tagging_distance: expected in \[0, 1\], got 2.0"),
+        (
+            {"use_full_observation": False, "num_other_agents_observed": 11},
+            r"num_other_agents_observed: expected in \[1, num_agents - 1\], got 11",
+        ),
+    ],
 )
 def test_bad_params_name_the_field(overrides, message):
     with pytest.raises(ValueError, match=message):
@@ -193,8 +239,7 @@ def test_crowded_rollout_matches_the_sequential_reference_in_the_simulator():
 @pytest.mark.sim
 def test_cpu_and_simulator_agree_bit_for_bit():
     # episodes of 3 steps: every env is truncated and reset (NEXT_STEP) on the way
-    params = dataclasses.replace(CROWDED, use_full_observation=False, num_other_agents_observed=3,
-                                 episode_length=3)
+    params = dataclasses.replace(CROWDED, use_full_observation=False, num_other_agents_observed=3, episode_length=3)
     cpu, sim = Batch("cpu", params, 3, seed=9), Batch("sim", params, 3, seed=9)
     generator = np.random.default_rng(9)
     for t in range(6):
@@ -211,8 +256,14 @@ def test_crowded_rollout_matches_the_sequential_reference_on_a_gpu():
 
 
 # ------------------------------------------------- grid neighbours against all pairs
-TIES = TagContinuousParams(num_taggers=2, num_runners=38, grid_length=4.0, use_full_observation=False,
-                           num_other_agents_observed=6, tagging_distance=0.0)  # no tags: in_game stays
+TIES = TagContinuousParams(
+    num_taggers=2,
+    num_runners=38,
+    grid_length=4.0,
+    use_full_observation=False,
+    num_other_agents_observed=6,
+    tagging_distance=0.0,
+)  # no tags: in_game stays
 
 
 @functools.cache
@@ -232,11 +283,20 @@ def tied_states(params):
     def build(x, y, out):
         zeros = np.zeros(n, np.float32)
         in_game = np.concatenate([np.ones(params.num_taggers, bool), ~np.array(out)])
-        state = {"loc_x": x, "loc_y": y, "speed": zeros, "direction": zeros, "acceleration": zeros,
-                 "in_game": in_game, "timestep": np.int32(0),
-                 "runners_left": np.int32(in_game[params.num_taggers:].sum())}
-        return state | {"cell_start": np.zeros(params.grid_side ** 2 + 2, np.int32),
-                        "cell_agents": np.full(n, -1, np.int32)}
+        state = {
+            "loc_x": x,
+            "loc_y": y,
+            "speed": zeros,
+            "direction": zeros,
+            "acceleration": zeros,
+            "in_game": in_game,
+            "timestep": np.int32(0),
+            "runners_left": np.int32(in_game[params.num_taggers :].sum()),
+        }
+        return state | {
+            "cell_start": np.zeros(params.grid_side**2 + 2, np.int32),
+            "cell_agents": np.full(n, -1, np.int32),
+        }
 
     return st.builds(build, positions, positions, outs).filter(lambda s: s["runners_left"] > 0)
 
@@ -249,8 +309,9 @@ def check_grid_equals_all_pairs(backend, num_other_agents_observed, states):
     for env, state in enumerate(states):
         expected = REFERENCE.observe(params, env_state(out, env))  # the all-pairs search
         np.testing.assert_array_equal(out["obs"][env].view(np.int32), expected.view(np.int32))
-        assert np.array_equal(out["loc_x"][env], state["loc_x"]) and np.array_equal(out["in_game"][env],
-                                                                                   state["in_game"])
+        assert np.array_equal(out["loc_x"][env], state["loc_x"]) and np.array_equal(
+            out["in_game"][env], state["in_game"]
+        )
         grid = continuous.reference_grid(params, env_state(out, env))
         for name in ("cell_start", "cell_agents"):
             np.testing.assert_array_equal(out[name][env], grid[name])
@@ -261,8 +322,7 @@ def check_grid_equals_all_pairs(backend, num_other_agents_observed, states):
 @settings(max_examples=25, deadline=None)
 def test_grid_neighbours_equal_all_pairs_bit_for_bit_with_ties_on_cpu(num_other_agents_observed, data):
     params, _ = ties_batch("cpu", num_other_agents_observed)
-    check_grid_equals_all_pairs("cpu", num_other_agents_observed,
-                                [data.draw(tied_states(params)) for _ in range(2)])
+    check_grid_equals_all_pairs("cpu", num_other_agents_observed, [data.draw(tied_states(params)) for _ in range(2)])
 
 
 @pytest.mark.sim

@@ -32,8 +32,9 @@ def random_actions(params):
 def rollout_against_reference(backend, params, num_envs, num_steps, seed):
     """Step envs with random actions through NEXT_STEP resets, comparing every env with the
     reference after every step. Returns the runners tagged."""
-    return tag_kernel_batch.rollout_against_reference(gridworld, backend, params, num_envs, num_steps, seed,
-                                                      random_actions(params))
+    return tag_kernel_batch.rollout_against_reference(
+        gridworld, backend, params, num_envs, num_steps, seed, random_actions(params)
+    )
 
 
 def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
@@ -49,8 +50,9 @@ def test_crowded_rollout_matches_the_sequential_reference_on_cpu():
     seed=st.integers(0, 2**16),
 )
 def test_random_configurations_match_the_reference_on_cpu(num_taggers, num_runners, grid_length, seed):
-    params = TagGridWorldParams(num_taggers=num_taggers, num_runners=num_runners, grid_length=grid_length,
-                                episode_length=12)
+    params = TagGridWorldParams(
+        num_taggers=num_taggers, num_runners=num_runners, grid_length=grid_length, episode_length=12
+    )
     rollout_against_reference("cpu", params, num_envs=5, num_steps=20, seed=seed)
 
 
@@ -107,9 +109,11 @@ def test_invariants_hold_after_a_step_from_any_state(state, actions):
 
 @pytest.mark.parametrize(
     ("field", "value", "message"),
-    [("num_taggers", 0, "num_taggers: expected an int >= 1, got 0"),
-     ("num_runners", 0, "num_runners: expected an int >= 1, got 0"),
-     ("grid_length", 0, "grid_length: expected an int >= 1, got 0")],
+    [
+        ("num_taggers", 0, "num_taggers: expected an int >= 1, got 0"),
+        ("num_runners", 0, "num_runners: expected an int >= 1, got 0"),
+        ("grid_length", 0, "grid_length: expected an int >= 1, got 0"),
+    ],
 )
 def test_bad_params_name_the_field(field, value, message):
     with pytest.raises(ValueError, match=message):
@@ -138,16 +142,14 @@ def test_make_gives_multi_agent_views_and_separates_terminated_from_truncated():
     import kernelgym.envs as kge
 
     # grid_length 1: the taggers start on the runner's cell, so staying put tags it at once
-    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=2, grid_length=1,
-                   episode_length=3)
+    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=2, grid_length=1, episode_length=3)
     obs, _ = env.reset(seed=0)
     assert tuple(obs.shape) == (2, 3, 13) and env.num_agents == 3
     obs, rewards, terminated, truncated, _ = env.step(np.zeros((2, 3), np.int64), numpy=True)
     assert rewards.shape == (2, 3) and terminated.all() and not truncated.any()
     np.testing.assert_allclose(rewards, [[10.0, 10.0, -2.0]] * 2)
     # a runner that is never caught: the episode is truncated, not terminated, at episode_length
-    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=1, grid_length=6,
-                   episode_length=3)
+    env = kge.make("TagGridWorld-v0", num_envs=2, backend="cpu", seed=0, num_taggers=1, grid_length=6, episode_length=3)
     env.reset(seed=0)
     for step in range(1, 4):
         _, _, terminated, truncated, _ = env.step(np.zeros((2, 2), np.int64), numpy=True)

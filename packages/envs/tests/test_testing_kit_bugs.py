@@ -24,8 +24,7 @@ def test_the_correct_walk_passes_every_check():
 
 
 def test_off_by_one_write_is_found_with_one_env():
-    report = check_env(walk.OFF_BY_ONE, backend="cpu", max_examples=10, seed=SEED,
-                       checks=["out_of_bounds", "parity"])
+    report = check_env(walk.OFF_BY_ONE, backend="cpu", max_examples=10, seed=SEED, checks=["out_of_bounds", "parity"])
     result = report["out_of_bounds"]
     assert result.status == "failed"
     assert "'obs' after env 0" in result.message
@@ -46,13 +45,15 @@ def test_missed_reset_is_found_in_the_reset_branch():
     # the second step in NEXT_STEP mode, the first in SAME_STEP mode
     assert re.search(r"start=\(1,", autoreset.example) and "limit=1" in autoreset.example, autoreset.example
     example = autoreset.example
-    assert ("steps=2" in example and "next_step" in example) or ("steps=1" in example and "same_step" in example), \
+    assert ("steps=2" in example and "next_step" in example) or ("steps=1" in example and "same_step" in example), (
         example
+    )
 
 
 def test_cross_talk_is_found_between_two_envs():
-    report = check_env(walk.CROSS_TALK, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["no_cross_talk", "batch_invariance"])
+    report = check_env(
+        walk.CROSS_TALK, backend="cpu", max_examples=20, seed=SEED, checks=["no_cross_talk", "batch_invariance"]
+    )
     cross_talk, batch = report["no_cross_talk"], report["batch_invariance"]
     assert cross_talk.status == batch.status == "failed"
     assert re.search(r"changing env \d changed env \d's .*energy", cross_talk.message), cross_talk.message
@@ -61,8 +62,9 @@ def test_cross_talk_is_found_between_two_envs():
 
 
 def test_nondeterministic_step_is_found():
-    report = check_env(walk.NONDETERMINISTIC, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["determinism", "parity"])
+    report = check_env(
+        walk.NONDETERMINISTIC, backend="cpu", max_examples=20, seed=SEED, checks=["determinism", "parity"]
+    )
     determinism = report["determinism"]
     assert determinism.status == "failed"
     assert "diverged" in determinism.message or "did not replay" in determinism.message
@@ -79,8 +81,7 @@ def test_nondeterministic_step_is_found():
 
 
 def test_reward_that_ignores_termination_is_found():
-    report = check_env(walk.REWARD_IGNORES_TERMINATION, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["parity"])
+    report = check_env(walk.REWARD_IGNORES_TERMINATION, backend="cpu", max_examples=20, seed=SEED, checks=["parity"])
     parity = report["parity"]
     assert parity.status == "failed"
     assert "reward -0.1, reference 10." in parity.message, parity.message

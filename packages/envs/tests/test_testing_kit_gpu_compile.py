@@ -14,8 +14,9 @@ SEED = 7
 
 @pytest.mark.gpu_compile
 def test_an_env_that_allocates_in_its_kernel_fails_only_the_gpu_compile_check():
-    report = check_env(gpu_only_walk.SPEC, backend="cpu", max_examples=4, seed=SEED,
-                       checks=["parity", "autoreset", "gpu_compile"])
+    report = check_env(
+        gpu_only_walk.SPEC, backend="cpu", max_examples=4, seed=SEED, checks=["parity", "autoreset", "gpu_compile"]
+    )
     # the cpu build is a correct walk...
     assert report["parity"].passed and report["autoreset"].passed, format_report(report)
     # ...that NVVM rejects, with the kernel's name and the reason
@@ -55,8 +56,11 @@ def test_an_agent_cap_of_1024_threads_would_not_fit_the_tag_kernels_with_more_th
     for env_id in ("TagGridWorld-v0", "TagContinuous-v0"):
         run_env_workloads(recorder, env_id)
     monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", 1024)
-    builds = [build for build in recorder.compile(targets=[(8, 0)])
-              if build.kind == "agent" and build.origin.startswith("Tag")]
+    builds = [
+        build
+        for build in recorder.compile(targets=[(8, 0)])
+        if build.kind == "agent" and build.origin.startswith("Tag")
+    ]
     assert builds and all(build.ok and build.threads_per_block == 1024 for build in builds)
     for build in builds:
         assert bool(build.fit) == (build.registers > 64), (build.kernel, build.registers, build.fit)

@@ -35,8 +35,9 @@ def _assert_located(message: str) -> None:
 
 
 def test_a_division_by_zero_fails_parity_and_observations_naming_the_line():
-    report = check_env(nan_walk.DIVIDES_BY_ZERO, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["parity", "observations"])
+    report = check_env(
+        nan_walk.DIVIDES_BY_ZERO, backend="cpu", max_examples=20, seed=SEED, checks=["parity", "observations"]
+    )
     parity, observations = report["parity"], report["observations"]
     # failed (a finding), not error (a kernel that raised)
     assert parity.status == observations.status == "failed", (parity.message, observations.message)
@@ -47,8 +48,9 @@ def test_a_division_by_zero_fails_parity_and_observations_naming_the_line():
 
 
 def test_nan_against_nan_is_no_disagreement_but_still_a_finding():
-    report = check_env(nan_walk.SHARED_NAN, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["parity", "observations"])
+    report = check_env(
+        nan_walk.SHARED_NAN, backend="cpu", max_examples=20, seed=SEED, checks=["parity", "observations"]
+    )
     assert report["parity"].status == "passed", report["parity"].message
     observations = report["observations"]
     assert observations.status == "failed"
@@ -56,8 +58,9 @@ def test_nan_against_nan_is_no_disagreement_but_still_a_finding():
 
 
 def test_a_division_by_zero_in_the_reset_is_located_in_the_reset_kernel():
-    report = check_env(nan_walk.RESET_DIVIDES_BY_ZERO, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["parity", "observations"])
+    report = check_env(
+        nan_walk.RESET_DIVIDES_BY_ZERO, backend="cpu", max_examples=20, seed=SEED, checks=["parity", "observations"]
+    )
     kernel = nan_walk.reset_divides_by_position.py_func
     lines, first = inspect.getsourcelines(kernel)
     line = first + next(k for k, text in enumerate(lines) if nan_walk.RESET_DIVISION_LINE in text)
@@ -80,16 +83,20 @@ def test_one_step_onto_the_origin(tolerance):
         stream = env.get_rng_states()[0]
         result = harness.step(env, np.array([1]))
         assert np.isnan(result.state["energy"][0]) and np.isnan(result.obs[0, 1])
-        problems = harness.step_problems(prev, 1, stream, result.env_slice(0), result.obs[0], result.rewards[0],
-                                         result.terminated[0], result.rng[0])
+        problems = harness.step_problems(
+            prev, 1, stream, result.env_slice(0), result.obs[0], result.rewards[0], result.terminated[0], result.rng[0]
+        )
         if agrees:
             assert problems == []
         else:
             assert any(text.startswith("state 'energy' = nan, reference") for text in problems), problems
 
 
-@given(finite=st.floats(-1e30, 1e30, allow_nan=False), tolerance=st.sampled_from([None, 1e-5]),
-       infinite=st.sampled_from([np.inf, -np.inf]))
+@given(
+    finite=st.floats(-1e30, 1e30, allow_nan=False),
+    tolerance=st.sampled_from([None, 1e-5]),
+    infinite=st.sampled_from([np.inf, -np.inf]),
+)
 def test_state_differences_take_nan_as_a_value(finite, tolerance, infinite):
     harness = EnvHarness(nan_walk.SHARED_NAN, backend="cpu", rtol=tolerance, atol=tolerance)
     position = np.int32(1).reshape(())

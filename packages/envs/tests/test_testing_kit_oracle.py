@@ -26,8 +26,12 @@ def _obs(state):
 
 
 @settings(max_examples=40)
-@given(position=st.integers(-PARAMS.goal + 1, PARAMS.goal - 1), energy=st.floats(0, 1, width=32),
-       action=st.integers(0, 2), wrong=st.sampled_from(["position", "reward", "terminated", "obs", "none"]))
+@given(
+    position=st.integers(-PARAMS.goal + 1, PARAMS.goal - 1),
+    energy=st.floats(0, 1, width=32),
+    action=st.integers(0, 2),
+    wrong=st.sampled_from(["position", "reward", "terminated", "obs", "none"]),
+)
 def test_step_problems_name_exactly_what_differs(harness, position, energy, action, wrong):
     prev = _state(position, energy)
     new_state, reward, terminated = walk.reference_step(PARAMS, prev, action)
@@ -46,8 +50,11 @@ def test_step_problems_name_exactly_what_differs(harness, position, energy, acti
     if wrong == "none":
         assert problems == []
     else:
-        assert len(problems) == 1 and problems[0].startswith({"position": "state 'position'", "reward": "reward",
-                                                              "terminated": "terminated", "obs": "observation"}[wrong])
+        assert len(problems) == 1 and problems[0].startswith(
+            {"position": "state 'position'", "reward": "reward", "terminated": "terminated", "obs": "observation"}[
+                wrong
+            ]
+        )
 
 
 def test_the_reference_must_not_modify_its_input(harness, monkeypatch):
@@ -71,8 +78,10 @@ def test_start_states_must_be_exactly_the_reference_draw(harness, seed, shift):
     assert harness.start_state_problems(start, row, rng_after=stream[0]) == []
     moved = _state(int(start["position"]) + shift)  # a legal start, but not this stream's
     assert "state 'position'" in harness.start_state_problems(moved, row)[0]
-    assert "is no start state: reference reset gives 0." in harness.start_state_problems(
-        _state(int(start["position"]), energy=0.25), row)[0]
+    assert (
+        "is no start state: reference reset gives 0."
+        in harness.start_state_problems(_state(int(start["position"]), energy=0.25), row)[0]
+    )
     assert "drew a different number of values" in harness.start_state_problems(start, row, rng_after=row)[0]
 
 

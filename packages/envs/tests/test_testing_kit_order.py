@@ -36,11 +36,13 @@ def test_agents_drawing_from_one_shared_stream_fail_naming_the_kernel_and_the_ar
     assert order.status == "failed"
     # another order gives an agent other draws (its position), or, alone, each draws the stream's first
     # value: the stream is written by several agents
-    assert re.search(r"move_shared_stream \(step_kernel phase 1 of 2\): "
-                     r"('position' differs from the in-order run, first in env \d+, when the envs ran in reverse"
-                     r"|'rng_states' differs from the in-order run when the agents of env \d+ all read before "
-                     r"any of them writes .*: agents \[\d+, \d+.*\] draw from one RNG stream)", order.message), \
-        order.message
+    assert re.search(
+        r"move_shared_stream \(step_kernel phase 1 of 2\): "
+        r"('position' differs from the in-order run, first in env \d+, when the envs ran in reverse"
+        r"|'rng_states' differs from the in-order run when the agents of env \d+ all read before "
+        r"any of them writes .*: agents \[\d+, \d+.*\] draw from one RNG stream)",
+        order.message,
+    ), order.message
     assert "finish" not in order.message  # the later phase ran from the in-order result: not blamed
 
 
@@ -49,8 +51,9 @@ def test_agents_writing_a_shared_per_env_value_fail_naming_the_kernel_and_the_ar
     assert report["parity"].status == "passed", report["parity"].message
     order = report["agent_order"]
     assert order.status == "failed"
-    assert "finish_shared_write (step_kernel phase 2 of 2): 'terminated' differs from the in-order run" in \
-        order.message, order.message
+    assert (
+        "finish_shared_write (step_kernel phase 2 of 2): 'terminated' differs from the in-order run" in order.message
+    ), order.message
     assert "move " not in order.message
 
 
@@ -60,8 +63,9 @@ def test_a_shared_counter_updated_without_atomic_add_fails_naming_the_kernel_and
     order = report["agent_order"]
     assert order.status == "failed"
     # the same count in every order on the cpu: only the agents-read-first interleaving shows it
-    assert ("move_lost_update (step_kernel phase 1 of 2): 'arrived' differs from the in-order run when the "
-            "agents of env") in order.message, order.message
+    assert (
+        "move_lost_update (step_kernel phase 1 of 2): 'arrived' differs from the in-order run when the agents of env"
+    ) in order.message, order.message
     assert "(not through atomic_add)" in order.message and "a lost update" in order.message, order.message
 
 

@@ -21,8 +21,9 @@ def test_the_correct_env_passes_every_check_including_per_env_params():
 
 
 def test_a_param_the_kernel_ignores_is_found_only_with_per_env_values():
-    report = check_env(drift.HARDCODED_SPEED, backend="cpu", max_examples=10, seed=SEED,
-                       checks=["parity", "per_env_params"])
+    report = check_env(
+        drift.HARDCODED_SPEED, backend="cpu", max_examples=10, seed=SEED, checks=["parity", "per_env_params"]
+    )
     assert report["parity"].status == "passed"  # at the default speed the literal is right
     result = report["per_env_params"]
     assert result.status == "failed"

@@ -20,15 +20,15 @@ def _python(*args, cwd=None):
 def test_plugin_imports_neither_torch_nor_the_kit():
     # pytest loads the plugin in every run: it must not import torch, hypothesis or the checks
     heavy = ("torch", "hypothesis", "kernelgym.envs.testing.checks", "kernelgym.envs.vector_env")
-    probe = (f"import sys, kernelgym.envs.testing.pytest_plugin; "
-             f"print(sorted(m for m in {heavy!r} if m in sys.modules))")
+    probe = f"import sys, kernelgym.envs.testing.pytest_plugin; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     result = _python("-c", probe)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
 
 
 def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
-    (tmp_path / "test_walk_suite.py").write_text(textwrap.dedent("""
+    (tmp_path / "test_walk_suite.py").write_text(
+        textwrap.dedent("""
         from kernelgym.envs.testing import EnvTestSuite
         from kit_fixtures import walk
 
@@ -40,11 +40,27 @@ def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
 
         class TestWalkOffByOne(EnvTestSuite):
             env_id = walk.OFF_BY_ONE
-    """))
+    """)
+    )
     # no `-p`: the plugin must arrive through kernelgym-envs' pytest11 entry point
-    result = _python("-m", "pytest", "-q", "-rfs",
-                     "-p", "no:cacheprovider", "--kernelgym-backend", "cpu", "--kernelgym-max-examples", "20", "--hypothesis-seed", "3",
-                     "-k", "not TestWalkRewardBug or test_parity", "test_walk_suite.py", cwd=tmp_path)
+    result = _python(
+        "-m",
+        "pytest",
+        "-q",
+        "-rfs",
+        "-p",
+        "no:cacheprovider",
+        "--kernelgym-backend",
+        "cpu",
+        "--kernelgym-max-examples",
+        "20",
+        "--hypothesis-seed",
+        "3",
+        "-k",
+        "not TestWalkRewardBug or test_parity",
+        "test_walk_suite.py",
+        cwd=tmp_path,
+    )
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     # gpu_compile (which runs no kernel on corrupted memory) passes where NVIDIA's compilers are
@@ -53,8 +69,11 @@ def test_env_test_suite_runs_each_check_and_reports_planted_bugs(tmp_path):
     # TestWalk skips per_env_params
     compiles = toolchain_missing_reason() is None
     checks = len(check_names())
-    expected = (f"2 failed, {checks} passed, {checks - 1} skipped" if compiles
-                else f"2 failed, {checks - 2} passed, {checks + 1} skipped")
+    expected = (
+        f"2 failed, {checks} passed, {checks - 1} skipped"
+        if compiles
+        else f"2 failed, {checks - 2} passed, {checks + 1} skipped"
+    )
     assert expected in output, output
     assert "FAILED test_walk_suite.py::TestWalkRewardBug::test_parity[cpu]" in output, output
     assert "reward -0.1, reference 10." in output

@@ -46,8 +46,9 @@ OUT_OF_RANGE = InvalidAction("out_of_range", np.array([1, 7, 0]), ValueError)
 SPACE = spaces.Discrete(2)
 
 
-@pytest.mark.parametrize("backend, mode", [("cpu", True), ("cpu", "deferred"),
-                                           pytest.param("sim", "sync", marks=pytest.mark.sim)])
+@pytest.mark.parametrize(
+    "backend, mode", [("cpu", True), ("cpu", "deferred"), pytest.param("sim", "sync", marks=pytest.mark.sim)]
+)
 def test_a_sync_refusal_raises_in_the_step_and_steps_no_env(backend, mode):
     env = cartpole(backend, mode)
     assert refusals.refuse(env, OUT_OF_RANGE, SPACE) is None
@@ -64,10 +65,13 @@ def test_a_deferred_refusal_reads_the_fault_within_the_call_and_returns_the_step
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("mode, message", [
-    (False, r"check_actions\(\) after step\(out_of_range actions\) raised nothing"),
-    ("sync", r"step\(out_of_range actions\) raised ValueError in the step"),
-])
+@pytest.mark.parametrize(
+    "mode, message",
+    [
+        (False, r"check_actions\(\) after step\(out_of_range actions\) raised nothing"),
+        ("sync", r"step\(out_of_range actions\) raised ValueError in the step"),
+    ],
+)
 def test_the_kit_catches_a_refusal_that_breaks_the_deferred_contract(mode, message):
     env = cartpole("sim", mode)
     # the kit reads the promise from the env: it promises "deferred", the built check does otherwise

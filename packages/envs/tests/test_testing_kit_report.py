@@ -34,18 +34,21 @@ def test_report_lookup_and_verdict():
         report["nope"]
 
 
-@pytest.mark.parametrize(("kwargs", "error", "words"), [
-    ({"max_examples": 0}, ValueError, "max_examples"),
-    ({"max_examples": 2.5}, ValueError, "max_examples"),
-    ({"seed": -1}, ValueError, "seed"),
-    ({"checks": ["parity", "speed"]}, KeyError, "speed"),
-    ({"checks": []}, ValueError, "checks"),
-    ({"params": [1]}, TypeError, "params"),
-    ({"params": {"no_such_field": 1}}, TypeError, "no_such_field"),
-    ({"backend": "tpu"}, ValueError, "backend"),
-    ({"rtol": -1.0}, ValueError, "rtol"),
-    ({"progress": "yes"}, TypeError, "progress"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        ({"max_examples": 0}, ValueError, "max_examples"),
+        ({"max_examples": 2.5}, ValueError, "max_examples"),
+        ({"seed": -1}, ValueError, "seed"),
+        ({"checks": ["parity", "speed"]}, KeyError, "speed"),
+        ({"checks": []}, ValueError, "checks"),
+        ({"params": [1]}, TypeError, "params"),
+        ({"params": {"no_such_field": 1}}, TypeError, "no_such_field"),
+        ({"backend": "tpu"}, ValueError, "backend"),
+        ({"rtol": -1.0}, ValueError, "rtol"),
+        ({"progress": "yes"}, TypeError, "progress"),
+    ],
+)
 def test_check_env_refuses_bad_arguments_before_running(kwargs, error, words):
     with pytest.raises(error, match=words):
         check_env(walk.SPEC, **{"backend": "cpu", **kwargs})
@@ -59,12 +62,26 @@ def test_check_env_refuses_unknown_envs():
 
 
 def test_main_check_exit_codes_and_output(capsys):
-    assert main_check(["kit_fixtures.walk:SPEC", "--checks", "parity,invariants", "--max-examples", "3",
-                       "--seed", "1"]) == 0
+    assert (
+        main_check(["kit_fixtures.walk:SPEC", "--checks", "parity,invariants", "--max-examples", "3", "--seed", "1"])
+        == 0
+    )
     out = capsys.readouterr().out
     assert "kernelgym check Walk-v0 on backend 'cpu': PASSED" in out and "[ok  ] parity" in out
-    assert main_check(["kit_fixtures.walk:REWARD_IGNORES_TERMINATION", "--checks", "parity",
-                       "--max-examples", "20", "--seed", "1"]) == 1
+    assert (
+        main_check(
+            [
+                "kit_fixtures.walk:REWARD_IGNORES_TERMINATION",
+                "--checks",
+                "parity",
+                "--max-examples",
+                "20",
+                "--seed",
+                "1",
+            ]
+        )
+        == 1
+    )
     out = capsys.readouterr().out
     assert "[FAIL] parity" in out and "shrunk example" in out and "reproduce: kernelgym check" in out
     assert main_check(["NoSuchEnv-v0", "--max-examples", "2"]) == 1
@@ -83,8 +100,9 @@ def test_main_check_runs_the_simulator_in_a_child_process_when_needed(capfd):
 
 def test_the_header_states_backend_precision_fast_math_examples_and_what_was_compared():
     passed = CheckResult("parity", "passed", 1.0)
-    text = format_report(Report("Walk-v0", "cpu", 20, 42, (passed,), 3.5, precision="float32", fast_math=True,
-                                rtol=1e-5, atol=1e-6))
+    text = format_report(
+        Report("Walk-v0", "cpu", 20, 42, (passed,), 3.5, precision="float32", fast_math=True, rtol=1e-5, atol=1e-6)
+    )
     assert "backend cpu, precision float32, fast-math build checked too; 20 hypothesis examples per check" in text
     assert "floats within rtol 1e-05, atol 1e-06 (check_env's rtol/atol; 0 for exact)" in text
     assert "RNG stream rows exactly" in text and "fewer than cpu" not in text
@@ -94,8 +112,9 @@ def test_the_header_states_backend_precision_fast_math_examples_and_what_was_com
     cuda = format_report(Report("Walk-v0", "cuda", 20, 1, (passed,), 1.0, rtol=1e-5, atol=1e-6))
     assert "CUDA_TOLERANCE: libdevice's transcendental functions differ from libm" in cuda
     failed = CheckResult("parity", "failed", 1.0, message="no")
-    assert "--seed 42 --precision float32" in format_report(Report("Walk-v0", "cpu", 7, 42, (failed,), 1.0,
-                                                                   precision="float32"))
+    assert "--seed 42 --precision float32" in format_report(
+        Report("Walk-v0", "cpu", 7, 42, (failed,), 1.0, precision="float32")
+    )
 
 
 @pytest.mark.parametrize("examples", [1, DEFAULT_MAX_EXAMPLES["sim"], DEFAULT_MAX_EXAMPLES["cpu"]])
@@ -131,7 +150,8 @@ def test_precision_is_refused_for_an_env_without_the_choice_with_exit_code_2(cap
 def _cached_function_module(tmp_path, name: str, cache: bool):
     # a new file: numba's on-disk cache has never seen it, so the first call compiles
     (tmp_path / f"{name}.py").write_text(
-        f"from numba import njit\n\n@njit(cache={cache})\ndef twice(x):\n    return 2 * x\n")
+        f"from numba import njit\n\n@njit(cache={cache})\ndef twice(x):\n    return 2 * x\n"
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         return importlib.import_module(name)
@@ -144,8 +164,11 @@ def test_compile_progress_says_what_compiles_and_how_long_it_took(tmp_path, caps
     with compile_progress("Walk-v0", "cpu", "parity"):
         assert module.twice(2) == 4
     err = capsys.readouterr().err
-    assert re.fullmatch(r"kernelgym check: compiling Walk-v0 kernels for cpu, check parity "
-                        r"\(first run; cached afterwards\)\.\.\. \d+\.\d s\n", err), err
+    assert re.fullmatch(
+        r"kernelgym check: compiling Walk-v0 kernels for cpu, check parity "
+        r"\(first run; cached afterwards\)\.\.\. \d+\.\d s\n",
+        err,
+    ), err
     # compiled already: nothing to say
     with compile_progress("Walk-v0", "cpu", "parity"):
         assert module.twice(3) == 6

@@ -30,8 +30,9 @@ def test_the_hint_counts_the_draws_of_kernel_and_reference(seed, drawn, expected
     if drawn == expected:
         assert hint == ""
         return
-    assert f"the kernel drew a different number of values: {drawn} from the env's stream, the reference {expected}" \
-        in hint, hint
+    assert (
+        f"the kernel drew a different number of values: {drawn} from the env's stream, the reference {expected}" in hint
+    ), hint
     if drawn == 0:
         assert "wrong stream index" in hint and "undrawn" in hint
     elif drawn > expected:
@@ -68,6 +69,8 @@ def test_a_reset_that_draws_from_a_wrong_stream_index_is_explained_as_such():
     parity = check_env(spec, backend="cpu", max_examples=20, seed=3, checks=["parity"])["parity"]
     assert parity.status == "failed", parity
     # env 0's stream is left undrawn, the last env's is drawn twice
-    assert "the kernel drew a different number of values: 0 from the env's stream, the reference 1" \
-        in parity.message or "2 from the env's stream, the reference 1" in parity.message, parity.message
+    assert (
+        "the kernel drew a different number of values: 0 from the env's stream, the reference 1" in parity.message
+        or "2 from the env's stream, the reference 1" in parity.message
+    ), parity.message
     assert "wrong stream index" in parity.message, parity.message

@@ -23,8 +23,7 @@ def test_the_kit_passes_an_env_with_a_trainer_set_array():
 
 
 def test_the_kit_finds_a_reset_that_overwrites_a_trainer_set_array():
-    report = check_env(goal_walk.RESET_OVERWRITES_GOAL, backend="cpu", max_examples=20, seed=SEED,
-                       checks=["parity"])
+    report = check_env(goal_walk.RESET_OVERWRITES_GOAL, backend="cpu", max_examples=20, seed=SEED, checks=["parity"])
     assert report["parity"].status == "failed"
     assert "state 'goal'" in report["parity"].message
 

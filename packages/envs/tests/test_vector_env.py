@@ -25,8 +25,10 @@ THRESHOLD_SLACK = 1e-5
 
 
 def _near_threshold(obs):
-    return (abs(abs(obs[0]) - PARAMS.x_threshold) < THRESHOLD_SLACK
-            or abs(abs(obs[2]) - PARAMS.theta_threshold_radians) < THRESHOLD_SLACK)
+    return (
+        abs(abs(obs[0]) - PARAMS.x_threshold) < THRESHOLD_SLACK
+        or abs(abs(obs[2]) - PARAMS.theta_threshold_radians) < THRESHOLD_SLACK
+    )
 
 
 def _slice(state, index):
@@ -37,8 +39,7 @@ class VectorEnvMachine(RuleBasedStateMachine):
     @initialize(mode=st.sampled_from(["next_step", "same_step"]), seed=st.integers(0, 2**32 - 1))
     def make_env(self, mode, seed):
         self.mode = mode
-        self.env = kge.make("CartPole-v1", N, backend="cpu", seed=seed, autoreset_mode=mode,
-                            max_episode_steps=LIMIT)
+        self.env = kge.make("CartPole-v1", N, backend="cpu", seed=seed, autoreset_mode=mode, max_episode_steps=LIMIT)
         obs, info = self.env.reset()
         assert info == {}
         self.obs_view = obs
@@ -74,7 +75,8 @@ class VectorEnvMachine(RuleBasedStateMachine):
                 self.pending[index] = False
                 continue
             expected_state, expected_reward, expected_terminated = cartpole.reference.step(
-                PARAMS, self.states[index], actions[index])
+                PARAMS, self.states[index], actions[index]
+            )
             expected_obs = cartpole.reference.observe(PARAMS, expected_state)
             if _near_threshold(expected_obs):
                 expected_terminated = bool(terminated[index])
@@ -163,8 +165,9 @@ def test_state_names_reserved_for_the_runtime_are_refused():
 
     from kernelgym.envs import StateArray
 
-    spec = dataclasses.replace(kge.get_spec("CartPole-v1"),
-                               state=kge.get_spec("CartPole-v1").state + (StateArray("rewards", np.float32),))
+    spec = dataclasses.replace(
+        kge.get_spec("CartPole-v1"), state=kge.get_spec("CartPole-v1").state + (StateArray("rewards", np.float32),)
+    )
     with pytest.raises(ValueError, match="reserved"):
         KernelVectorEnv(spec, 2, backend="cpu")
 
@@ -218,8 +221,12 @@ def test_params_overrides_reach_the_kernel():
     light = kge.make("CartPole-v1", 1, backend="cpu", seed=0, force_mag=1.0, gravity=3)
     assert light.params.gravity == 3.0 and isinstance(light.params.gravity, float)
     heavy = kge.make("CartPole-v1", 1, backend="cpu", seed=0)
-    state = {"x": np.float32([0.0]), "x_dot": np.float32([0.0]), "theta": np.float32([0.0]),
-             "theta_dot": np.float32([0.0])}
+    state = {
+        "x": np.float32([0.0]),
+        "x_dot": np.float32([0.0]),
+        "theta": np.float32([0.0]),
+        "theta_dot": np.float32([0.0]),
+    }
     light.set_state(state)
     heavy.set_state(state)
     push = torch.ones(1, dtype=torch.int64)
@@ -326,8 +333,12 @@ def test_spaces_follow_gymnasium_vector_conventions():
 def test_render_delegates_to_the_cartpole_renderer():
     env = kge.make("CartPole-v1", 2, backend="cpu", seed=0)
     env.reset()
-    state = {"x": np.float32([0.0, 1.5]), "x_dot": np.float32([0.0, 0.0]),
-             "theta": np.float32([0.0, 0.1]), "theta_dot": np.float32([0.0, 0.0])}
+    state = {
+        "x": np.float32([0.0, 1.5]),
+        "x_dot": np.float32([0.0, 0.0]),
+        "theta": np.float32([0.0, 0.1]),
+        "theta_dot": np.float32([0.0, 0.0]),
+    }
     env.set_state(state)
     centred, moved = env.render(0), env.render(1)
     assert centred.dtype == np.uint8 and centred.ndim == 3 and centred.shape[2] == 3

@@ -85,7 +85,7 @@ reference = CPUReference(_reference_reset, _reference_step, _reference_observe)
 def render(state, index, params):
     picture = np.zeros((8, 8 * (params.length + 1), 3), dtype=np.uint8)
     for position in state["position"][index]:
-        picture[:, 8 * position:8 * position + 8] = 255
+        picture[:, 8 * position : 8 * position + 8] = 255
     return picture
 
 
@@ -135,8 +135,11 @@ def test_multi_agent_shapes_and_spaces():
 
 
 @settings(max_examples=15)
-@given(actions=st.lists(st.lists(st.lists(st.integers(0, 2), min_size=3, max_size=3), min_size=4, max_size=4),
-                        min_size=1, max_size=20))
+@given(
+    actions=st.lists(
+        st.lists(st.lists(st.integers(0, 2), min_size=3, max_size=3), min_size=4, max_size=4), min_size=1, max_size=20
+    )
+)
 def test_multi_agent_env_follows_reference_with_autoreset(actions):
     """Rewards, counters (atomic adds), termination, truncation and NEXT_STEP resets."""
     params = LineWalkParams()
@@ -155,7 +158,8 @@ def test_multi_agent_env_follows_reference_with_autoreset(actions):
                 steps[index] = 0
             else:
                 states[index], expected_rewards, expected_terminated = reference.step(
-                    params, states[index], batch[index])
+                    params, states[index], batch[index]
+                )
                 steps[index] += 1
                 expected_truncated = steps[index] >= SPEC.max_episode_steps
             np.testing.assert_array_equal(got["position"][index], states[index]["position"])

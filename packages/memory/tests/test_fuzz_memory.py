@@ -237,9 +237,12 @@ class HostileMemory(RuleBasedStateMachine):
     def snapshot(self):
         """Indexes and raw storage (bytes: unwritten float cells are NaN, which never compares equal)."""
         views = self.memory.tensors_view
-        return len(self.memory), self.memory.memory_index, self.memory.env_index, [
-            views[name].numpy().tobytes() for name in ("obs", "action")
-        ]
+        return (
+            len(self.memory),
+            self.memory.memory_index,
+            self.memory.env_index,
+            [views[name].numpy().tobytes() for name in ("obs", "action")],
+        )
 
     @invariant()
     def matches_the_ring_buffer(self):

@@ -56,7 +56,9 @@ def test_extreme_priorities_are_refused_or_give_finite_correct_samples(alpha, ep
 
 def test_a_priority_whose_power_overflows_names_priority_alpha_and_limit():
     memory = filled(alpha=2.0, epsilon=0.0)
-    with pytest.raises(ValueError, match=r"priorities: .*alpha=2.0.*at most .*got a weight of inf from a priority of 1e\+200"):
+    with pytest.raises(
+        ValueError, match=r"priorities: .*alpha=2.0.*at most .*got a weight of inf from a priority of 1e\+200"
+    ):
         memory.update_priorities(torch.tensor([0]), torch.tensor([1e200], dtype=torch.float64))
 
 

@@ -33,8 +33,14 @@ def test_identical_to_the_original(game, options, seed, num_envs, steps, data):
     count = ACTION_COUNTS[game][0 if minimal_action_set else 1]
     action_seed = data.draw(st.integers(0, 2**32 - 1), label="action_seed")
     actions = np.random.default_rng(action_seed).integers(0, count, (steps, num_envs))
-    mismatch, counts = compare(game, actions, seed, sticky_action_prob=sticky_action_prob,
-                               difficulty_ramping=difficulty_ramping, minimal_action_set=minimal_action_set)
+    mismatch, counts = compare(
+        game,
+        actions,
+        seed,
+        sticky_action_prob=sticky_action_prob,
+        difficulty_ramping=difficulty_ramping,
+        minimal_action_set=minimal_action_set,
+    )
     assert mismatch is None, str(mismatch)
     assert counts["transitions"] + counts["episodes"] == steps * num_envs
 

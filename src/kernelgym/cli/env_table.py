@@ -46,15 +46,17 @@ def env_rows() -> list[dict[str, str]]:
     for env_id in kge.list_envs():
         spec = kge.get_spec(env_id)
         resolved = spec.resolve()
-        rows.append({
-            "env": env_id,
-            "plugin": str(spec.plugin),
-            "distribution": str(spec.distribution),
-            "agents": str(resolved.num_agents),
-            "observation": describe_space(resolved.observation_space),
-            "action": describe_space(resolved.action_space),
-            "description": spec.description,
-        })
+        rows.append(
+            {
+                "env": env_id,
+                "plugin": str(spec.plugin),
+                "distribution": str(spec.distribution),
+                "agents": str(resolved.num_agents),
+                "observation": describe_space(resolved.observation_space),
+                "action": describe_space(resolved.action_space),
+                "description": spec.description,
+            }
+        )
     return rows
 
 
@@ -64,8 +66,9 @@ def print_env_table(console: Console | None = None) -> None:
         width = min(TABLE_WIDTH, Console().width) if sys.stdout.isatty() else TABLE_WIDTH
         console = Console(width=width)
     table = Table(title="registered kernelgym envs", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("env / description", overflow="fold",
-                     width=console.width - sum(WIDTHS.values()) - GAP * len(WIDTHS))
+    table.add_column(
+        "env / description", overflow="fold", width=console.width - sum(WIDTHS.values()) - GAP * len(WIDTHS)
+    )
     for column, width in WIDTHS.items():
         table.add_column(column, overflow="fold", width=width)
     for row in env_rows():

@@ -110,13 +110,17 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
     builds = recorder.compile(progress=progress)
     print(format_table(builds))
     signatures = len({(build.kernel, build.signature) for build in builds})
-    print(f"\n{signatures} kernel signatures x {len(TARGETS)} targets "
-          f"({', '.join(target_name(cc) for cc in TARGETS)}): workloads on cpu {ran:.0f} s, "
-          f"total {time.perf_counter() - started:.0f} s")
-    print(f"compile errors {sum(not build.ok for build in builds)}, PTX audit failures "
-          f"{sum(bool(build.audit) and not build.contracted for build in builds)}, launches that do not fit "
-          f"{sum(bool(build.fit) for build in builds)}, "
-          f"opt-in fast-math builds {sum(build.contracted for build in builds)}")
+    print(
+        f"\n{signatures} kernel signatures x {len(TARGETS)} targets "
+        f"({', '.join(target_name(cc) for cc in TARGETS)}): workloads on cpu {ran:.0f} s, "
+        f"total {time.perf_counter() - started:.0f} s"
+    )
+    print(
+        f"compile errors {sum(not build.ok for build in builds)}, PTX audit failures "
+        f"{sum(bool(build.audit) and not build.contracted for build in builds)}, launches that do not fit "
+        f"{sum(bool(build.fit) for build in builds)}, "
+        f"opt-in fast-math builds {sum(build.contracted for build in builds)}"
+    )
     failures = format_failures(builds, recorder.failures)
     if failures:
         print(f"\nFAILED:\n{failures}", file=sys.stderr)

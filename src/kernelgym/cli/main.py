@@ -67,7 +67,8 @@ def tensorboard_dir(text: str) -> str:
         import tensorboard  # noqa: F401  (torch.utils.tensorboard writes through it)
     except ImportError:
         raise argparse.ArgumentTypeError(
-            "needs the tensorboard package: pip install \"kernelgym[tensorboard]\"") from None
+            'needs the tensorboard package: pip install "kernelgym[tensorboard]"'
+        ) from None
     if os.path.exists(text) and not os.path.isdir(text):
         raise argparse.ArgumentTypeError(f"expected a folder, received {text!r} (a file)")
     return text
@@ -91,8 +92,10 @@ def png_path(text: str) -> str:
         raise argparse.ArgumentTypeError(f"expected a file name ending in .png, received {text!r}")
     folder = os.path.dirname(os.path.abspath(text))
     problem = (
-        f"folder {folder!r} does not exist" if not os.path.isdir(folder)
-        else "it is a folder" if os.path.isdir(text)
+        f"folder {folder!r} does not exist"
+        if not os.path.isdir(folder)
+        else "it is a folder"
+        if os.path.isdir(text)
         else write_problem(text)
     )
     if problem:
@@ -112,89 +115,150 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     listing = commands.add_parser(
-        "list", help="list the registered envs",
+        "list",
+        help="list the registered envs",
         description="List the registered envs: the plugin and distribution providing each, "
-                    "their spaces and agent counts.",
+        "their spaces and agent counts.",
     )
 
     bench = commands.add_parser(
-        "bench", help="measure env-steps/s against gymnasium",
+        "bench",
+        help="measure env-steps/s against gymnasium",
         description="Measure an env's env-steps/s at several num_envs, side by side with "
-                    "gymnasium's vector env at the same num_envs where gymnasium has the env "
-                    "(min, median and max over repeats, and the machine's load; random actions).",
+        "gymnasium's vector env at the same num_envs where gymnasium has the env "
+        "(min, median and max over repeats, and the machine's load; random actions).",
     )
     bench.add_argument("env", metavar="ENV", help="a registered env id (see `kernelgym list`)")
-    bench.add_argument("--num-envs", type=num_envs_int, nargs="+", default=list(DEFAULT_BENCH_NUM_ENVS),
-                       metavar="N", help="numbers of envs to measure (default: %(default)s)")
-    bench.add_argument("--backend", choices=BACKENDS, default="auto",
-                       help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)")
+    bench.add_argument(
+        "--num-envs",
+        type=num_envs_int,
+        nargs="+",
+        default=list(DEFAULT_BENCH_NUM_ENVS),
+        metavar="N",
+        help="numbers of envs to measure (default: %(default)s)",
+    )
+    bench.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)",
+    )
     bench.add_argument("--steps", type=positive_int, default=200, help="steps per repeat (default: %(default)s)")
-    bench.add_argument("--repeats", type=positive_int, default=3,
-                       help="timed repeats; min, median and max are reported (default: %(default)s)")
+    bench.add_argument(
+        "--repeats",
+        type=positive_int,
+        default=3,
+        help="timed repeats; min, median and max are reported (default: %(default)s)",
+    )
     bench.add_argument("--no-gymnasium", action="store_true", help="measure kernelgym only")
-    bench.add_argument("--plot", type=png_path, metavar="FILE.png",
-                       help="write a PNG of env-steps/s against num_envs")
+    bench.add_argument("--plot", type=png_path, metavar="FILE.png", help="write a PNG of env-steps/s against num_envs")
 
     check = commands.add_parser(
-        "check", help="run the property-test kit on envs",
+        "check",
+        help="run the property-test kit on envs",
         description="Property-test envs with kernelgym.envs.testing (hypothesis checks of the "
-                    "kernels against the env's CPU reference: parity, determinism, batch "
-                    "invariance, autoreset, bounds, invariants, ...) and print each report. "
-                    "Exit code 0 when every check passed, 1 otherwise.",
+        "kernels against the env's CPU reference: parity, determinism, batch "
+        "invariance, autoreset, bounds, invariants, ...) and print each report. "
+        "Exit code 0 when every check passed, 1 otherwise.",
     )
     check.add_argument("envs", nargs="+", metavar="ENV", help="registered env ids (see `kernelgym list`)")
-    check.add_argument("--backend", choices=BACKENDS, default="cpu",
-                       help="where the kernels run (default: %(default)s; sim re-runs under the simulator)")
+    check.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="cpu",
+        help="where the kernels run (default: %(default)s; sim re-runs under the simulator)",
+    )
     check.add_argument("--max-examples", type=positive_int, help=max_examples_help())
-    check.add_argument("--checks", type=comma_separated, metavar="NAME,NAME",
-                       help="only these checks (default: all; names in the report)")
+    check.add_argument(
+        "--checks",
+        type=comma_separated,
+        metavar="NAME,NAME",
+        help="only these checks (default: all; names in the report)",
+    )
     check.add_argument("--seed", type=seed_int, help="reproduce a run (each report prints its seed)")
-    check.add_argument("--precision", choices=PRECISIONS,
-                       help="check the kernels compiled for this precision, for envs that declare the choice "
-                            "(default: the env's own; see `kernelgym list`)")
-    check.add_argument("--fast-math", action="store_true",
-                       help="also check the fast-math build (FMA contraction on) within its stated tolerance")
+    check.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="check the kernels compiled for this precision, for envs that declare the choice "
+        "(default: the env's own; see `kernelgym list`)",
+    )
+    check.add_argument(
+        "--fast-math",
+        action="store_true",
+        help="also check the fast-math build (FMA contraction on) within its stated tolerance",
+    )
 
     demo = commands.add_parser(
-        "demo", help="train PPO on CartPole-v1 and plot the learning curve",
+        "demo",
+        help="train PPO on CartPole-v1 and plot the learning curve",
         description="Train a PPO agent on the built-in CartPole-v1 with the DeviceCollector and a "
-                    "kernelgym memory, on the best backend present, until the mean return of the "
-                    "last 100 episodes reaches the target; then write a learning-curve PNG. "
-                    "Needs no argument.",
+        "kernelgym memory, on the best backend present, until the mean return of the "
+        "last 100 episodes reaches the target; then write a learning-curve PNG. "
+        "Needs no argument.",
     )
     demo.add_argument("--seed", type=seed_int, default=1, help="random seed (default: %(default)s)")
     demo.add_argument("--backend", choices=BACKENDS, default="auto", help="backend (default: %(default)s)")
     demo.add_argument("--num-envs", type=num_envs_int, default=64, help="parallel envs (default: %(default)s)")
-    demo.add_argument("--target-return", type=positive_float, default=475.0,
-                      help="stop at this mean episode return (default: %(default)s)")
-    demo.add_argument("--max-env-steps", type=positive_int, default=3_000_000,
-                      help="stop after this many env steps (default: %(default)s)")
-    demo.add_argument("--time-limit", type=positive_float, default=300.0, metavar="SECONDS",
-                      help="stop after this many seconds (default: %(default)s)")
-    demo.add_argument("--out", type=png_path, default=DEFAULT_DEMO_PLOT, metavar="FILE.png",
-                      help="learning-curve PNG (default: %(default)s)")
+    demo.add_argument(
+        "--target-return",
+        type=positive_float,
+        default=475.0,
+        help="stop at this mean episode return (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--max-env-steps",
+        type=positive_int,
+        default=3_000_000,
+        help="stop after this many env steps (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--time-limit",
+        type=positive_float,
+        default=300.0,
+        metavar="SECONDS",
+        help="stop after this many seconds (default: %(default)s)",
+    )
+    demo.add_argument(
+        "--out",
+        type=png_path,
+        default=DEFAULT_DEMO_PLOT,
+        metavar="FILE.png",
+        help="learning-curve PNG (default: %(default)s)",
+    )
     demo.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    demo.add_argument("--tensorboard", type=tensorboard_dir, metavar="DIR",
-                      help="also write TensorBoard scalars (return, env-steps/s, losses) to DIR "
-                           "(pip install \"kernelgym[tensorboard]\")")
+    demo.add_argument(
+        "--tensorboard",
+        type=tensorboard_dir,
+        metavar="DIR",
+        help="also write TensorBoard scalars (return, env-steps/s, losses) to DIR "
+        '(pip install "kernelgym[tensorboard]")',
+    )
 
     gpu_compile = commands.add_parser(
-        "gpu-compile", help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
+        "gpu-compile",
+        help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
         description="Run core's kernels, every registered env (both autoreset modes), memory "
-                    "kernels and the DeviceCollector on the cpu backend, then compile each kernel "
-                    "with the argument types those launches passed, with NVIDIA's NVVM and ptxas "
-                    "(pip install \"kernelgym-core[gpu-compile]\"). Audits each build's PTX (no contracted "
-                    "fma, no unrounded or approximate float instruction outside libdevice) and checks "
-                    "its configured launch against sm_80 and sm_90. Prints registers, stack, spills, "
-                    "float64 share, the audit, libdevice calls and occupancy; exit code 1 on any compile "
-                    "error, audit finding or launch that does not fit, 2 without the compilers.",
+        "kernels and the DeviceCollector on the cpu backend, then compile each kernel "
+        "with the argument types those launches passed, with NVIDIA's NVVM and ptxas "
+        '(pip install "kernelgym-core[gpu-compile]"). Audits each build\'s PTX (no contracted '
+        "fma, no unrounded or approximate float instruction outside libdevice) and checks "
+        "its configured launch against sm_80 and sm_90. Prints registers, stack, spills, "
+        "float64 share, the audit, libdevice calls and occupancy; exit code 1 on any compile "
+        "error, audit finding or launch that does not fit, 2 without the compilers.",
     )
-    gpu_compile.add_argument("envs", nargs="*", metavar="ENV", help="only these env ids (default: every registered env)")
+    gpu_compile.add_argument(
+        "envs", nargs="*", metavar="ENV", help="only these env ids (default: every registered env)"
+    )
     gpu_compile.add_argument("--verbose", action="store_true", help="print each kernel as it compiles")
 
     # each subcommand carries its handler and its own parser (for its error messages)
-    for subparser, handler in ((listing, run_list), (bench, run_bench), (check, run_check), (demo, run_demo),
-                               (gpu_compile, run_gpu_compile)):
+    for subparser, handler in (
+        (listing, run_list),
+        (bench, run_bench),
+        (check, run_check),
+        (demo, run_demo),
+        (gpu_compile, run_gpu_compile),
+    ):
         subparser.set_defaults(handler=handler, subparser=subparser)
     return parser
 
@@ -233,12 +297,19 @@ def run_bench(args, parser) -> int:
 
     check_env_id(parser, args.env)
     backend = resolve_backend_or_exit(parser, args.backend)
-    bench = bench_env(args.env, sorted(set(args.num_envs)), backend=backend, steps=args.steps,
-                      repeats=args.repeats, with_gymnasium=not args.no_gymnasium)
+    bench = bench_env(
+        args.env,
+        sorted(set(args.num_envs)),
+        backend=backend,
+        steps=args.steps,
+        repeats=args.repeats,
+        with_gymnasium=not args.no_gymnasium,
+    )
     print_throughput_table(args.env, backend, bench)
     if args.plot:
-        if not save_output(lambda path: plot_throughput(args.env, backend, bench.rows, path), args.plot,
-                           "--plot", "bench", "plot"):
+        if not save_output(
+            lambda path: plot_throughput(args.env, backend, bench.rows, path), args.plot, "--plot", "bench", "plot"
+        ):
             return 1
         print(f"plot written to {args.plot}")
     return 0
@@ -291,18 +362,25 @@ def run_demo(args, parser) -> int:
     from kernelgym.cli.ppo import PPOConfig, train
 
     backend = resolve_backend_or_exit(parser, args.backend)
-    config = PPOConfig(seed=args.seed, backend=backend, num_envs=args.num_envs,
-                       target_return=args.target_return, max_env_steps=args.max_env_steps,
-                       time_limit_s=args.time_limit)
+    config = PPOConfig(
+        seed=args.seed,
+        backend=backend,
+        num_envs=args.num_envs,
+        target_return=args.target_return,
+        max_env_steps=args.max_env_steps,
+        time_limit_s=args.time_limit,
+    )
     result = train(config, progress=not args.no_progress, tensorboard_dir=args.tensorboard)
     outcome = "reached" if result.reached_target else "did NOT reach"
     # the result first: a file that cannot be written must not lose it
-    print(f"{outcome} the target mean return {config.target_return:g}: final mean return "
-          f"{result.final_return:.1f} after {result.total_env_steps:,} env steps in "
-          f"{result.wall_time_s:.1f} s ({result.steps_per_s:,.0f} env-steps/s, backend {result.backend}, "
-          f"seed {config.seed})", flush=True)
-    if not save_output(lambda path: plot_learning_curve(result, path), args.out, "--out", "demo",
-                       "learning curve"):
+    print(
+        f"{outcome} the target mean return {config.target_return:g}: final mean return "
+        f"{result.final_return:.1f} after {result.total_env_steps:,} env steps in "
+        f"{result.wall_time_s:.1f} s ({result.steps_per_s:,.0f} env-steps/s, backend {result.backend}, "
+        f"seed {config.seed})",
+        flush=True,
+    )
+    if not save_output(lambda path: plot_learning_curve(result, path), args.out, "--out", "demo", "learning curve"):
         return 1
     print(f"learning curve written to {args.out}")
     if args.tensorboard:
@@ -330,8 +408,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernelgym {args.command}: interrupted", file=sys.stderr)
         return 130
     except memory_errors() as error:
-        print(f"kernelgym {args.command}: error: out of memory ({error}); fewer envs (--num-envs) need less",
-              file=sys.stderr)
+        print(
+            f"kernelgym {args.command}: error: out of memory ({error}); fewer envs (--num-envs) need less",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -61,8 +61,10 @@ def save_output(write: Callable[[str], None], path: str, option: str, command: s
     try:
         if not os.path.isdir(folder):
             os.makedirs(folder)
-            print(f"kernelgym {command}: the folder {folder!r} of {option} was removed during the run; "
-                  f"made it again", file=sys.stderr)
+            print(
+                f"kernelgym {command}: the folder {folder!r} of {option} was removed during the run; made it again",
+                file=sys.stderr,
+            )
         write(path)
         return True
     except (OSError, ValueError) as error:
@@ -73,6 +75,7 @@ def save_output(write: Callable[[str], None], path: str, option: str, command: s
         instead = f"; the {what} was written to {fallback!r} instead"
     except (OSError, ValueError) as error:
         instead = f"; writing it to {fallback!r} failed too ({getattr(error, 'strerror', None) or error})"
-    print(f"kernelgym {command}: error: argument {option}: could not write {path!r} ({problem}){instead}",
-          file=sys.stderr)
+    print(
+        f"kernelgym {command}: error: argument {option}: could not write {path!r} ({problem}){instead}", file=sys.stderr
+    )
     return False

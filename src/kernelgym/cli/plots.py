@@ -23,12 +23,15 @@ def plot_learning_curve(result, path: str) -> None:
     figure = Figure(figsize=(7, 4.5), layout="constrained")
     axes = figure.add_subplot()
     axes.plot(result.env_steps, result.mean_returns, color="tab:blue", label="mean return (last 100 episodes)")
-    axes.axhline(result.config.target_return, color="tab:green", linestyle="--",
-                 label=f"target {result.config.target_return:g}")
+    axes.axhline(
+        result.config.target_return, color="tab:green", linestyle="--", label=f"target {result.config.target_return:g}"
+    )
     axes.set_xlabel("env steps")
     axes.set_ylabel("mean episode return")
-    axes.set_title(f"PPO on {result.config.env_id} ({result.backend}, seed {result.config.seed}): "
-                   f"{result.final_return:.0f} after {result.wall_time_s:.1f} s")
+    axes.set_title(
+        f"PPO on {result.config.env_id} ({result.backend}, seed {result.config.seed}): "
+        f"{result.final_return:.0f} after {result.wall_time_s:.1f} s"
+    )
     axes.grid(alpha=0.3)
     axes.legend(loc="lower right")
     figure.savefig(path, dpi=100)
@@ -57,8 +60,9 @@ def plot_throughput(env_id: str, backend: str, rows, path: str) -> Figure:
     sides = [(f"kernelgym ({backend})", [(row.num_envs, row.kernelgym) for row in rows])]
     measured = [row for row in rows if row.gymnasium is not None]
     if measured:
-        sides.append((f"gymnasium ({measured[0].gymnasium_vector_env})",
-                      [(row.num_envs, row.gymnasium) for row in measured]))
+        sides.append(
+            (f"gymnasium ({measured[0].gymnasium_vector_env})", [(row.num_envs, row.gymnasium) for row in measured])
+        )
     if len(rows) == 1:
         _bars(axes, sides)
         axes.set_title(f"{env_id} throughput at num_envs={rows[0].num_envs:,}")
@@ -66,7 +70,10 @@ def plot_throughput(env_id: str, backend: str, rows, path: str) -> Figure:
         for (label, points), marker in zip(sides, "os"):
             num_envs = [n for n, _ in points]
             medians = [rates.median for _, rates in points]
-            errors = [[rates.median - rates.min for _, rates in points], [rates.max - rates.median for _, rates in points]]
+            errors = [
+                [rates.median - rates.min for _, rates in points],
+                [rates.max - rates.median for _, rates in points],
+            ]
             axes.errorbar(num_envs, medians, yerr=errors, marker=marker, capsize=3, label=label)
         axes.set_xscale("log")
         axes.set_xlabel("num_envs")
@@ -85,7 +92,8 @@ def _bars(axes, sides) -> None:
     rates = [points[0][1] for _, points in sides]
     positions = range(len(sides))
     errors = [[r.median - r.min for r in rates], [r.max - r.median for r in rates]]
-    bars = axes.bar(positions, [r.median for r in rates], yerr=errors, capsize=6,
-                    color=["tab:blue", "tab:orange"][: len(sides)])
+    bars = axes.bar(
+        positions, [r.median for r in rates], yerr=errors, capsize=6, color=["tab:blue", "tab:orange"][: len(sides)]
+    )
     axes.bar_label(bars, labels=[f"{r.median:,.0f}" for r in rates], label_type="center", color="white")
     axes.set_xticks(list(positions), labels)

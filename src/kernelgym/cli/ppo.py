@@ -92,8 +92,16 @@ class PPOConfig:
     torch_threads: int = 1
 
     def __post_init__(self):
-        for name in ("num_envs", "num_steps", "update_epochs", "num_minibatches", "hidden_size",
-                     "return_window", "max_env_steps", "torch_threads"):
+        for name in (
+            "num_envs",
+            "num_steps",
+            "update_epochs",
+            "num_minibatches",
+            "hidden_size",
+            "return_window",
+            "max_env_steps",
+            "torch_threads",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"PPOConfig {name}: expected an int >= 1, received {value!r}")
@@ -159,13 +167,17 @@ class PPOAgent(Actor):
     def __init__(self, obs_size: int, num_actions: int, hidden_size: int):
         super().__init__()
         self.critic = nn.Sequential(
-            layer(obs_size, hidden_size), nn.Tanh(),
-            layer(hidden_size, hidden_size), nn.Tanh(),
+            layer(obs_size, hidden_size),
+            nn.Tanh(),
+            layer(hidden_size, hidden_size),
+            nn.Tanh(),
             layer(hidden_size, 1, std=1.0),
         )
         self.actor = nn.Sequential(
-            layer(obs_size, hidden_size), nn.Tanh(),
-            layer(hidden_size, hidden_size), nn.Tanh(),
+            layer(obs_size, hidden_size),
+            nn.Tanh(),
+            layer(hidden_size, hidden_size),
+            nn.Tanh(),
             layer(hidden_size, num_actions, std=0.01),  # near-uniform first policy
         )
 
@@ -185,9 +197,15 @@ class PPOAgent(Actor):
 
 
 # ------------------------------------------------------------------------ advantages
-def compute_gae(rewards: torch.Tensor, values: torch.Tensor, next_values: torch.Tensor,
-                terminated: torch.Tensor, episode_over: torch.Tensor, gamma: float,
-                gae_lambda: float) -> torch.Tensor:
+def compute_gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_values: torch.Tensor,
+    terminated: torch.Tensor,
+    episode_over: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> torch.Tensor:
     """Generalized advantage estimates of ``T x N`` transitions.
 
     Parameters
@@ -246,8 +264,9 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
     torch.set_num_threads(config.torch_threads)
     torch.use_deterministic_algorithms(True)
 
-    env = kge.make(config.env_id, num_envs=config.num_envs, backend=backend, seed=config.seed,
-                   autoreset_mode="same_step")
+    env = kge.make(
+        config.env_id, num_envs=config.num_envs, backend=backend, seed=config.seed, autoreset_mode="same_step"
+    )
     obs_space, action_space = env.single_observation_space, env.single_action_space
     if env.num_agents != 1 or len(obs_space.shape) != 1 or not hasattr(action_space, "n"):
         env.close()
@@ -275,8 +294,13 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
     episode_return = torch.zeros(N, device=device)
     recent_returns: deque[float] = deque(maxlen=config.return_window)
     env_steps = 0
-    bar = tqdm(total=config.max_env_steps, unit="step", unit_scale=True, disable=not progress,
-               desc=f"PPO {config.env_id} [{backend}]")
+    bar = tqdm(
+        total=config.max_env_steps,
+        unit="step",
+        unit_scale=True,
+        disable=not progress,
+        desc=f"PPO {config.env_id} [{backend}]",
+    )
     writer = None
     if tensorboard_dir is not None:
         from torch.utils.tensorboard import SummaryWriter
@@ -307,17 +331,22 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
             # when the episode ended (a terminated episode has no future: GAE masks it)
             with torch.no_grad():
                 next_values = torch.where(episode_over.bool(), agent.value(final_obs), values[1:])
-                advantages = compute_gae(rewards, values[:-1], next_values, terminated, episode_over,
-                                         config.gamma, config.gae_lambda)
+                advantages = compute_gae(
+                    rewards, values[:-1], next_values, terminated, episode_over, config.gamma, config.gae_lambda
+                )
                 returns = advantages + values[:-1]
 
             # --- 4. store the fragment's transitions in the memory (copies: the
             # collector overwrites the fragment in place next round)
             memory.reset()
             for t in range(T):
-                memory.add_samples(obs=obs[t], actions=actions[t].unsqueeze(-1),
-                                   log_probs=log_probs[t].unsqueeze(-1),
-                                   advantages=advantages[t].unsqueeze(-1), returns=returns[t].unsqueeze(-1))
+                memory.add_samples(
+                    obs=obs[t],
+                    actions=actions[t].unsqueeze(-1),
+                    log_probs=log_probs[t].unsqueeze(-1),
+                    advantages=advantages[t].unsqueeze(-1),
+                    returns=returns[t].unsqueeze(-1),
+                )
 
             # --- 5. PPO update: several epochs over shuffled minibatches
             for _ in range(config.update_epochs):
@@ -328,8 +357,9 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
                     ratio = (new_log_probs - mb_log_probs.squeeze(-1)).exp()
                     adv = mb_advantages.squeeze(-1)
                     adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    policy_loss = torch.max(-adv * ratio,
-                                            -adv * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)).mean()
+                    policy_loss = torch.max(
+                        -adv * ratio, -adv * ratio.clamp(1 - config.clip_coef, 1 + config.clip_coef)
+                    ).mean()
                     value_loss = 0.5 * (agent.value(mb_obs) - mb_returns.squeeze(-1)).pow(2).mean()
                     entropy = policy.entropy().mean()
                     loss = policy_loss - config.ent_coef * entropy + config.vf_coef * value_loss
@@ -348,9 +378,13 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
             bar.update(T * N)
             bar.set_postfix(mean_return=f"{mean_return:.1f}", steps_per_s=f"{env_steps / elapsed:,.0f}")
             if writer is not None:
-                scalars = {"charts/mean_return": mean_return, "charts/env_steps_per_s": env_steps / elapsed,
-                           "losses/policy": policy_loss.item(), "losses/value": value_loss.item(),
-                           "losses/entropy": entropy.item()}
+                scalars = {
+                    "charts/mean_return": mean_return,
+                    "charts/env_steps_per_s": env_steps / elapsed,
+                    "losses/policy": policy_loss.item(),
+                    "losses/value": value_loss.item(),
+                    "losses/entropy": entropy.item(),
+                }
                 for tag, value in scalars.items():
                     writer.add_scalar(tag, value, env_steps)
             full_window = len(recent_returns) == config.return_window

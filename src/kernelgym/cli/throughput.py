@@ -24,8 +24,15 @@ from tqdm import tqdm
 
 import kernelgym.envs as kge
 
-__all__ = ["Bench", "Rates", "SPREAD_WARNING", "Throughput", "bench_env", "gymnasium_counterpart",
-           "print_throughput_table"]
+__all__ = [
+    "Bench",
+    "Rates",
+    "SPREAD_WARNING",
+    "Throughput",
+    "bench_env",
+    "gymnasium_counterpart",
+    "print_throughput_table",
+]
 
 ACTION_BATCHES = 4  # distinct random action batches cycled through while timing
 SPREAD_WARNING = 1.5  # max / min over repeats above which the table warns
@@ -107,8 +114,9 @@ def make_gymnasium_vector_env(env_id: str, num_envs: int):
     return gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
 
 
-def time_repeats(step: Callable, actions: list, steps: int, repeats: int, finish: Callable,
-                 progress: tqdm) -> list[float]:
+def time_repeats(
+    step: Callable, actions: list, steps: int, repeats: int, finish: Callable, progress: tqdm
+) -> list[float]:
     """Seconds per repeat of ``steps`` calls ``step(action)``, after one untimed repeat.
 
     The untimed repeat compiles what compiles lazily (first step, first auto-reset).
@@ -125,8 +133,7 @@ def time_repeats(step: Callable, actions: list, steps: int, repeats: int, finish
     return seconds
 
 
-def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repeats: int,
-                      progress: tqdm) -> Rates:
+def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, progress: tqdm) -> Rates:
     """env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``."""
     env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0)
     try:
@@ -160,8 +167,15 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
-def bench_env(env_id: str, num_envs: list[int], backend: str, steps: int = 200, repeats: int = 3,
-              with_gymnasium: bool = True, progress: bool = True) -> Bench:
+def bench_env(
+    env_id: str,
+    num_envs: list[int],
+    backend: str,
+    steps: int = 200,
+    repeats: int = 3,
+    with_gymnasium: bool = True,
+    progress: bool = True,
+) -> Bench:
     """Measure ``env_id`` at every ``num_envs`` (and gymnasium's counterpart, if any).
 
     Parameters
@@ -205,11 +219,16 @@ def print_throughput_table(env_id: str, backend: str, bench: Bench, console: Con
         ratio = "n/a" if row.ratio is None else f"{row.ratio:.1f}x"
         table.add_row(f"{row.num_envs:,}", str(row.kernelgym), theirs, ratio)
     console.print(table)
-    console.print(f"load average (1 min) at start {bench.load_at_start:.2f}, at end {bench.load_at_end:.2f}, "
-                  f"on {os.cpu_count()} cores")
+    console.print(
+        f"load average (1 min) at start {bench.load_at_start:.2f}, at end {bench.load_at_end:.2f}, "
+        f"on {os.cpu_count()} cores"
+    )
     spread = [row for row in bench.rows if row.spread > SPREAD_WARNING]
     if spread:
         worst = max(spread, key=lambda row: row.spread)
-        console.print(f"WARNING: the rates vary up to {worst.spread:.1f}x between repeats (num_envs={worst.num_envs:,}; "
-                      f"more than {SPREAD_WARNING}x): the machine was busy; compare medians with care, or use "
-                      f"more --repeats on an idle machine", style="bold yellow")
+        console.print(
+            f"WARNING: the rates vary up to {worst.spread:.1f}x between repeats (num_envs={worst.num_envs:,}; "
+            f"more than {SPREAD_WARNING}x): the machine was busy; compare medians with care, or use "
+            f"more --repeats on an idle machine",
+            style="bold yellow",
+        )

@@ -32,8 +32,9 @@ class GoRightParams:
 
     def __post_init__(self):
         if self.length < 1 or not 0 <= self.start_max < self.length or not 0.0 <= self.slip <= 1.0:
-            raise ValueError(f"GoRightParams: expected length >= 1, 0 <= start_max < length, 0 <= slip <= 1; "
-                             f"got {self}")
+            raise ValueError(
+                f"GoRightParams: expected length >= 1, 0 <= start_max < length, 0 <= slip <= 1; got {self}"
+            )
 
 
 # 2. The physics, once: a function the kernel and the reference both call.
@@ -65,20 +66,28 @@ def _reference_reset(params, rng_states):
 
 def _reference_step(params, state, action, rng_states):
     slipped = rng.uniform(rng_states, 0) < params.slip
-    position, at_goal, reward = move(np.int32(state["position"]), int(action), slipped, params.length,
-                                     params.step_cost)
+    position, at_goal, reward = move(np.int32(state["position"]), int(action), slipped, params.length, params.step_cost)
     return {"position": np.int32(position).reshape(())}, reward, bool(at_goal)
 
 
-reference = CPUReference(_reference_reset, _reference_step,
-                         lambda params, state: np.array([state["position"] / params.length], np.float32))
+reference = CPUReference(
+    _reference_reset, _reference_step, lambda params, state: np.array([state["position"] / params.length], np.float32)
+)
 
 # 5. The spec, and the hook kernelgym calls through the "kernelgym.envs" entry point.
 SPEC = EnvSpec(
-    id="GoRight-v0", observation_space=spaces.Box(0.0, 1.0, (1,), np.float32), action_space=spaces.Discrete(2),
-    state=(StateArray("position", np.int32),), step_kernel=step, reset_kernel=reset, reference=reference,
-    params=GoRightParams(), max_episode_steps=50, description="Walk right along a slippery corridor (example plugin).",
-    state_strategy=f"{__name__}:state_strategy", invariants=f"{__name__}:invariants",
+    id="GoRight-v0",
+    observation_space=spaces.Box(0.0, 1.0, (1,), np.float32),
+    action_space=spaces.Discrete(2),
+    state=(StateArray("position", np.int32),),
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=reference,
+    params=GoRightParams(),
+    max_episode_steps=50,
+    description="Walk right along a slippery corridor (example plugin).",
+    state_strategy=f"{__name__}:state_strategy",
+    invariants=f"{__name__}:invariants",
 )
 
 

@@ -82,15 +82,25 @@ def _reference_observe(params, state):
 
 
 def _observation_space(params):
-    return spaces.Dict({"image": spaces.Box(0, 1, (2, params.size, params.size), np.uint8),
-                        "vector": spaces.Box(-1.0, 1.0, (2,), np.float32)})
+    return spaces.Dict(
+        {
+            "image": spaces.Box(0, 1, (2, params.size, params.size), np.uint8),
+            "vector": spaces.Box(-1.0, 1.0, (2,), np.float32),
+        }
+    )
 
 
 SPEC = EnvSpec(
-    id="GridGoal-v0", observation_space=_observation_space, action_space=spaces.Discrete(4),
-    state=(StateArray("agent", np.int32, (2,)), StateArray("goal", np.int32, (2,))), step_kernel=step,
-    reset_kernel=reset, reference=CPUReference(_reference_reset, _reference_step, _reference_observe),
-    params=GridGoalParams(), max_episode_steps=20, description="Walk to the goal, seen in an image (example plugin).",
+    id="GridGoal-v0",
+    observation_space=_observation_space,
+    action_space=spaces.Discrete(4),
+    state=(StateArray("agent", np.int32, (2,)), StateArray("goal", np.int32, (2,))),
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=CPUReference(_reference_reset, _reference_step, _reference_observe),
+    params=GridGoalParams(),
+    max_episode_steps=20,
+    description="Walk to the goal, seen in an image (example plugin).",
 )
 
 

@@ -18,8 +18,18 @@ from gymnasium import spaces
 from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs import CPUReference, EnvSpec, StateArray, hookimpl
 
-LAYOUT = np.array([[1, 1, 1, 1, 1, 1, 1], [1, 0, 0, 0, 1, 2, 1], [1, 0, 1, 0, 1, 0, 1], [1, 0, 1, 0, 0, 0, 1],
-                   [1, 0, 1, 1, 1, 0, 1], [1, 0, 0, 0, 0, 0, 1], [1, 1, 1, 1, 1, 1, 1]], np.uint8)
+LAYOUT = np.array(
+    [
+        [1, 1, 1, 1, 1, 1, 1],
+        [1, 0, 0, 0, 1, 2, 1],
+        [1, 0, 1, 0, 1, 0, 1],
+        [1, 0, 1, 0, 0, 0, 1],
+        [1, 0, 1, 1, 1, 0, 1],
+        [1, 0, 0, 0, 0, 0, 1],
+        [1, 1, 1, 1, 1, 1, 1],
+    ],
+    np.uint8,
+)
 MOVES = ((-1, 0), (0, 1), (1, 0), (0, -1))
 
 
@@ -76,7 +86,11 @@ def _reset(params, rng_states):
 def _step(params, state, action, rng_states):
     row, col = move(int(state["row"]), int(state["col"]), int(action), params.layout)
     done = bool(params.layout[row, col] == 2)
-    return {"row": np.int32(row).reshape(()), "col": np.int32(col).reshape(())}, 1.0 if done else -params.step_cost, done
+    return (
+        {"row": np.int32(row).reshape(()), "col": np.int32(col).reshape(())},
+        1.0 if done else -params.step_cost,
+        done,
+    )
 
 
 def _observe(params, state):
@@ -86,10 +100,16 @@ def _observe(params, state):
 
 
 SPEC = EnvSpec(
-    id="ImageMaze-v0", observation_space=lambda p: spaces.Box(0, 255, (3, *p.layout.shape), np.uint8),
-    action_space=spaces.Discrete(4), state=(StateArray("row", np.int32), StateArray("col", np.int32)),
-    step_kernel=step, reset_kernel=reset, reference=CPUReference(_reset, _step, _observe), params=MazeParams(),
-    max_episode_steps=100, description="Find the goal of a maze seen as an image (example plugin; a constant table).",
+    id="ImageMaze-v0",
+    observation_space=lambda p: spaces.Box(0, 255, (3, *p.layout.shape), np.uint8),
+    action_space=spaces.Discrete(4),
+    state=(StateArray("row", np.int32), StateArray("col", np.int32)),
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=CPUReference(_reset, _step, _observe),
+    params=MazeParams(),
+    max_episode_steps=100,
+    description="Find the goal of a maze seen as an image (example plugin; a constant table).",
 )
 
 

@@ -42,8 +42,7 @@ def push(x, v, force, dt, damping):
 @env_kernel
 def step(i, actions, obs, rewards, position, velocity, dt, damping):
     for axis in range(2):
-        position[i, axis], velocity[i, axis] = push(position[i, axis], velocity[i, axis], actions[i, axis], dt,
-                                                    damping)
+        position[i, axis], velocity[i, axis] = push(position[i, axis], velocity[i, axis], actions[i, axis], dt, damping)
         obs[i, axis], obs[i, 2 + axis] = position[i, axis], velocity[i, axis]
     rewards[i] = -math.sqrt(position[i, 0] * position[i, 0] + position[i, 1] * position[i, 1])
 
@@ -56,26 +55,41 @@ def reset(i, rng_states, obs, position, velocity):
 
 
 def _reference_reset(params, rng_states):
-    return {"position": np.array([rng.uniform_range(rng_states, 0, -1.0, 1.0) for _ in range(2)]),
-            "velocity": np.zeros(2)}
+    return {
+        "position": np.array([rng.uniform_range(rng_states, 0, -1.0, 1.0) for _ in range(2)]),
+        "velocity": np.zeros(2),
+    }
 
 
 def _reference_step(params, state, action, rng_states):
-    moved = [push(state["position"][k], state["velocity"][k], np.float64(np.float32(action[k])), params.dt,
-                  params.damping) for k in range(2)]
+    moved = [
+        push(state["position"][k], state["velocity"][k], np.float64(np.float32(action[k])), params.dt, params.damping)
+        for k in range(2)
+    ]
     position, velocity = np.array([m[0] for m in moved]), np.array([m[1] for m in moved])
-    return {"position": position, "velocity": velocity}, -math.sqrt(position[0] * position[0]
-                                                                    + position[1] * position[1]), False
+    return (
+        {"position": position, "velocity": velocity},
+        -math.sqrt(position[0] * position[0] + position[1] * position[1]),
+        False,
+    )
 
 
-reference = CPUReference(_reference_reset, _reference_step,
-                         lambda params, state: np.concatenate([state["position"], state["velocity"]]).astype(np.float32))
+reference = CPUReference(
+    _reference_reset,
+    _reference_step,
+    lambda params, state: np.concatenate([state["position"], state["velocity"]]).astype(np.float32),
+)
 
 SPEC = EnvSpec(
-    id="PointMass-v0", observation_space=spaces.Box(-np.inf, np.inf, (4,), np.float32),
+    id="PointMass-v0",
+    observation_space=spaces.Box(-np.inf, np.inf, (4,), np.float32),
     action_space=spaces.Box(-1.0, 1.0, (2,), np.float32),
     state=(StateArray("position", np.float64, (2,)), StateArray("velocity", np.float64, (2,))),
-    step_kernel=step, reset_kernel=reset, reference=reference, params=PointMassParams(), max_episode_steps=100,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=reference,
+    params=PointMassParams(),
+    max_episode_steps=100,
     description="Push a point mass to the origin with a 2-D force (example plugin).",
 )
 

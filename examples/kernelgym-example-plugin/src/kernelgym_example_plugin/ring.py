@@ -81,13 +81,19 @@ def place(env, agent, num_agents, rng_states, value):
 
 # The reference: one env, every agent in turn; each phase completes before the next reads it.
 def _reference_reset(params, rng_states):
-    return {"value": np.array([rng.uniform_range(rng_states, a, -1.0, 1.0) for a in range(params.num_agents)]),
-            "next_value": np.zeros(params.num_agents)}
+    return {
+        "value": np.array([rng.uniform_range(rng_states, a, -1.0, 1.0) for a in range(params.num_agents)]),
+        "next_value": np.zeros(params.num_agents),
+    }
 
 
 def _reference_step(params, state, action, rng_states):
-    value = np.array([moved(state["value"][a], int(action[a]), rng.uniform(rng_states, a), params.nudge,
-                            params.noise) for a in range(params.num_agents)])
+    value = np.array(
+        [
+            moved(state["value"][a], int(action[a]), rng.uniform(rng_states, a), params.nudge, params.noise)
+            for a in range(params.num_agents)
+        ]
+    )
     rewards = -np.abs(value - 0.5 * (np.roll(value, 1) + np.roll(value, -1)))
     return {"value": value, "next_value": value.copy()}, rewards.astype(np.float32), False
 
@@ -98,14 +104,23 @@ def _reference_observe(params, state):
 
 
 SPEC = EnvSpec(
-    id="Ring-v0", observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32), action_space=spaces.Discrete(3),
-    state=(StateArray("value", np.float64, per_agent=True),
-           StateArray("next_value", np.float64, per_agent=True, restore_on_reset=True)),
-    step_kernel=(move, settle, observe), reset_kernel=(place, first_observation), kernel_layout="agent",
-    num_agents=lambda params: params.num_agents, params=RingParams(), max_episode_steps=50,
+    id="Ring-v0",
+    observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32),
+    action_space=spaces.Discrete(3),
+    state=(
+        StateArray("value", np.float64, per_agent=True),
+        StateArray("next_value", np.float64, per_agent=True, restore_on_reset=True),
+    ),
+    step_kernel=(move, settle, observe),
+    reset_kernel=(place, first_observation),
+    kernel_layout="agent",
+    num_agents=lambda params: params.num_agents,
+    params=RingParams(),
+    max_episode_steps=50,
     reference=CPUReference(_reference_reset, _reference_step, _reference_observe),
     description="Agents on a ring agree on a value despite noise (multi-agent example plugin).",
-    state_strategy=f"{__name__}:state_strategy", invariants=f"{__name__}:invariants",
+    state_strategy=f"{__name__}:state_strategy",
+    invariants=f"{__name__}:invariants",
 )
 
 

@@ -20,8 +20,9 @@ from kernelgym.envs.spec import CPUReference
 
 from . import agent_walk
 
-OBSERVATION_SPACE = spaces.Dict({"arrived": spaces.Discrete(100),
-                                 "position": spaces.Box(-np.inf, 1.0, (1,), np.float32)})
+OBSERVATION_SPACE = spaces.Dict(
+    {"arrived": spaces.Discrete(100), "position": spaces.Box(-np.inf, 1.0, (1,), np.float32)}
+)
 
 
 @agent_kernel
@@ -44,11 +45,17 @@ def reference_observe(params, state):
 
 
 SPEC = dataclasses.replace(
-    agent_walk.SPEC, id="AgentDictWalk-v0", observation_space=OBSERVATION_SPACE,
-    step_kernel=(agent_walk.move, finish), reset_kernel=(agent_walk.place, observe),
-    reference=CPUReference(agent_walk.reference_reset,
-                           functools.partial(agent_walk.reference_step, shared_stream=False, last_writer_ends=False),
-                           reference_observe))
+    agent_walk.SPEC,
+    id="AgentDictWalk-v0",
+    observation_space=OBSERVATION_SPACE,
+    step_kernel=(agent_walk.move, finish),
+    reset_kernel=(agent_walk.place, observe),
+    reference=CPUReference(
+        agent_walk.reference_reset,
+        functools.partial(agent_walk.reference_step, shared_stream=False, last_writer_ends=False),
+        reference_observe,
+    ),
+)
 
 
 @hookimpl

@@ -49,8 +49,7 @@ class AgentWalkParams:
 
 
 @agent_kernel
-def move(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip, home_reward,
-         step_cost):
+def move(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip, home_reward, step_cost):
     if position[env, agent] >= goal:
         rewards[env, agent] = 0.0
         return
@@ -73,8 +72,9 @@ def finish(env, agent, num_agents, obs, terminated, position, arrived, goal):
 
 @agent_kernel
 def place(env, agent, num_agents, rng_states, position, arrived, start_range):
-    position[env, agent] = rng.randint(rng_states, rng.agent_stream(env, agent, num_agents),
-                                       2 * start_range + 1) - start_range
+    position[env, agent] = (
+        rng.randint(rng_states, rng.agent_stream(env, agent, num_agents), 2 * start_range + 1) - start_range
+    )
     if agent == 0:
         arrived[env] = 0
 
@@ -91,8 +91,9 @@ def count_arrival(arrived, env):
 
 
 @agent_kernel
-def move_via_helper(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
-                    home_reward, step_cost):
+def move_via_helper(
+    env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip, home_reward, step_cost
+):
     """``move``, counting the arrival through a helper."""
     if position[env, agent] >= goal:
         rewards[env, agent] = 0.0
@@ -108,8 +109,9 @@ def move_via_helper(env, agent, num_agents, actions, rng_states, rewards, positi
 
 # ------------------------------------------------------------------ planted races
 @agent_kernel
-def move_shared_stream(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
-                       home_reward, step_cost):
+def move_shared_stream(
+    env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip, home_reward, step_cost
+):
     """RACE: every agent draws from the env's first stream, not its own."""
     if position[env, agent] >= goal:
         rewards[env, agent] = 0.0
@@ -124,8 +126,9 @@ def move_shared_stream(env, agent, num_agents, actions, rng_states, rewards, pos
 
 
 @agent_kernel
-def move_lost_update(env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip,
-                     home_reward, step_cost):
+def move_lost_update(
+    env, agent, num_agents, actions, rng_states, rewards, position, arrived, goal, slip, home_reward, step_cost
+):
     """RACE: the shared counter is updated with a plain read-modify-write, not atomic_add."""
     if position[env, agent] >= goal:
         rewards[env, agent] = 0.0
@@ -149,8 +152,10 @@ def finish_shared_write(env, agent, num_agents, obs, terminated, position, arriv
 
 # ------------------------------------------------------------------ exact references
 def reference_reset(params, rng_states):
-    start = [rng.randint(rng_states, agent, 2 * params.start_range + 1) - params.start_range
-             for agent in range(params.num_agents)]
+    start = [
+        rng.randint(rng_states, agent, 2 * params.start_range + 1) - params.start_range
+        for agent in range(params.num_agents)
+    ]
     return {"position": np.array(start, np.int32), "arrived": np.int32(0).reshape(())}
 
 
@@ -191,8 +196,11 @@ def state_strategy(params):
 
     cells = st.integers(-params.goal, params.goal)
     # not every agent home: such an env has terminated, its next step is a reset
-    return st.lists(cells, min_size=params.num_agents, max_size=params.num_agents).filter(
-        lambda positions: min(positions) < params.goal).map(build)
+    return (
+        st.lists(cells, min_size=params.num_agents, max_size=params.num_agents)
+        .filter(lambda positions: min(positions) < params.goal)
+        .map(build)
+    )
 
 
 def check_invariants(params, state):
@@ -201,8 +209,9 @@ def check_invariants(params, state):
     assert np.all(np.asarray(state["position"]) <= params.goal), f"position {state['position']} past the goal"
 
 
-def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_writer_ends=False,
-          params=AgentWalkParams()) -> EnvSpec:
+def _spec(
+    env_id: str, step_kernel=(move, finish), shared_stream=False, last_writer_ends=False, params=AgentWalkParams()
+) -> EnvSpec:
     return EnvSpec(
         id=env_id,
         observation_space=spaces.Box(low=np.array([-np.inf, 0.0], np.float32), high=np.array([1.0, 1.0], np.float32)),
@@ -210,9 +219,11 @@ def _spec(env_id: str, step_kernel=(move, finish), shared_stream=False, last_wri
         state=(StateArray("position", np.int32, per_agent=True), StateArray("arrived", np.int32)),
         step_kernel=step_kernel,
         reset_kernel=(place, observe),
-        reference=CPUReference(reference_reset, functools.partial(reference_step, shared_stream=shared_stream,
-                                                                  last_writer_ends=last_writer_ends),
-                               reference_observe),
+        reference=CPUReference(
+            reference_reset,
+            functools.partial(reference_step, shared_stream=shared_stream, last_writer_ends=last_writer_ends),
+            reference_observe,
+        ),
         params=params,
         num_agents=lambda params: params.num_agents,
         max_episode_steps=20,
@@ -227,6 +238,9 @@ SPEC = _spec("AgentWalk-v0")
 VIA_HELPER = _spec("AgentWalkViaHelper-v0", step_kernel=(move_via_helper, finish))
 SHARED_STREAM = _spec("AgentWalkSharedStream-v0", step_kernel=(move_shared_stream, finish), shared_stream=True)
 # many agents one step from home, no slips: several often arrive in one step
-LOST_UPDATE = _spec("AgentWalkLostUpdate-v0", step_kernel=(move_lost_update, finish),
-                    params=AgentWalkParams(num_agents=8, goal=1, start_range=0, slip=0.0))
+LOST_UPDATE = _spec(
+    "AgentWalkLostUpdate-v0",
+    step_kernel=(move_lost_update, finish),
+    params=AgentWalkParams(num_agents=8, goal=1, start_range=0, slip=0.0),
+)
 SHARED_WRITE = _spec("AgentWalkSharedWrite-v0", step_kernel=(move, finish_shared_write), last_writer_ends=True)

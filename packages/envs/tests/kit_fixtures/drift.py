@@ -65,10 +65,16 @@ def reference_observe(params, state):
 
 def _spec(env_id, step_kernel=step):
     return EnvSpec(
-        id=env_id, observation_space=spaces.Box(-np.inf, np.inf, (1,), np.float64), action_space=spaces.Discrete(2),
-        state=(StateArray("x", np.float64),), step_kernel=step_kernel, reset_kernel=reset,
+        id=env_id,
+        observation_space=spaces.Box(-np.inf, np.inf, (1,), np.float64),
+        action_space=spaces.Discrete(2),
+        state=(StateArray("x", np.float64),),
+        step_kernel=step_kernel,
+        reset_kernel=reset,
         reference=CPUReference(reference_reset, reference_step, reference_observe),
-        params=DriftParams(), max_episode_steps=20, per_env_params=("speed", "start"),
+        params=DriftParams(),
+        max_episode_steps=20,
+        per_env_params=("speed", "start"),
         description="A point drifting at a per-env speed (the kit's test fixture)",
     )
 

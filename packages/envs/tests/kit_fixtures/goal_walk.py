@@ -71,17 +71,25 @@ def state_strategy(params):
     from hypothesis import strategies as st
 
     cells = st.integers(-params.limit, params.limit)
-    return st.tuples(cells, cells).filter(lambda pair: pair[0] != pair[1]).map(
-        lambda pair: {"position": np.int32(pair[0]).reshape(()), "goal": np.int32(pair[1]).reshape(())})
+    return (
+        st.tuples(cells, cells)
+        .filter(lambda pair: pair[0] != pair[1])
+        .map(lambda pair: {"position": np.int32(pair[0]).reshape(()), "goal": np.int32(pair[1]).reshape(())})
+    )
 
 
 def _spec(env_id: str, reset_kernel=reset) -> EnvSpec:
     return EnvSpec(
-        id=env_id, observation_space=spaces.Box(-1.0, 1.0, (2,), np.float32), action_space=spaces.Discrete(3),
+        id=env_id,
+        observation_space=spaces.Box(-1.0, 1.0, (2,), np.float32),
+        action_space=spaces.Discrete(3),
         state=(StateArray("position", np.int32), StateArray("goal", np.int32, initial=3, keep_on_reset=True)),
-        step_kernel=step, reset_kernel=reset_kernel,
+        step_kernel=step,
+        reset_kernel=reset_kernel,
         reference=CPUReference(reference_reset, reference_step, reference_observe),
-        params=GoalWalkParams(), max_episode_steps=20, state_strategy=state_strategy,
+        params=GoalWalkParams(),
+        max_episode_steps=20,
+        state_strategy=state_strategy,
         description="A 1-D walk to a trainer-set goal (the kit's test fixture)",
     )
 

@@ -134,10 +134,12 @@ REFERENCE = CPUReference(reference_reset, reference_step, reference_observe)
 def state_strategy(params):
     from hypothesis import strategies as st
 
-    return st.fixed_dictionaries({
-        "position": st.integers(-params.goal + 1, params.goal - 1).map(lambda p: np.int32(p).reshape(())),
-        "energy": st.floats(0.0, 1.0, width=32).map(lambda e: np.float32(e).reshape(())),
-    })
+    return st.fixed_dictionaries(
+        {
+            "position": st.integers(-params.goal + 1, params.goal - 1).map(lambda p: np.int32(p).reshape(())),
+            "energy": st.floats(0.0, 1.0, width=32).map(lambda e: np.float32(e).reshape(())),
+        }
+    )
 
 
 def check_invariants(params, state):

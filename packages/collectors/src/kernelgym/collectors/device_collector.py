@@ -307,7 +307,9 @@ class DeviceCollector:
             return parts[0] if len(parts) == 1 else torch.cat([part.to(dtypes[field]) for part in parts], dim=1)
 
         tensors = getattr(memory, "tensors", {})
-        dtypes = {field: tensors[name].dtype if name in tensors else torch.get_default_dtype()
-                  for name, field in names.items()}
+        dtypes = {
+            field: tensors[name].dtype if name in tensors else torch.get_default_dtype()
+            for name, field in names.items()
+        }
         for t in range(self.n_steps):
             memory.add_samples(**{name: row(field, t) for name, field in names.items()})

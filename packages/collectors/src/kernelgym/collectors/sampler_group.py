@@ -69,7 +69,18 @@ class SamplerGroup:
     )
     #: commands of ``run_at`` (``VectorSampledTasks.command_at``)
     COMMANDS_AT = frozenset(
-        {"step", "next_task", "get_observations", "call", "attr", "render", "sampler_call", "sampler_attr", "set_seed", "reset"}
+        {
+            "step",
+            "next_task",
+            "get_observations",
+            "call",
+            "attr",
+            "render",
+            "sampler_call",
+            "sampler_attr",
+            "set_seed",
+            "reset",
+        }
     )
 
     def __init__(

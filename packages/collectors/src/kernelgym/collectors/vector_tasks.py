@@ -149,9 +149,7 @@ class _VectorTasksBase:
         if not isinstance(sampler_index, (int, np.integer)) or isinstance(sampler_index, bool):
             raise TypeError(f"sampler_index must be an int, got {type(sampler_index).__name__}")
         if not 0 <= sampler_index < len(self._active):
-            raise ValueError(
-                f"sampler_index must be in [0, {len(self._active)}) (unpaused tasks), got {sampler_index}"
-            )
+            raise ValueError(f"sampler_index must be in [0, {len(self._active)}) (unpaused tasks), got {sampler_index}")
         sampler = self._active[sampler_index]
         group = self._group_of(sampler)
         return group, sampler - self._group_firsts[group]
@@ -293,7 +291,9 @@ class _VectorTasksBase:
         try:
             count = len(actions)
         except TypeError:
-            raise TypeError(f"actions must be a sequence (one per unpaused task), got {type(actions).__name__}") from None
+            raise TypeError(
+                f"actions must be a sequence (one per unpaused task), got {type(actions).__name__}"
+            ) from None
         if count != len(self._active):
             raise ValueError(f"actions must hold one action per unpaused task ({len(self._active)}), got {count}")
 
@@ -524,7 +524,9 @@ class VectorSampledTasks(_VectorTasksBase):
             )
 
         num_processes = min(self._num_samplers, max_processes or default_max_processes())
-        sizes = [self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)]
+        sizes = [
+            self._num_samplers // num_processes + (p < self._num_samplers % num_processes) for p in range(num_processes)
+        ]
         self._group_firsts = [sum(sizes[:p]) for p in range(num_processes)]
         payloads = []
         for first, size in zip(self._group_firsts, sizes):
@@ -553,7 +555,9 @@ class VectorSampledTasks(_VectorTasksBase):
 
     def _active_of(self, worker: WorkerHandle) -> list[int]:
         """The local indices of ``worker``'s unpaused samplers."""
-        return [sampler - worker.first for sampler in self._active if worker.first <= sampler < worker.first + worker.count]
+        return [
+            sampler - worker.first for sampler in self._active if worker.first <= sampler < worker.first + worker.count
+        ]
 
     def _guarded(self, call: Callable[[], Any]) -> Any:
         """``call()``; the vector closes when the pool lost a worker it did not replace,
@@ -599,7 +603,9 @@ class VectorSampledTasks(_VectorTasksBase):
         except Exception:
             raise
         except BaseException as exc:
-            self._broken = self._broken or f"{command}() was interrupted ({type(exc).__name__}) while waiting for the workers"
+            self._broken = (
+                self._broken or f"{command}() was interrupted ({type(exc).__name__}) while waiting for the workers"
+            )
             raise
 
     # -- public API ----------------------------------------------------------------------------

@@ -67,8 +67,12 @@ def pack_results(results: list[RLStepResult]) -> tuple:
     """
     observations, rewards, dones, infos, terminated, truncated = zip(*results)
     first = observations[0]
-    if packable(first) and first.ndim and all(
-        type(obs) is np.ndarray and obs.shape == first.shape and obs.dtype == first.dtype for obs in observations
+    if (
+        packable(first)
+        and first.ndim
+        and all(
+            type(obs) is np.ndarray and obs.shape == first.shape and obs.dtype == first.dtype for obs in observations
+        )
     ):
         observations = PackedArray.pack(np.array(observations))  # shapes and dtypes checked: stacks, in C
     return observations, rewards, dones, infos, terminated, truncated

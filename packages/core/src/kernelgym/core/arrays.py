@@ -15,16 +15,41 @@ import numpy as np
 from kernelgym.core.backends import simulator_enabled
 
 __all__ = [
-    "SUPPORTED_DTYPES", "allocation", "check_supported_dtype", "to_torch", "to_numpy", "to_dlpack", "to_backend",
-    "byte_view", "is_device_array", "is_torch_tensor", "is_uniform_view", "copy_to_backend",
+    "SUPPORTED_DTYPES",
+    "allocation",
+    "check_supported_dtype",
+    "to_torch",
+    "to_numpy",
+    "to_dlpack",
+    "to_backend",
+    "byte_view",
+    "is_device_array",
+    "is_torch_tensor",
+    "is_uniform_view",
+    "copy_to_backend",
 ]
 
 # dtypes that every backend's kernels and torch views can take (numba and torch both lack
 # float128/complex256, strings and objects; byte order must be the machine's own)
-SUPPORTED_DTYPES = tuple(np.dtype(name) for name in (
-    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "float32", "float64", "complex64", "complex128",
-))
+SUPPORTED_DTYPES = tuple(
+    np.dtype(name)
+    for name in (
+        "bool",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "float16",
+        "float32",
+        "float64",
+        "complex64",
+        "complex128",
+    )
+)
 
 
 def check_supported_dtype(name: str, dtype) -> None:
@@ -59,8 +84,10 @@ class allocation:
         # numpy refuses such a shape with a ValueError that names nothing ("array is too big")
         nbytes = int(np.prod(self.shape, dtype=object)) * self.dtype.itemsize
         if nbytes > np.iinfo(np.intp).max:
-            raise MemoryError(f"{self.name}: cannot allocate {nbytes:,} bytes on {self.where} for shape {self.shape} "
-                              f"dtype {self.dtype}: more than an address space holds")
+            raise MemoryError(
+                f"{self.name}: cannot allocate {nbytes:,} bytes on {self.where} for shape {self.shape} "
+                f"dtype {self.dtype}: more than an address space holds"
+            )
         return self
 
     def __exit__(self, kind, error, traceback):
@@ -128,7 +155,9 @@ def to_torch(array):
         return torch.from_numpy(buffer)
     if hasattr(array, "__cuda_array_interface__"):
         return torch.as_tensor(array, device="cuda")
-    raise TypeError(f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}")
+    raise TypeError(
+        f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}"
+    )
 
 
 def import_torch(needed_by: str):
@@ -140,7 +169,7 @@ def import_torch(needed_by: str):
         import torch
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
-            f"{needed_by} needs torch, which is not installed: pip install \"kernelgym-core[torch]\" "
+            f'{needed_by} needs torch, which is not installed: pip install "kernelgym-core[torch]" '
             "(or work without torch views: torch_accessible=False, pull_data_from_device)",
             name="torch",
         ) from error
@@ -162,7 +191,9 @@ def to_numpy(array) -> np.ndarray:
         return buffer
     if hasattr(array, "copy_to_host"):
         return array.copy_to_host()
-    raise TypeError(f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}")
+    raise TypeError(
+        f"array: expected a numpy array, a numba device array or a torch tensor, got {type(array).__name__}"
+    )
 
 
 def to_dlpack(array):
@@ -197,7 +228,7 @@ def _staggered_empty(shape, dtype) -> np.ndarray:
     offset = next(_next_line) % (_PAGE // _CACHE_LINE) * _CACHE_LINE
     raw = np.empty(nbytes + _PAGE, np.uint8)
     start = (offset - raw.ctypes.data) % _PAGE
-    return raw[start:start + nbytes].view(dtype).reshape(shape)
+    return raw[start : start + nbytes].view(dtype).reshape(shape)
 
 
 def to_backend(host, backend: str):
@@ -250,7 +281,7 @@ def copy_to_backend(device, host: np.ndarray) -> None:
         block = np.full(min(step, host.size), host.flat[0], host.dtype)
         for start in range(0, host.size, step):
             stop = min(start + step, host.size)
-            flat[start:stop].copy_to_device(block[:stop - start])
+            flat[start:stop].copy_to_device(block[: stop - start])
 
 
 def byte_view(array, leading_shape: tuple, unit=np.uint8):

@@ -89,9 +89,21 @@ from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 from kernelgym.core.streams import StreamLaunch
 
-__all__ = ["Branch", "BindingError", "BoundLaunch", "LaunchOrder", "PerEnvScalar", "Precondition", "bind",
-           "bind_launches",
-           "parameter_names", "LAYOUT_KINDS", "NO_FAULT", "PARALLEL_FROM", "check_fast_math"]
+__all__ = [
+    "Branch",
+    "BindingError",
+    "BoundLaunch",
+    "LaunchOrder",
+    "PerEnvScalar",
+    "Precondition",
+    "bind",
+    "bind_launches",
+    "parameter_names",
+    "LAYOUT_KINDS",
+    "NO_FAULT",
+    "PARALLEL_FROM",
+    "check_fast_math",
+]
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
@@ -215,14 +227,18 @@ class LaunchOrder:
             An order that is not a permutation of the right shape, naming the argument.
         """
         envs = np.arange(self.num_envs) if env_order is None else np.asarray(env_order)
-        agents = np.tile(np.arange(self.num_agents), (self.num_envs, 1)) if agent_order is None \
-            else np.asarray(agent_order)
+        agents = (
+            np.tile(np.arange(self.num_agents), (self.num_envs, 1)) if agent_order is None else np.asarray(agent_order)
+        )
         if envs.shape != (self.num_envs,) or not np.array_equal(np.sort(envs), np.arange(self.num_envs)):
             raise ValueError(f"env_order: expected a permutation of range({self.num_envs}), got {envs!r}")
         if agents.shape != (self.num_envs, self.num_agents) or not np.all(
-                np.sort(agents, axis=1) == np.arange(self.num_agents)):
-            raise ValueError(f"agent_order: expected {self.num_envs} rows, each a permutation of "
-                             f"range({self.num_agents}), got {agents!r}")
+            np.sort(agents, axis=1) == np.arange(self.num_agents)
+        ):
+            raise ValueError(
+                f"agent_order: expected {self.num_envs} rows, each a permutation of "
+                f"range({self.num_agents}), got {agents!r}"
+            )
         turns = self.num_agents if turns is None else turns
         if isinstance(turns, bool) or not isinstance(turns, (int, np.integer)) or not 0 <= turns <= self.num_agents:
             raise ValueError(f"turns: expected None or an int in [0, {self.num_agents}], got {turns!r}")
@@ -283,9 +299,18 @@ class BoundLaunch:
         return f"<BoundLaunch {self._description}>"
 
 
-def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_agents: int | None = None,
-         layouts: Mapping | None = None, per_call: Sequence[str] = (), fast_math: bool = False,
-         order: LaunchOrder | None = None) -> BoundLaunch:
+def bind(
+    program,
+    values: Mapping,
+    *,
+    backend: str | None,
+    num_envs: int,
+    num_agents: int | None = None,
+    layouts: Mapping | None = None,
+    per_call: Sequence[str] = (),
+    fast_math: bool = False,
+    order: LaunchOrder | None = None,
+) -> BoundLaunch:
     """Bind ``program`` to ``values`` by name as ONE launch.
 
     Parameters
@@ -335,14 +360,31 @@ def bind(program, values: Mapping, *, backend: str | None, num_envs: int, num_ag
     type-check with (`kernelgym.core.kernels.KernelTypingError`); a ValueError names a
     per-call array with too few rows or a bound tensor re-pointed since bind.
     """
-    return bind_launches([program], values, backend=backend, num_envs=num_envs, num_agents=num_agents,
-                         layouts=layouts, per_call=per_call, fast_math=fast_math, order=order)
+    return bind_launches(
+        [program],
+        values,
+        backend=backend,
+        num_envs=num_envs,
+        num_agents=num_agents,
+        layouts=layouts,
+        per_call=per_call,
+        fast_math=fast_math,
+        order=order,
+    )
 
 
-def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: int,
-                  num_agents: int | None = None, layouts: Mapping | None = None,
-                  per_call: Sequence[str] = (), fast_math: bool = False,
-                  order: LaunchOrder | None = None) -> BoundLaunch:
+def bind_launches(
+    programs,
+    values: Mapping,
+    *,
+    backend: str | None,
+    num_envs: int,
+    num_agents: int | None = None,
+    layouts: Mapping | None = None,
+    per_call: Sequence[str] = (),
+    fast_math: bool = False,
+    order: LaunchOrder | None = None,
+) -> BoundLaunch:
     """Bind several programs (see `bind`) that run as separate launches, in order.
 
     A launch boundary is a barrier over all agents of all envs: use one launch per
@@ -370,8 +412,10 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     missing = [name for name in per_call if name not in values]
     per_env_calls = [name for name in per_call if isinstance(values.get(name), PerEnvScalar)]
     if per_env_calls:
-        raise BindingError(f"per_call: names {per_env_calls} are PerEnvScalar values; bind them once and write "
-                           "their arrays between launches")
+        raise BindingError(
+            f"per_call: names {per_env_calls} are PerEnvScalar values; bind them once and write "
+            "their arrays between launches"
+        )
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
     checked: dict = {}
@@ -379,23 +423,32 @@ def bind_launches(programs, values: Mapping, *, backend: str | None, num_envs: i
     needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
     calls, names, descriptions = [], [], []
     for program in programs:
-        call, used, description = _bind_one(program, values, backend, num_envs, num_agents, layouts, checked,
-                                            per_call, fast_math, order, written, needs)
+        call, used, description = _bind_one(
+            program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order, written, needs
+        )
         calls.append(call)
         names += used
         descriptions.append(description)
-    arrays = {f"value {name!r}": value for name, value in checked.items()
-              if not isinstance(value, (PerEnvScalar, type)) and not isinstance(value, SCALAR_TYPES)}
-    arrays = {label: item for label, value in arrays.items()
-              for item in (value if isinstance(value, tuple) else (value,)) if not isinstance(item, SCALAR_TYPES)}
+    arrays = {
+        f"value {name!r}": value
+        for name, value in checked.items()
+        if not isinstance(value, (PerEnvScalar, type)) and not isinstance(value, SCALAR_TYPES)
+    }
+    arrays = {
+        label: item
+        for label, value in arrays.items()
+        for item in (value if isinstance(value, tuple) else (value,))
+        if not isinstance(item, SCALAR_TYPES)
+    }
     extents.check_no_overlap(arrays, {f"value {name!r}" for name in written})
     watch = extents.TensorWatch()
     for name in dict.fromkeys(names):
         value = values.get(name)
         if name not in per_call:
             watch.add(f"value {name!r}", value.array if isinstance(value, PerEnvScalar) else value)
-    per_call_needs = tuple((position, f"per-call value {name!r}", needs[name])
-                           for position, name in enumerate(per_call) if needs.get(name))
+    per_call_needs = tuple(
+        (position, f"per-call value {name!r}", needs[name]) for position, name in enumerate(per_call) if needs.get(name)
+    )
     if watch or per_call_needs:
         calls = [_guarded(call, watch, per_call_needs) for call in calls]
     return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
@@ -405,8 +458,10 @@ def _guarded(call, watch, per_call_needs):
     """``call`` checking, at each launch, what may have changed since bind: per-call rows and
     re-pointed tensors (O(arguments), no allocation). A cpu launcher's ``func`` and ``args``
     stay readable on it, as on the partial it wraps."""
-    needs = tuple((position, label, needed[0], needed[1] if len(needed) > 1 else -1, len(needed))
-                  for position, label, needed in per_call_needs)
+    needs = tuple(
+        (position, label, needed[0], needed[1] if len(needed) > 1 else -1, len(needed))
+        for position, label, needed in per_call_needs
+    )
     tensors = watch if watch else None
 
     def guarded(*per_call):
@@ -427,8 +482,10 @@ def _refuse_per_call(label, per_call, position, needed) -> None:
         raise TypeError(f"{label}: expected {position + 1} or more per-call values, got {len(per_call)}")
     value = per_call[position]
     shape = getattr(value, "shape", None)
-    raise ValueError(f"{label}: expected an array of at least {needed} leading dims, got "
-                     f"{'a ' + type(value).__name__ if shape is None else f'shape {tuple(shape)}'}")
+    raise ValueError(
+        f"{label}: expected an array of at least {needed} leading dims, got "
+        f"{'a ' + type(value).__name__ if shape is None else f'shape {tuple(shape)}'}"
+    )
 
 
 def _items(program) -> list:
@@ -452,8 +509,20 @@ def _available_names(name: str, values) -> str:
     return text + (f"; did you mean {close[0]!r}?" if close else "")
 
 
-def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order=None,
-              written=None, needs=None):
+def _bind_one(
+    program,
+    values,
+    backend,
+    num_envs,
+    num_agents,
+    layouts,
+    checked,
+    per_call,
+    fast_math,
+    order=None,
+    written=None,
+    needs=None,
+):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
     kinds: set[str] = set()
@@ -461,8 +530,9 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     def position_of(name: str, needed_by: str) -> str:
         # statements hold names until every name is known: per-call ones go last
         if name not in values:
-            raise BindingError(f"{needed_by}: parameter {name!r} matches no available name; "
-                               + _available_names(name, values))
+            raise BindingError(
+                f"{needed_by}: parameter {name!r} matches no available name; " + _available_names(name, values)
+            )
         if name not in names:
             if name not in checked:
                 checked[name] = _checked_value(name, values[name], layouts.get(name), backend, num_envs, num_agents)
@@ -529,8 +599,16 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     if kind == "agent" and num_agents is None:
         raise BindingError(f"{bodies[0].__qualname__}: an agent kernel needs num_agents, got None")
     description = " + ".join(body.__qualname__ for body in bodies)
-    refusal = _check_body_access(bodies, names, checked, layouts, num_envs, num_agents,
-                                 set() if written is None else written, {} if needs is None else needs)
+    refusal = _check_body_access(
+        bodies,
+        names,
+        checked,
+        layouts,
+        num_envs,
+        num_agents,
+        set() if written is None else written,
+        {} if needs is None else needs,
+    )
     for name in per_call:
         if name not in names:
             names.append(name)  # passed at each call whether or not a body here reads it
@@ -538,16 +616,33 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
     statements = _positions(statements, {name: index for index, name in enumerate(names)})
     # scalars (params) and scalar types (an env's `real`) become constants of the launcher:
     # fewer arguments to type at each call, and the compiler folds them, as in a hand-written loop
-    constants = {index: checked[name] for index, name in enumerate(names)
-                 if name not in per_call and codegen.is_constant(checked[name])}
+    constants = {
+        index: checked[name]
+        for index, name in enumerate(names)
+        if name not in per_call and codegen.is_constant(checked[name])
+    }
     index_of = {name: index for index, name in enumerate(names)}
-    per_env = {index: None if checked[name].stride is None else index_of[_stride_name(name)]
-               for index, name in enumerate(names) if isinstance(checked.get(name), PerEnvScalar)}
+    per_env = {
+        index: None if checked[name].stride is None else index_of[_stride_name(name)]
+        for index, name in enumerate(names)
+        if isinstance(checked.get(name), PerEnvScalar)
+    }
     module = codegen.program_launcher_module(
-        kind, [body._key for body in bodies], statements, len(names), title=description, constants=constants,
-        num_per_call=len(per_call), fast_math=fast_math, per_env=per_env)
-    args = tuple(_launch_value(checked[name]) for index, name in enumerate(names[:len(names) - len(per_call)])
-                 if index not in constants)
+        kind,
+        [body._key for body in bodies],
+        statements,
+        len(names),
+        title=description,
+        constants=constants,
+        num_per_call=len(per_call),
+        fast_math=fast_math,
+        per_env=per_env,
+    )
+    args = tuple(
+        _launch_value(checked[name])
+        for index, name in enumerate(names[: len(names) - len(per_call)])
+        if index not in constants
+    )
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
     if refusal is not None:
         return _Refusal(refusal), names, description
@@ -559,10 +654,13 @@ def _bind_one(program, values, backend, num_envs, num_agents, layouts, checked, 
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
         # a per-call value no body here reads is still passed: its template types the launcher
-        templates = {name: checked[name] if name in checked else
-                     kernel_argument(backend, f"value {name!r}", values[name]) for name in per_call}
-        error = _type_check(launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates},
-                            description)
+        templates = {
+            name: checked[name] if name in checked else kernel_argument(backend, f"value {name!r}", values[name])
+            for name in per_call
+        }
+        error = _type_check(
+            launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
+        )
         if error is not None:
             return _Refusal(error), names, description
         return functools.partial(launcher, *counts, *bound), names, description
@@ -592,8 +690,13 @@ def _type_check(launcher, arguments, names, checked, description):
     try:
         launcher.compile(tuple(numba.typeof(value) for value in arguments))
     except numba.core.errors.TypingError as error:
-        return kernels.typing_error(description, error, names, [f"value {name!r}" for name in names],
-                                    [_launch_value(checked[name]) for name in names])
+        return kernels.typing_error(
+            description,
+            error,
+            names,
+            [f"value {name!r}" for name in names],
+            [_launch_value(checked[name]) for name in names],
+        )
     return None
 
 
@@ -618,13 +721,20 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
     deferred = None
     for name in names:
         value = checked.get(name)
-        if (isinstance(value, (PerEnvScalar, type)) or value is None or isinstance(value, SCALAR_TYPES)
-                or name.endswith(_stride_name(""))):  # a PerEnvScalar's stride, no parameter
+        if (
+            isinstance(value, (PerEnvScalar, type))
+            or value is None
+            or isinstance(value, SCALAR_TYPES)
+            or name.endswith(_stride_name(""))
+        ):  # a PerEnvScalar's stride, no parameter
             continue
         body_layout = access.layouts.get(name)
         hint = layouts.get(name, "per_env")
-        layout = "per_agent" if "per_agent" in (body_layout, hint) else (
-            "per_env" if "per_env" in (body_layout, hint) else None)
+        layout = (
+            "per_agent"
+            if "per_agent" in (body_layout, hint)
+            else ("per_env" if "per_env" in (body_layout, hint) else None)
+        )
         needed = extents.needed_shape(layout, num_envs, num_agents)
         writes = name in access.written or not access.known
         for item in value if isinstance(value, tuple) else (value,):
@@ -637,8 +747,11 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
         if len(needed) > len(needs.get(name, ())):
             needs[name] = needed
     if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
-        shapes = {name: tuple(checked[name].shape) for name in names
-                  if hasattr(checked.get(name), "shape") and not isinstance(checked[name], type)}
+        shapes = {
+            name: tuple(checked[name].shape)
+            for name in names
+            if hasattr(checked.get(name), "shape") and not isinstance(checked[name], type)
+        }
         extents.check_bounds(access, shapes, {name: f"value {name!r}" for name in names})
     return deferred
 
@@ -646,11 +759,13 @@ def _check_body_access(bodies, names, checked, layouts, num_envs, num_agents, wr
 def _permuted(module, kind, counts, args, order, statements, description):
     """The program's cpu launch in ``order``'s order (see `LaunchOrder`)."""
     if statements and statements[0][0] == "require":
-        raise BindingError(f"order: the program {description} starts with a Precondition; a LaunchOrder runs "
-                           "programs without one")
+        raise BindingError(
+            f"order: the program {description} starts with a Precondition; a LaunchOrder runs programs without one"
+        )
     if kind == "agent" and order.num_agents != counts[1]:
-        raise ValueError(f"order: expected a LaunchOrder of num_agents={counts[1]} for {description}, "
-                         f"got {order.num_agents}")
+        raise ValueError(
+            f"order: expected a LaunchOrder of num_agents={counts[1]} for {description}, got {order.num_agents}"
+        )
     orders = (order.env_order,) if kind == "env" else (order.env_order, order.agent_order, order.agent_turns)
     bound = (module.cpu_bind(*args),) if args else ()
     return functools.partial(module.cpu_permuted_launcher, *counts, *orders, *bound)
@@ -695,14 +810,17 @@ def _checked_value(name, value, layout, backend, num_envs, num_agents):
         array = kernel_argument(backend, f"value {name!r}", value.array)
         shape = getattr(array, "shape", None)
         if shape is None or len(shape) != 1 or shape[0] < num_envs:
-            raise ValueError(f"value {name!r}: a PerEnvScalar needs a 1-D array of at least num_envs "
-                             f"({num_envs}) entries, got {'a scalar' if shape is None else f'shape {tuple(shape)}'}")
+            raise ValueError(
+                f"value {name!r}: a PerEnvScalar needs a 1-D array of at least num_envs "
+                f"({num_envs}) entries, got {'a scalar' if shape is None else f'shape {tuple(shape)}'}"
+            )
         stride = value.stride
         if stride is not None:
             stride = kernel_argument(backend, f"value {name!r} stride", stride)
             if getattr(stride, "shape", None) != (1,) or np.dtype(stride.dtype).kind not in "iu":
-                raise ValueError(f"value {name!r}: a PerEnvScalar stride must be a one-element integer array, "
-                                 f"got {stride!r}")
+                raise ValueError(
+                    f"value {name!r}: a PerEnvScalar stride must be a one-element integer array, got {stride!r}"
+                )
         return PerEnvScalar(array, stride)
     if isinstance(value, type) and codegen.is_constant(value):
         return value  # a numpy scalar type (e.g. an env's `real`): compiled in as a constant
@@ -722,4 +840,3 @@ def _checked_value(name, value, layout, backend, num_envs, num_agents):
                 f"value {name!r}: a {layout} array needs at least {what} {needed}, got shape {tuple(shape)}"
             )
     return value
-

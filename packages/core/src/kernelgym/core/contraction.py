@@ -42,7 +42,7 @@ def nvvm_fma_option(llvm_ir) -> bool | None:
     launcher_modules = []
     for module in modules:
         text = module.decode() if isinstance(module, bytes) else module
-        launcher_modules += [rest[:int(length)] for length, rest in _LAUNCHER_DEFINITION.findall(text)]
+        launcher_modules += [rest[: int(length)] for length, rest in _LAUNCHER_DEFINITION.findall(text)]
     if not launcher_modules:
         return None
     return any(name.startswith(CONTRACTED_MARKER) for name in launcher_modules)

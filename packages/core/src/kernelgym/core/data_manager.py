@@ -194,7 +194,9 @@ class CUDADataManager:
                 raise TypeError(f"{name}: meta info must be an int, float or bool scalar, got {type(value).__name__}")
             if name in self._meta_info:
                 if self._meta_info[name] != value:
-                    raise ValueError(f"{name}: meta info is already {self._meta_info[name]!r}, cannot set it to {value!r}")
+                    raise ValueError(
+                        f"{name}: meta info is already {self._meta_info[name]!r}, cannot set it to {value!r}"
+                    )
                 continue
             self._check_new_name(name)
         self._meta_info.update(meta)
@@ -219,7 +221,9 @@ class CUDADataManager:
             prepared[name] = _host_values(name, value)
         for name, values in prepared.items():
             self._shared_constants[name] = values[()] if values.ndim == 0 else values
-            self._shared_constants_on_device[name] = values[()] if values.ndim == 0 else to_backend(values, self.backend)
+            self._shared_constants_on_device[name] = (
+                values[()] if values.ndim == 0 else to_backend(values, self.backend)
+            )
 
     def shared_constant(self, name: str):
         """The host value of shared constant ``name`` (read-only)."""
@@ -242,7 +246,13 @@ class CUDADataManager:
         logs = bool(attributes.get("log_data_across_episode", False))
         per_env = layout is not None or resets or logs
         if per_env:
-            why = f"layout={layout!r}" if layout else "save_copy_and_apply_at_reset" if resets else "log_data_across_episode"
+            why = (
+                f"layout={layout!r}"
+                if layout
+                else "save_copy_and_apply_at_reset"
+                if resets
+                else "log_data_across_episode"
+            )
             if self.num_envs is None:
                 raise ValueError(f"{name}: {why} needs the data manager's num_envs, which is None")
             if values.ndim == 0 or values.shape[0] != self.num_envs:
@@ -310,13 +320,15 @@ class CUDADataManager:
             entries[name] = self._new_entry(name, values, torch_accessible, attributes)
             if attributes.get("save_copy_and_apply_at_reset"):
                 entries[name + AT_RESET_SUFFIX] = self._new_entry(
-                    name + AT_RESET_SUFFIX, values, torch_accessible, {"copy_of": name})
+                    name + AT_RESET_SUFFIX, values, torch_accessible, {"copy_of": name}
+                )
             if attributes.get("log_data_across_episode"):
                 log_shape = (self.episode_length + 1, *values.shape)
                 with allocation(name + FOR_LOG_SUFFIX, log_shape, values.dtype, where=self.backend):
                     log = np.broadcast_to(np.zeros((), values.dtype), log_shape)  # uniform: no host copy
                 entries[name + FOR_LOG_SUFFIX] = self._new_entry(
-                    name + FOR_LOG_SUFFIX, log, torch_accessible, {"log_of": name})
+                    name + FOR_LOG_SUFFIX, log, torch_accessible, {"log_of": name}
+                )
         self._data.update(entries)
         for name, (values, attributes) in prepared.items():
             if values.ndim == 0:
@@ -456,7 +468,8 @@ class CUDADataManager:
             self._reset_launch = bind(
                 Branch(DONE, then=[builtin_kernels.restore_saved_rows, builtin_kernels.clear_episode]),
                 {**self.reset_rows(), DONE: self._data[DONE].device, TIMESTEP: self._data[TIMESTEP].device},
-                backend=self.backend, num_envs=self.num_envs,
+                backend=self.backend,
+                num_envs=self.num_envs,
             )
         self._reset_launch()
 
@@ -474,8 +487,12 @@ class CUDADataManager:
             names = self._reset_data_list
             live_words, live_bytes = self._rows(names, (self.num_envs,))
             saved_words, saved_bytes = self._rows([name + AT_RESET_SUFFIX for name in names], (self.num_envs,))
-            self._reset_rows = {"reset_live_words": live_words, "reset_saved_words": saved_words,
-                                "reset_live_bytes": live_bytes, "reset_saved_bytes": saved_bytes}
+            self._reset_rows = {
+                "reset_live_words": live_words,
+                "reset_saved_words": saved_words,
+                "reset_live_bytes": live_bytes,
+                "reset_saved_bytes": saved_bytes,
+            }
         return self._reset_rows
 
     def log_step(self) -> None:

@@ -93,8 +93,9 @@ def atomic_add_dtype_error(dtype) -> str | None:
     name = str(dtype)
     if name in ATOMIC_ADD_DTYPES:
         return None
-    return (f"atomic_add array: dtype {name} has no atomic add on the GPU; "
-            f"supported dtypes: {', '.join(ATOMIC_ADD_DTYPES)}")
+    return (
+        f"atomic_add array: dtype {name} has no atomic add on the GPU; supported dtypes: {', '.join(ATOMIC_ADD_DTYPES)}"
+    )
 
 
 def atomic_add(array, index, value):

@@ -67,9 +67,13 @@ def usable_folder(folder: Path, setting: str) -> Path:
         atexit.register(shutil.rmtree, temporary, ignore_errors=True)
         fallback = Path(temporary) / folder.name
         fallback.mkdir()
-        warnings.warn(f"kernelgym: the compile cache folder {str(folder)!r} ({setting}) cannot be written "
-                      f"({error.strerror or error}); this process caches its kernels in the temporary folder "
-                      f"{str(fallback)!r} instead", CacheWarning, stacklevel=2)
+        warnings.warn(
+            f"kernelgym: the compile cache folder {str(folder)!r} ({setting}) cannot be written "
+            f"({error.strerror or error}); this process caches its kernels in the temporary folder "
+            f"{str(fallback)!r} instead",
+            CacheWarning,
+            stacklevel=2,
+        )
         return fallback
 
 
@@ -89,8 +93,10 @@ def check_cache_of(dispatcher) -> None:
         try:
             return load_overload(sig, target_context)
         except Exception as error:
-            _warn(f"a compiled kernel in the cache folder {folder!r} could not be loaded "
-                  f"({type(error).__name__}: {error}); compiling it again")
+            _warn(
+                f"a compiled kernel in the cache folder {folder!r} could not be loaded "
+                f"({type(error).__name__}: {error}); compiling it again"
+            )
             return None
 
     def checked_save_overload(sig, data):
@@ -99,8 +105,10 @@ def check_cache_of(dispatcher) -> None:
         except OSError as error:
             name = error.filename2 or error.filename  # os.replace's destination, else the file
             where = f"as {os.path.basename(name)!r} " if name else ""
-            _warn(f"the compiled kernel could not be saved {where}in the cache folder {folder!r} "
-                  f"({error.strerror or error}); the next process compiles it again")
+            _warn(
+                f"the compiled kernel could not be saved {where}in the cache folder {folder!r} "
+                f"({error.strerror or error}); the next process compiles it again"
+            )
 
     cache.load_overload, cache.save_overload = checked_load_overload, checked_save_overload
     open_for_write = cache_file._open_for_write
@@ -171,8 +179,10 @@ def _discard(path: str, folder: str, problem: str, then: str = "compiling the ke
         outcome = f"removed it; {then}"
     except OSError as error:
         outcome = f"could not remove it ({error.strerror or error}); {then}"
-    _warn(f"the compile cache file {os.path.basename(path)!r} in the folder {folder!r} cannot be read "
-          f"({problem}); {outcome}")
+    _warn(
+        f"the compile cache file {os.path.basename(path)!r} in the folder {folder!r} cannot be read "
+        f"({problem}); {outcome}"
+    )
 
 
 def _warn(message: str) -> None:

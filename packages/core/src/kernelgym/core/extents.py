@@ -38,14 +38,26 @@ import numpy as np
 
 from kernelgym.core.arrays import check_supported_dtype, is_torch_tensor
 
-__all__ = ["BodyAccess", "body_access", "merged_access", "check_bounds", "check_array", "read_only_error", "check_scalar", "check_no_overlap", "needed_shape",
-           "TensorWatch", "MAX_COUNT"]
+__all__ = [
+    "BodyAccess",
+    "body_access",
+    "merged_access",
+    "check_bounds",
+    "check_array",
+    "read_only_error",
+    "check_scalar",
+    "check_no_overlap",
+    "needed_shape",
+    "TensorWatch",
+    "MAX_COUNT",
+]
 
 # The largest num_envs / num_agents a launcher can take (an int64 loop bound).
 MAX_COUNT = 2**63 - 1
 # Calls that index their first argument with their second (an index or a tuple of them) and write it.
-_INDEXING_WRITERS = frozenset({"atomic_add", "next_uint64", "uniform", "uniform_range", "uniform_as",
-                               "uniform_range_as", "normal", "randint"})
+_INDEXING_WRITERS = frozenset(
+    {"atomic_add", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal", "randint"}
+)
 _INT_RANGE = (-(2**63), 2**64 - 1)  # int64 and uint64: what Numba types a Python int as
 
 
@@ -107,8 +119,10 @@ def _read_access(kernel) -> BodyAccess:
     leading = 1 if kernel.kind == "env" else 3
     env, agent = parameters[0], (parameters[1] if kernel.kind == "agent" else None)
     values = set(parameters[leading:])
-    reassigned = any(isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in (env, agent)
-                     for node in ast.walk(function))
+    reassigned = any(
+        isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and node.id in (env, agent)
+        for node in ast.walk(function)
+    )
     layouts: dict[str, str] = {}
     ndims: dict[str, int] = {}
     written: set[str] = set()
@@ -143,8 +157,12 @@ def _read_access(kernel) -> BodyAccess:
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
-            if (callee in _INDEXING_WRITERS and len(node.args) > 1 and isinstance(first, ast.Name)
-                    and first.id in values):
+            if (
+                callee in _INDEXING_WRITERS
+                and len(node.args) > 1
+                and isinstance(first, ast.Name)
+                and first.id in values
+            ):
                 indexed(first.id, node.args[1], True, node)
                 names = names[1:]
             passed.update(names)
@@ -157,8 +175,7 @@ def _unconditional_nodes(statements) -> set:
     a statement that may leave early (return, break, continue, raise)."""
     nodes: set[int] = set()
     for statement in statements:
-        leaves = any(isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise))
-                     for node in ast.walk(statement))
+        leaves = any(isinstance(node, (ast.Return, ast.Break, ast.Continue, ast.Raise)) for node in ast.walk(statement))
         if isinstance(statement, ast.For):
             nodes.update(id(node) for node in ast.walk(statement.iter))
             nodes |= _unconditional_nodes(statement.body)
@@ -177,13 +194,24 @@ def _loop_extents(function, values, reassigned) -> dict:
     for node in ast.walk(function):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             stores[node.id] = stores.get(node.id, 0) + 1
-        if not (isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Call)
-                and getattr(node.iter.func, "id", None) == "range" and len(node.iter.args) == 1):
+        if not (
+            isinstance(node, ast.For)
+            and isinstance(node.target, ast.Name)
+            and isinstance(node.iter, ast.Call)
+            and getattr(node.iter.func, "id", None) == "range"
+            and len(node.iter.args) == 1
+        ):
             continue
         bound = node.iter.args[0]
-        if (isinstance(bound, ast.Subscript) and isinstance(bound.value, ast.Attribute) and bound.value.attr == "shape"
-                and isinstance(bound.value.value, ast.Name) and bound.value.value.id in values
-                and isinstance(bound.slice, ast.Constant) and type(bound.slice.value) is int):
+        if (
+            isinstance(bound, ast.Subscript)
+            and isinstance(bound.value, ast.Attribute)
+            and bound.value.attr == "shape"
+            and isinstance(bound.value.value, ast.Name)
+            and bound.value.value.id in values
+            and isinstance(bound.slice, ast.Constant)
+            and type(bound.slice.value) is int
+        ):
             loops[node.target.id] = (bound.value.value.id, bound.slice.value)
     return {} if reassigned else {name: extent for name, extent in loops.items() if stores.get(name) == 1}
 
@@ -223,11 +251,15 @@ def check_bounds(access: BodyAccess, shapes: dict, labels: dict) -> None:
             if other is None or least[1] >= len(other):
                 continue
             if shape[axis] < other[least[1]]:
-                raise ValueError(f"{labels[name]}: expected dim {axis} >= dim {least[1]} of {labels[least[0]]} "
-                                 f"({other[least[1]]}; the kernel loops over that dim to index this one), got shape {shape}")
+                raise ValueError(
+                    f"{labels[name]}: expected dim {axis} >= dim {least[1]} of {labels[least[0]]} "
+                    f"({other[least[1]]}; the kernel loops over that dim to index this one), got shape {shape}"
+                )
         elif shape[axis] < least:
-            raise ValueError(f"{labels[name]}: expected dim {axis} of at least {least} (the kernel indexes it at "
-                             f"{least - 1}), got shape {shape}")
+            raise ValueError(
+                f"{labels[name]}: expected dim {axis} of at least {least} (the kernel indexes it at "
+                f"{least - 1}), got shape {shape}"
+            )
 
 
 def needed_shape(layout, num_envs: int, num_agents) -> tuple:
@@ -272,18 +304,23 @@ def check_array(label: str, array, needed: tuple = (), ndim: int = 0, written: b
         check_supported_dtype(label, dtype)
     least = max(len(needed), ndim)
     if len(shape) < least:
-        raise ValueError(f"{label}: the kernel indexes it with {least} indices, so it needs at least {least} "
-                         f"dims, got shape {shape}")
+        raise ValueError(
+            f"{label}: the kernel indexes it with {least} indices, so it needs at least {least} dims, got shape {shape}"
+        )
     if any(have < want for have, want in zip(shape, needed)):
         what = "num_envs rows" if len(needed) == 1 else "(num_envs, num_agents) leading dims"
-        raise ValueError(f"{label}: expected at least {what} {needed} (the kernel indexes it by env"
-                         f"{'' if len(needed) == 1 else ' and agent'}), got shape {shape}")
+        raise ValueError(
+            f"{label}: expected at least {what} {needed} (the kernel indexes it by env"
+            f"{'' if len(needed) == 1 else ' and agent'}), got shape {shape}"
+        )
     view = _numpy_view(array)
     if not written or view is None:
         return
     if view.size and any(stride == 0 and size > 1 for stride, size in zip(view.strides, view.shape)):
-        raise ValueError(f"{label}: the kernel writes it, got a broadcast array (strides {view.strides}) whose "
-                         "rows share memory; pass a copy: np.array(value)")
+        raise ValueError(
+            f"{label}: the kernel writes it, got a broadcast array (strides {view.strides}) whose "
+            "rows share memory; pass a copy: np.array(value)"
+        )
 
 
 def read_only_error(label: str, array) -> TypeError | None:
@@ -292,8 +329,9 @@ def read_only_error(label: str, array) -> TypeError | None:
     view = _numpy_view(array)
     if view is None or view.flags.writeable:
         return None
-    return TypeError(f"{label}: the kernel writes it, so it must be writable, got a read-only array "
-                     "(pass a copy: np.array(value))")
+    return TypeError(
+        f"{label}: the kernel writes it, so it must be writable, got a read-only array (pass a copy: np.array(value))"
+    )
 
 
 def check_scalar(label: str, value) -> None:
@@ -301,8 +339,9 @@ def check_scalar(label: str, value) -> None:
     if isinstance(value, (bool, np.bool_)):
         return
     if isinstance(value, int) and not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
-        raise ValueError(f"{label}: expected an int in the int64/uint64 range [{_INT_RANGE[0]}, {_INT_RANGE[1]}], "
-                         f"got {value}")
+        raise ValueError(
+            f"{label}: expected an int in the int64/uint64 range [{_INT_RANGE[0]}, {_INT_RANGE[1]}], got {value}"
+        )
     if isinstance(value, np.generic):
         check_supported_dtype(label, value.dtype)
 
@@ -317,7 +356,8 @@ def _extent(array) -> tuple[int, int, int, int] | None:
         base, shape = interface["data"][0], tuple(interface["shape"])
         itemsize = np.dtype(interface["typestr"]).itemsize
         strides = interface.get("strides") or tuple(
-            int(np.prod(shape[k + 1:], dtype=np.int64)) * itemsize for k in range(len(shape)))
+            int(np.prod(shape[k + 1 :], dtype=np.int64)) * itemsize for k in range(len(shape))
+        )
     else:
         return None
     if 0 in shape:
@@ -362,13 +402,14 @@ def check_no_overlap(arrays: dict, written) -> None:
     items = [(label, array, _extent(array)) for label, array in arrays.items()]
     items = [item for item in items if item[2] is not None]
     for k, (label_a, a, extent_a) in enumerate(items):
-        for label_b, b, extent_b in items[k + 1:]:
+        for label_b, b, extent_b in items[k + 1 :]:
             if label_a not in written and label_b not in written:
                 continue
             if _shares_memory(a, b, extent_a, extent_b) and not _row_aligned(a, b, extent_a, extent_b):
                 raise ValueError(
                     f"{label_a} and {label_b}: they share memory at different rows (e.g. a[1:] and a[:-1]), and the "
-                    "kernel writes one of them: envs would race on each other's rows; pass separate arrays")
+                    "kernel writes one of them: envs would race on each other's rows; pass separate arrays"
+                )
 
 
 class TensorWatch:
@@ -396,4 +437,5 @@ class TensorWatch:
             if tensor.data_ptr() != pointer:
                 raise ValueError(
                     f"{label}: the tensor was re-pointed after bind (set_ or resize_: data moved from {pointer:#x} to "
-                    f"{tensor.data_ptr():#x}); the launch would write its old memory: bind again")
+                    f"{tensor.data_ptr():#x}); the launch would write its old memory: bind again"
+                )

@@ -194,8 +194,14 @@ class FunctionManager:
         backend = self.backend
         if isinstance(kernel, (EnvKernel, AgentKernel)):
             names = parameter_names(kernel)
-            return bind(kernel, dict(zip(names, resolved)), backend=backend, num_envs=num_envs,
-                        num_agents=num_agents, layouts={n: self._layout(a) for n, a in zip(names, args)})
+            return bind(
+                kernel,
+                dict(zip(names, resolved)),
+                backend=backend,
+                num_envs=num_envs,
+                num_agents=num_agents,
+                layouts={n: self._layout(a) for n, a in zip(names, args)},
+            )
         if backend == "cpu" and not registered.run_in_simulator:
             cpu = registered.cpu
             return lambda: cpu(*resolved)

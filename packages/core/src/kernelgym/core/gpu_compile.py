@@ -87,10 +87,31 @@ LAUNCHER_PACKAGE = codegen.LAUNCHER_PACKAGE + "."
 
 # PTX opcodes counted as floating-point arithmetic for `float64_share` (moves, loads,
 # stores and conversions are not arithmetic).
-_FLOAT_ARITHMETIC = frozenset({
-    "add", "sub", "mul", "mad", "fma", "div", "rcp", "sqrt", "rsqrt", "abs", "neg", "min", "max",
-    "sin", "cos", "lg2", "ex2", "tanh", "setp", "testp", "copysign",
-})
+_FLOAT_ARITHMETIC = frozenset(
+    {
+        "add",
+        "sub",
+        "mul",
+        "mad",
+        "fma",
+        "div",
+        "rcp",
+        "sqrt",
+        "rsqrt",
+        "abs",
+        "neg",
+        "min",
+        "max",
+        "sin",
+        "cos",
+        "lg2",
+        "ex2",
+        "tanh",
+        "setp",
+        "testp",
+        "copysign",
+    }
+)
 _FLOAT_TYPES = {"f16": "f16", "f16x2": "f16", "bf16": "f16", "bf16x2": "f16", "f32": "f32", "f64": "f64"}
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s")
@@ -187,8 +208,9 @@ class KernelBuild:
         found: tuple[str, ...] = () if self.error is None else (self.error,)
         if not self.contracted:
             found += tuple(f"PTX audit: {finding}" for finding in self.audit)
-        return found + tuple(f"launch fit ({self.threads_per_block} threads per block): {problem}"
-                             for problem in self.fit)
+        return found + tuple(
+            f"launch fit ({self.threads_per_block} threads per block): {problem}" for problem in self.fit
+        )
 
     @property
     def passed(self) -> bool:
@@ -197,7 +219,9 @@ class KernelBuild:
     @classmethod
     def from_dict(cls, values: dict) -> KernelBuild:
         """A build from `dataclasses.asdict` output that went through JSON (lists back to tuples)."""
-        fields: dict[str, Any] = {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
+        fields: dict[str, Any] = {
+            key: tuple(value) if isinstance(value, list) else value for key, value in values.items()
+        }
         return cls(**fields)
 
 
@@ -215,8 +239,10 @@ def toolchain_missing_reason() -> str | None:
     import numba
 
     if numba.config.ENABLE_CUDASIM:
-        return ("NUMBA_ENABLE_CUDASIM=1 was set before numba was imported, so numba.cuda is the "
-                "CUDA simulator in this process; compile for the GPU in a process without it")
+        return (
+            "NUMBA_ENABLE_CUDASIM=1 was set before numba was imported, so numba.cuda is the "
+            "CUDA simulator in this process; compile for the GPU in a process without it"
+        )
     try:
         from numba.cuda.cudadrv import nvrtc, nvvm
     except ImportError as error:
@@ -308,7 +334,9 @@ def ptxas_resources(ptx: str, cc: tuple) -> dict:
             file.write(ptx)
         done = subprocess.run(
             [ptxas, "-v", f"--gpu-name={target_name(cc)}", source, "-o", os.path.join(folder, "kernel.cubin")],
-            capture_output=True, text=True, check=False,
+            capture_output=True,
+            text=True,
+            check=False,
         )
     if done.returncode != 0:
         raise RuntimeError(f"ptxas --gpu-name={target_name(cc)} failed: {done.stderr.strip()}")
@@ -340,8 +368,14 @@ def _entry_resources(report: str) -> dict:
     }
 
 
-def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = None, origin: str = "",
-                   nvvm_options: dict | None = None) -> KernelBuild:
+def compile_kernel(
+    pyfunc,
+    argtypes,
+    cc: tuple = TARGETS[0],
+    name: str | None = None,
+    origin: str = "",
+    nvvm_options: dict | None = None,
+) -> KernelBuild:
     """Compile a kernel's Python function for one GPU target, as a CUDA launch would.
 
     The build is also audited (`ptx_audit`) and, for a kernelgym launcher, its configured
@@ -398,9 +432,19 @@ def compile_kernel(pyfunc, argtypes, cc: tuple = TARGETS[0], name: str | None = 
         message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
         return KernelBuild(label, signature, target, origin, error=message, seconds=time.perf_counter() - started)
     kind = _launcher_kind(pyfunc)
-    return KernelBuild(label, signature, target, origin, float64_share=float64_share(ptx),
-                       seconds=time.perf_counter() - started, kind=kind, contracted=contracted,
-                       **resources, **audit, **_configured_fit(kind, target, resources))
+    return KernelBuild(
+        label,
+        signature,
+        target,
+        origin,
+        float64_share=float64_share(ptx),
+        seconds=time.perf_counter() - started,
+        kind=kind,
+        contracted=contracted,
+        **resources,
+        **audit,
+        **_configured_fit(kind, target, resources),
+    )
 
 
 @contextlib.contextmanager
@@ -442,10 +486,16 @@ def _audit(ptx: str, llvm_ir, options: dict, contracted: bool) -> dict:
     inside = ptx_audit.libdevice_opcodes(llvm_ir, options["arch"]) if approximate and calls else {}
     internal = tuple(
         f"{opcode} in {', '.join(ptx_audit.ulp_bound(name) for name in sorted(inside) if opcode in inside[name])}"
-        for opcode in sorted(approximate) if any(opcode in opcodes for opcodes in inside.values()))
+        for opcode in sorted(approximate)
+        if any(opcode in opcodes for opcodes in inside.values())
+    )
     allowed = frozenset(opcode for opcode in approximate if any(opcode in opcodes for opcodes in inside.values()))
-    return {"libdevice": calls, "fma": fmas, "audit": ptx_audit.audit_ptx(ptx, reference, allowed),
-            "libdevice_approximate": internal}
+    return {
+        "libdevice": calls,
+        "fma": fmas,
+        "audit": ptx_audit.audit_ptx(ptx, reference, allowed),
+        "libdevice_approximate": internal,
+    }
 
 
 def _launcher_kind(pyfunc) -> str | None:
@@ -464,15 +514,21 @@ def _configured_fit(kind: str | None, target: str, resources: dict) -> dict:
         return {}
     threads = configured_threads_per_block(kind)
     fit = launch_fit(target, resources["registers"], threads, resources["shared_bytes"])
-    return {"threads_per_block": threads, "occupancy": fit.occupancy, "occupancy_limit": fit.limited_by,
-            "registers_per_block": fit.registers_per_block, "fit": fit.problems}
+    return {
+        "threads_per_block": threads,
+        "occupancy": fit.occupancy,
+        "occupancy_limit": fit.limited_by,
+        "registers_per_block": fit.registers_per_block,
+        "fit": fit.problems,
+    }
 
 
 # ------------------------------------------------------------------ generated launchers
 def imported_launchers() -> dict[str, types.ModuleType]:
     """Every generated launcher module imported in this process, by module name."""
     return {
-        name: module for name, module in list(sys.modules.items())
+        name: module
+        for name, module in list(sys.modules.items())
         if name.startswith(LAUNCHER_PACKAGE) and hasattr(module, "cpu_launcher") and hasattr(module, "cuda_launcher")
     }
 
@@ -481,14 +537,20 @@ def launcher_name(module: types.ModuleType) -> str:
     """A launcher's kernel name: the qualified names of the bodies it calls, ``+``-joined, and
     the float types it binds as constants (an env's ``real``: its precision) in brackets."""
     bodies = [
-        value.py_func for key, value in sorted(vars(module).items())
+        value.py_func
+        for key, value in sorted(vars(module).items())
         if key.startswith("body") and hasattr(value, "py_func")
     ]
     if not bodies:
-        return module.__name__[len(LAUNCHER_PACKAGE):]
+        return module.__name__[len(LAUNCHER_PACKAGE) :]
     name = " + ".join(f"{_short_module(body.__module__)}.{body.__qualname__}" for body in bodies)
-    precisions = sorted({value.__name__ for key, value in vars(module).items()
-                         if _CONSTANT.fullmatch(key) and isinstance(value, type) and issubclass(value, np.floating)})
+    precisions = sorted(
+        {
+            value.__name__
+            for key, value in vars(module).items()
+            if _CONSTANT.fullmatch(key) and isinstance(value, type) and issubclass(value, np.floating)
+        }
+    )
     return name + "".join(f" [{precision}]" for precision in precisions)
 
 
@@ -501,18 +563,21 @@ def launched_signatures(module) -> list[tuple]:
     launcher takes them (a program's small launches run its serial twin; a program's cpu
     launchers take their bound arrays packed in one struct, the cuda one each in turn)."""
     launchers = (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None))
-    return [_unpacked(signature) for launcher in launchers if launcher is not None
-            for signature in launcher.signatures]
+    return [_unpacked(signature) for launcher in launchers if launcher is not None for signature in launcher.signatures]
 
 
 def _unpacked(signature) -> tuple:
-    return tuple(member for argtype in signature
-                 for member in (argtype.field_dict.values() if isinstance(argtype, StructRef) else (argtype,)))
+    return tuple(
+        member
+        for argtype in signature
+        for member in (argtype.field_dict.values() if isinstance(argtype, StructRef) else (argtype,))
+    )
 
 
 def _launched_signatures() -> set[tuple[str, tuple]]:
-    return {(name, signature) for name, module in imported_launchers().items()
-            for signature in launched_signatures(module)}
+    return {
+        (name, signature) for name, module in imported_launchers().items() for signature in launched_signatures(module)
+    }
 
 
 class LauncherRecorder:
@@ -559,8 +624,13 @@ class LauncherRecorder:
             module_name, argtypes = key
             module = launchers[module_name]
             for cc in targets:
-                build = compile_kernel(module.cuda_launcher.py_func, argtypes, cc, name=launcher_name(module),
-                                       origin=self.origins.get(key, "(before recording)"))
+                build = compile_kernel(
+                    module.cuda_launcher.py_func,
+                    argtypes,
+                    cc,
+                    name=launcher_name(module),
+                    origin=self.origins.get(key, "(before recording)"),
+                )
                 builds.append(build)
                 if progress is not None:
                     progress(build)
@@ -571,8 +641,10 @@ class LauncherRecorder:
 def format_table(builds) -> str:
     """A markdown table: kernel, target, registers, stack, spills, float64 share, PTX audit,
     libdevice calls (with NVIDIA's ulp bounds), occupancy at the configured block, origin."""
-    header = ("| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | PTX audit | "
-              "libdevice (max ulp) | occupancy | first launched by |")
+    header = (
+        "| kernel | target | registers | stack (B) | spills st/ld (B) | float64 share | PTX audit | "
+        "libdevice (max ulp) | occupancy | first launched by |"
+    )
     rows = [header, "|---|---|---:|---:|---:|---:|---|---|---|---|"]
     variants: dict[str, list[str]] = {}
     for build in builds:
@@ -586,9 +658,11 @@ def format_table(builds) -> str:
         if build.ok:
             share = "-" if build.float64_share is None else f"{build.float64_share:.0%}"
             libdevice = ", ".join(ptx_audit.ulp_bound(call) for call in build.libdevice) or "-"
-            rows.append(f"| {name} | {build.target} | {build.registers} | {build.stack_bytes} | "
-                        f"{build.spill_store_bytes}/{build.spill_load_bytes} | {share} | {_audit_cell(build)} | "
-                        f"{libdevice} | {_occupancy_cell(build)} | {build.origin} |")
+            rows.append(
+                f"| {name} | {build.target} | {build.registers} | {build.stack_bytes} | "
+                f"{build.spill_store_bytes}/{build.spill_load_bytes} | {share} | {_audit_cell(build)} | "
+                f"{libdevice} | {_occupancy_cell(build)} | {build.origin} |"
+            )
         else:
             first_line = build.error.splitlines()[0][:120]
             rows.append(f"| {name} | {build.target} | FAILED: {first_line} | | | | | | | {build.origin} |")
@@ -616,8 +690,11 @@ def _occupancy_cell(build: KernelBuild) -> str:
 def format_failures(builds, workload_failures=()) -> str:
     """Every kernel that did not compile, failed the PTX audit or does not fit its launch,
     and every workload that raised, in full."""
-    parts = [f"{build.kernel} for {build.target} {build.signature}:\n" + "\n".join(build.problems)
-             for build in builds if build.problems]
+    parts = [
+        f"{build.kernel} for {build.target} {build.signature}:\n" + "\n".join(build.problems)
+        for build in builds
+        if build.problems
+    ]
     parts += [f"workload {label} raised:\n{trace}" for label, trace in workload_failures]
     return "\n\n".join(parts)
 
@@ -646,10 +723,15 @@ def run_core_workloads(recorder: LauncherRecorder, keep_going: bool = False) -> 
         num_envs, num_agents = 4, 3
         manager = CUDADataManager(num_agents=num_agents, num_envs=num_envs, episode_length=5, backend="cpu")
         feed = DataFeed()
-        feed.add_data("position", np.zeros((num_envs, num_agents, 2)), save_copy_and_apply_at_reset=True,
-                      log_data_across_episode=True)
-        feed.add_data("flags", np.zeros(num_envs, np.bool_), save_copy_and_apply_at_reset=True,
-                      log_data_across_episode=True)
+        feed.add_data(
+            "position",
+            np.zeros((num_envs, num_agents, 2)),
+            save_copy_and_apply_at_reset=True,
+            log_data_across_episode=True,
+        )
+        feed.add_data(
+            "flags", np.zeros(num_envs, np.bool_), save_copy_and_apply_at_reset=True, log_data_across_episode=True
+        )
         feed.add_data("counts", np.zeros(num_envs, np.float32))
         feed.add_data("noise", np.zeros(num_envs))
         feed.add_data("rng_states", rng.seed_streams(0, num_envs))

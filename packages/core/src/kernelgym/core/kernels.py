@@ -35,8 +35,14 @@ from kernelgym.core.device_functions import device_function, register_cuda_overl
 from kernelgym.core.extents import MAX_COUNT, check_scalar
 
 __all__ = [
-    "EnvKernel", "AgentKernel", "env_kernel", "agent_kernel", "kernel_argument",
-    "ENV_THREADS_PER_BLOCK", "MAX_AGENT_THREADS", "KernelTypingError",
+    "EnvKernel",
+    "AgentKernel",
+    "env_kernel",
+    "agent_kernel",
+    "kernel_argument",
+    "ENV_THREADS_PER_BLOCK",
+    "MAX_AGENT_THREADS",
+    "KernelTypingError",
 ]
 
 ENV_THREADS_PER_BLOCK = 128
@@ -80,9 +86,7 @@ def kernel_argument(backend: str, label: str, value):
                 raise TypeError(f"{label}: expected a numeric array, got dtype object")
             check_supported_dtype(label, value.dtype)
             return value
-        raise TypeError(
-            f"{label}: backend 'cpu' expected a numpy array or a scalar, got {type(value).__name__}"
-        )
+        raise TypeError(f"{label}: backend 'cpu' expected a numpy array or a scalar, got {type(value).__name__}")
     if is_device_array(value):
         return value
     if backend == "cuda" and hasattr(value, "__cuda_array_interface__"):
@@ -106,19 +110,22 @@ def _check_tensor(backend: str, label: str, tensor) -> None:
     try:
         dtype = torch.empty((), dtype=tensor.dtype).numpy().dtype
     except TypeError:
-        raise TypeError(f"{label}: expected a tensor dtype numpy and Numba know (e.g. torch.float32), "
-                        f"got {tensor.dtype}") from None
+        raise TypeError(
+            f"{label}: expected a tensor dtype numpy and Numba know (e.g. torch.float32), got {tensor.dtype}"
+        ) from None
     check_supported_dtype(label, dtype)
     if tensor.is_conj() or tensor.is_neg():
-        raise TypeError(f"{label}: expected a tensor without a lazy conjugate/negative bit, got one; "
-                        "pass tensor.resolve_conj().resolve_neg()")
+        raise TypeError(
+            f"{label}: expected a tensor without a lazy conjugate/negative bit, got one; "
+            "pass tensor.resolve_conj().resolve_neg()"
+        )
 
 
 def check_launch(kernel, labels, args, num_envs: int, num_agents=None) -> None:
     """Check ``args`` (already backend values, named by ``labels``) against what ``kernel``'s
     body indexes and writes (`kernelgym.core.extents`), before any launch."""
     access = extents.body_access(kernel)
-    names = tuple(inspect.signature(kernel.py_func).parameters)[1 if kernel.kind == "env" else 3:]
+    names = tuple(inspect.signature(kernel.py_func).parameters)[1 if kernel.kind == "env" else 3 :]
     arrays: dict[str, Any] = {}
     written: set[str] = set()
     for label, name, value in zip(labels, names, args):
@@ -136,8 +143,11 @@ def check_launch(kernel, labels, args, num_envs: int, num_agents=None) -> None:
             if writes or name in access.passed:
                 written.add(label)
     if num_envs and num_agents != 0:  # a launch that runs nothing indexes nothing
-        shapes = {name: tuple(value.shape) for name, value in zip(names, args)
-                  if hasattr(value, "shape") and not isinstance(value, type)}
+        shapes = {
+            name: tuple(value.shape)
+            for name, value in zip(names, args)
+            if hasattr(value, "shape") and not isinstance(value, type)
+        }
         extents.check_bounds(access, shapes, dict(zip(names, labels)))
     extents.check_no_overlap(arrays, written)
 
@@ -157,8 +167,9 @@ def typing_error(title: str, error, names, labels, args) -> TypeError:
     signature = next((line[3:].strip() for line in lines if line.startswith(">>>")), None)
     reason = reason if signature is None else f"{reason} {signature}"
     # Numba quotes the failing source line last, above a caret line
-    statement = next((line for line in reversed(lines) if not line.startswith(("^", "During", "File", "<", "def "))),
-                     "")
+    statement = next(
+        (line for line in reversed(lines) if not line.startswith(("^", "During", "File", "<", "def "))), ""
+    )
     used = set(re.findall(r"[A-Za-z_]\w*", statement))
     chosen = [(label, value) for name, label, value in zip(names, labels, args) if name in used]
 
@@ -173,7 +184,8 @@ def typing_error(title: str, error, names, labels, args) -> TypeError:
     specific = [line.split(":", 1)[1].strip() for line in lines if line.startswith(("TypingError:", "TypeError:"))]
     return KernelTypingError(
         f"{title}: the values do not type-check in the kernel body at `{statement}` ({reason}); "
-        f"the values it uses: {described}" + "".join(f"; {line}" for line in dict.fromkeys(specific)))
+        f"the values it uses: {described}" + "".join(f"; {line}" for line in dict.fromkeys(specific))
+    )
 
 
 class _WriteOnceKernel:
@@ -224,12 +236,12 @@ class _WriteOnceKernel:
         try:
             launcher(*counts, *args)
         except TypingError as error:
-            names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3:]
+            names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3 :]
             labels = [f"argument {position} {name!r}" for position, name in enumerate(names)]
             raise typing_error(self.__qualname__, error, names, labels, args) from None
 
     def _check(self, num_envs, num_agents, args) -> None:
-        names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3:]
+        names = tuple(inspect.signature(self.py_func).parameters)[1 if self.kind == "env" else 3 :]
         if len(args) != len(names):
             raise TypeError(f"{self.__qualname__}: expected {len(names)} arguments {names}, got {len(args)}")
         labels = [f"argument {position} {name!r}" for position, name in enumerate(names)]

@@ -125,8 +125,9 @@ def configured_threads_per_block(kind: str) -> int:
     raise ValueError(f"kind: expected 'env' or 'agent', received {kind!r}")
 
 
-def launch_fit(target: str, registers_per_thread: int, threads_per_block: int, shared_bytes: int = 0,
-               grid: tuple = (1, 1, 1)) -> LaunchFit:
+def launch_fit(
+    target: str, registers_per_thread: int, threads_per_block: int, shared_bytes: int = 0, grid: tuple = (1, 1, 1)
+) -> LaunchFit:
     """Whether a launch fits ``target`` and its occupancy (see the module docstring).
 
     Parameters
@@ -144,8 +145,10 @@ def launch_fit(target: str, registers_per_thread: int, threads_per_block: int, s
     """
     limits = limits_for(target)
     if threads_per_block < 1 or registers_per_thread < 0 or shared_bytes < 0:
-        raise ValueError(f"expected threads_per_block >= 1, registers_per_thread >= 0, shared_bytes >= 0, received "
-                         f"{threads_per_block}, {registers_per_thread}, {shared_bytes}")
+        raise ValueError(
+            f"expected threads_per_block >= 1, registers_per_thread >= 0, shared_bytes >= 0, received "
+            f"{threads_per_block}, {registers_per_thread}, {shared_bytes}"
+        )
     problems = []
     if threads_per_block > limits.max_threads_per_block:
         problems.append(f"{threads_per_block} threads per block > {limits.max_threads_per_block}")
@@ -162,21 +165,34 @@ def launch_fit(target: str, registers_per_thread: int, threads_per_block: int, s
     registers_per_block = registers_per_warp * warps
     by_limit = {"warps": limits.max_warps_per_sm // warps, "blocks": limits.max_blocks_per_sm}
     if registers_per_warp:
-        warps_by_registers = _round_down(limits.registers_per_sm // registers_per_warp,
-                                         limits.warp_allocation_granularity)
+        warps_by_registers = _round_down(
+            limits.registers_per_sm // registers_per_warp, limits.warp_allocation_granularity
+        )
         by_limit["registers"] = warps_by_registers // warps
     shared = _round_up(shared_bytes, limits.shared_allocation_unit) + limits.reserved_shared_per_block
     by_limit["shared memory"] = limits.shared_per_sm // shared
     limited_by = min(by_limit, key=by_limit.__getitem__)
     active_blocks = by_limit[limited_by]
     if active_blocks == 0 and not problems:
-        problems.append(f"no block fits an SM (by {limited_by}): {registers_per_block} registers per block "
-                        f"({registers_per_thread} per thread, allocated {registers_per_warp} per warp) for "
-                        f"{threads_per_block} threads; at most {limits.max_registers_per_block}")
+        problems.append(
+            f"no block fits an SM (by {limited_by}): {registers_per_block} registers per block "
+            f"({registers_per_thread} per thread, allocated {registers_per_warp} per warp) for "
+            f"{threads_per_block} threads; at most {limits.max_registers_per_block}"
+        )
     if problems:
         active_blocks = 0
-    return LaunchFit(target, threads_per_block, registers_per_thread, shared_bytes, registers_per_block,
-                     active_blocks, active_blocks * warps, limits.max_warps_per_sm, limited_by, tuple(problems))
+    return LaunchFit(
+        target,
+        threads_per_block,
+        registers_per_thread,
+        shared_bytes,
+        registers_per_block,
+        active_blocks,
+        active_blocks * warps,
+        limits.max_warps_per_sm,
+        limited_by,
+        tuple(problems),
+    )
 
 
 def _round_up(value: int, unit: int) -> int:

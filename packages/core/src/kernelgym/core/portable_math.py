@@ -159,8 +159,11 @@ def sincos_as(x, real):
     quadrant = n % real(4.0)
     z = r * r
     s = ((real(-1.9515295891e-4) * z + real(8.3321608736e-3)) * z - real(1.6666654611e-1)) * z * r + r
-    c = (((real(2.443315711809948e-5) * z - real(1.388731625493765e-3)) * z + real(4.166664568298827e-2)) * z * z
-         - real(0.5) * z + real(1.0))
+    c = (
+        ((real(2.443315711809948e-5) * z - real(1.388731625493765e-3)) * z + real(4.166664568298827e-2)) * z * z
+        - real(0.5) * z
+        + real(1.0)
+    )
     if quadrant == real(0.0):
         return s, c
     if quadrant == real(1.0):

@@ -54,24 +54,112 @@ __all__ = [
 # abs, copysign, the floating-point class tests) are 0.
 ULP_BOUNDS: dict[str, int] = {
     # float64
-    "sqrt": 0, "rsqrt": 1, "cbrt": 1, "hypot": 2, "exp": 1, "exp2": 1, "exp10": 1, "expm1": 1,
-    "log": 1, "log2": 1, "log10": 1, "log1p": 1, "sin": 2, "cos": 2, "tan": 2, "sincos": 2,
-    "sinpi": 2, "cospi": 2, "asin": 2, "acos": 2, "atan": 2, "atan2": 2, "sinh": 2, "cosh": 1,
-    "tanh": 1, "asinh": 3, "acosh": 3, "atanh": 2, "pow": 2, "erf": 2, "erfc": 5, "tgamma": 10,
-    "fma": 0, "fmod": 0, "remainder": 0, "trunc": 0, "round": 0, "rint": 0, "nearbyint": 0,
-    "ceil": 0, "floor": 0, "ldexp": 0, "frexp": 0, "fdim": 0,
+    "sqrt": 0,
+    "rsqrt": 1,
+    "cbrt": 1,
+    "hypot": 2,
+    "exp": 1,
+    "exp2": 1,
+    "exp10": 1,
+    "expm1": 1,
+    "log": 1,
+    "log2": 1,
+    "log10": 1,
+    "log1p": 1,
+    "sin": 2,
+    "cos": 2,
+    "tan": 2,
+    "sincos": 2,
+    "sinpi": 2,
+    "cospi": 2,
+    "asin": 2,
+    "acos": 2,
+    "atan": 2,
+    "atan2": 2,
+    "sinh": 2,
+    "cosh": 1,
+    "tanh": 1,
+    "asinh": 3,
+    "acosh": 3,
+    "atanh": 2,
+    "pow": 2,
+    "erf": 2,
+    "erfc": 5,
+    "tgamma": 10,
+    "fma": 0,
+    "fmod": 0,
+    "remainder": 0,
+    "trunc": 0,
+    "round": 0,
+    "rint": 0,
+    "nearbyint": 0,
+    "ceil": 0,
+    "floor": 0,
+    "ldexp": 0,
+    "frexp": 0,
+    "fdim": 0,
     # float32
-    "sqrtf": 0, "rsqrtf": 2, "cbrtf": 1, "hypotf": 3, "expf": 2, "exp2f": 2, "exp10f": 2,
-    "expm1f": 1, "logf": 1, "log2f": 1, "log10f": 2, "log1pf": 1, "sinf": 2, "cosf": 2, "tanf": 4,
-    "sincosf": 2, "sinpif": 1, "cospif": 1, "asinf": 2, "acosf": 2, "atanf": 2, "atan2f": 3,
-    "sinhf": 3, "coshf": 2, "tanhf": 2, "asinhf": 3, "acoshf": 4, "atanhf": 3, "powf": 4,
-    "erff": 2, "erfcf": 4, "tgammaf": 5, "fmaf": 0, "fmodf": 0, "remainderf": 0, "truncf": 0,
-    "roundf": 0, "rintf": 0, "nearbyintf": 0, "ceilf": 0, "floorf": 0, "ldexpf": 0, "frexpf": 0,
+    "sqrtf": 0,
+    "rsqrtf": 2,
+    "cbrtf": 1,
+    "hypotf": 3,
+    "expf": 2,
+    "exp2f": 2,
+    "exp10f": 2,
+    "expm1f": 1,
+    "logf": 1,
+    "log2f": 1,
+    "log10f": 2,
+    "log1pf": 1,
+    "sinf": 2,
+    "cosf": 2,
+    "tanf": 4,
+    "sincosf": 2,
+    "sinpif": 1,
+    "cospif": 1,
+    "asinf": 2,
+    "acosf": 2,
+    "atanf": 2,
+    "atan2f": 3,
+    "sinhf": 3,
+    "coshf": 2,
+    "tanhf": 2,
+    "asinhf": 3,
+    "acoshf": 4,
+    "atanhf": 3,
+    "powf": 4,
+    "erff": 2,
+    "erfcf": 4,
+    "tgammaf": 5,
+    "fmaf": 0,
+    "fmodf": 0,
+    "remainderf": 0,
+    "truncf": 0,
+    "roundf": 0,
+    "rintf": 0,
+    "nearbyintf": 0,
+    "ceilf": 0,
+    "floorf": 0,
+    "ldexpf": 0,
+    "frexpf": 0,
     "fdimf": 0,
     # exact by definition (not in NVIDIA's tables)
-    "fmin": 0, "fmax": 0, "fminf": 0, "fmaxf": 0, "fabs": 0, "fabsf": 0, "copysign": 0,
-    "copysignf": 0, "isnand": 0, "isnanf": 0, "isinfd": 0, "isinff": 0, "isfinited": 0,
-    "finitef": 0, "signbitd": 0, "signbitf": 0,
+    "fmin": 0,
+    "fmax": 0,
+    "fminf": 0,
+    "fmaxf": 0,
+    "fabs": 0,
+    "fabsf": 0,
+    "copysign": 0,
+    "copysignf": 0,
+    "isnand": 0,
+    "isnanf": 0,
+    "isinfd": 0,
+    "isinff": 0,
+    "isfinited": 0,
+    "finitef": 0,
+    "signbitd": 0,
+    "signbitf": 0,
 }
 
 _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s")
@@ -133,14 +221,19 @@ def audit_ptx(ptx: str, reference_fma: int | None = None, libdevice_approximate=
             approximate.append(line)
     findings = []
     if reference_fma is not None and len(fmas) > reference_fma:
-        findings.append(f"contracted fma: {len(fmas)} fma in this build, {reference_fma} in its -fma=0 "
-                        f"reference; first: `{fmas[0]}`")
+        findings.append(
+            f"contracted fma: {len(fmas)} fma in this build, {reference_fma} in its -fma=0 "
+            f"reference; first: `{fmas[0]}`"
+        )
     if unrounded:
-        findings.append(f"{len(unrounded)} float add/sub/mul without .rn (ptxas may fuse them into an fma); "
-                        f"first: `{unrounded[0]}`")
+        findings.append(
+            f"{len(unrounded)} float add/sub/mul without .rn (ptxas may fuse them into an fma); first: `{unrounded[0]}`"
+        )
     if approximate:
-        findings.append(f"{len(approximate)} approximate or flush-to-zero instruction(s) not from libdevice; "
-                        f"first: `{approximate[0]}`")
+        findings.append(
+            f"{len(approximate)} approximate or flush-to-zero instruction(s) not from libdevice; "
+            f"first: `{approximate[0]}`"
+        )
     return tuple(findings)
 
 
@@ -171,7 +264,7 @@ def ulp_bound(name: str) -> str:
     return f"{name} ({'?' if bound is None else bound} ulp)"
 
 
-_PROBE = '''target triple = "nvptx64-nvidia-cuda"
+_PROBE = """target triple = "nvptx64-nvidia-cuda"
 target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"
 declare {result} @"__nv_{name}"({types})
 define {result} @"kernelgym_probe"({params}) {{
@@ -179,7 +272,7 @@ define {result} @"kernelgym_probe"({params}) {{
 }}
 !nvvmir.version = !{{ !0 }}
 !0 = !{{ i32 2, i32 0, i32 3, i32 2 }}
-'''
+"""
 
 
 def libdevice_opcodes(llvm_ir, arch: str) -> dict[str, frozenset]:

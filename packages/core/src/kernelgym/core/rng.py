@@ -50,8 +50,18 @@ import numpy as np
 
 from kernelgym.core.device_functions import device_function
 
-__all__ = ["seed_streams", "seed_agent_streams", "agent_stream", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal",
-           "randint"]
+__all__ = [
+    "seed_streams",
+    "seed_agent_streams",
+    "agent_stream",
+    "next_uint64",
+    "uniform",
+    "uniform_range",
+    "uniform_as",
+    "uniform_range_as",
+    "normal",
+    "randint",
+]
 
 # Constants as uint64: numba turns uint64-with-int64 arithmetic into float64.
 _U24 = np.uint64(24)
@@ -72,8 +82,9 @@ def _check_seed(seed) -> None:
     entropy = list(seed) if isinstance(seed, (list, tuple, np.ndarray)) else [seed]
     for value in entropy:
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise TypeError(f"seed: expected None, an int >= 0 or a sequence of them, got {type(value).__name__} "
-                            f"{value!r}")
+            raise TypeError(
+                f"seed: expected None, an int >= 0 or a sequence of them, got {type(value).__name__} {value!r}"
+            )
         if value < 0:
             raise ValueError(f"seed: expected None, an int >= 0 or a sequence of them, got {seed!r}")
 

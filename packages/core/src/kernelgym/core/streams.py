@@ -57,8 +57,10 @@ def _resolve_reader() -> int:
         def read() -> int:
             return current().cuda_stream
     else:
+
         def read() -> int:
             return raw(device())
+
     _reader = read
     return read()
 

@@ -137,8 +137,9 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
         raise ValueError(f"warmup: expected an int >= 1 (eager steps before the capture), got {warmup!r}")
     if api is None:
         if env.backend != "cuda":
-            raise ValueError(f"env: CUDA graphs capture cuda work, expected an env on backend 'cuda', "
-                             f"got {env.backend!r}")
+            raise ValueError(
+                f"env: CUDA graphs capture cuda work, expected an env on backend 'cuda', got {env.backend!r}"
+            )
         api = TorchGraphs()
     if env.backend != "cpu" and check_mode(env.check_action_values, env.backend) == "sync":
         raise ValueError(
@@ -147,9 +148,11 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
         )
 
     if not _is_observation_buffer(env, obs):
-        raise ValueError("obs: expected the env's observation buffer (the tensor env.reset() and env.step() "
-                         "return; for a Dict/Tuple space, its tree of leaf tensors), got another tensor; a replay "
-                         "would not see new observations")
+        raise ValueError(
+            "obs: expected the env's observation buffer (the tensor env.reset() and env.step() "
+            "return; for a Dict/Tuple space, its tree of leaf tensors), got another tensor; a replay "
+            "would not see new observations"
+        )
 
     def one_step():
         with torch.no_grad():

@@ -71,14 +71,21 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     # as KernelGymnasiumEnv.metadata: the class declares the mode, each instance its env's
     metadata = {"render_modes": ["rgb_array"], "render_fps": None}
 
-    def __init__(self, env_id: str, num_envs: int = 1, backend: str | None = "auto", seed=None,
-                 render_mode: str | None = None, autoreset_mode="same_step", **kwargs):
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int = 1,
+        backend: str | None = "auto",
+        seed=None,
+        render_mode: str | None = None,
+        autoreset_mode="same_step",
+        **kwargs,
+    ):
         spec = registry.get_spec(env_id)
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
-        self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode,
-                                 **kwargs)
+        self.env = registry.make(env_id, num_envs, backend=backend, seed=seed, autoreset_mode=autoreset_mode, **kwargs)
         self.num_envs = self.env.num_envs
         # one env's observation and action: for a multi-agent env, its agents' (A, ...) joint ones,
         # so that batching them over num_envs gives the spaces of what step returns and takes
@@ -98,10 +105,15 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
     def __setattr__(self, name, value):
         """``num_envs`` and ``autoreset_mode`` are fixed once set; ``render_mode`` takes the env's modes only."""
         if name in _FIXED and name in self.__dict__:
-            raise AttributeError(f"{name}: fixed when the vector env is made (its kernels are built for it); "
-                                 f"make a new one to change it")
-        if name == "render_mode" and "metadata" in self.__dict__ and value is not None \
-                and value not in self.metadata["render_modes"]:
+            raise AttributeError(
+                f"{name}: fixed when the vector env is made (its kernels are built for it); make a new one to change it"
+            )
+        if (
+            name == "render_mode"
+            and "metadata" in self.__dict__
+            and value is not None
+            and value not in self.metadata["render_modes"]
+        ):
             raise ValueError(f"render_mode: expected None or one of {self.metadata['render_modes']}, got {value!r}")
         super().__setattr__(name, value)
 
@@ -116,8 +128,13 @@ class KernelGymnasiumVectorEnv(gymnasium.vector.VectorEnv):
         if not isinstance(actions, np.ndarray):
             actions = np.asarray(actions)
         obs, rewards, terminated, truncated, info = self.env.step(actions, numpy=True)
-        return (map_tree(np.array, obs), np.array(rewards), np.array(terminated), np.array(truncated),
-                {key: map_tree(np.array, info[key]) for key in _FINAL_OBS_KEYS if key in info})
+        return (
+            map_tree(np.array, obs),
+            np.array(rewards),
+            np.array(terminated),
+            np.array(truncated),
+            {key: map_tree(np.array, info[key]) for key in _FINAL_OBS_KEYS if key in info},
+        )
 
     def render(self):
         """A tuple of RGB frames, one per env, when ``render_mode="rgb_array"``."""

@@ -75,22 +75,40 @@ class KernelGymnasiumEnv(gymnasium.Env):
     # instance narrows it to its env's (an env without a renderer refuses the mode).
     metadata = {"render_modes": ["rgb_array"], "render_fps": None}
 
-    def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
-                 max_episode_steps: int | None = None, precision: str | None = None, fast_math: bool = False,
-                 **kwargs):
+    def __init__(
+        self,
+        env_id: str,
+        backend: str | None = "cpu",
+        seed=None,
+        render_mode: str | None = None,
+        max_episode_steps: int | None = None,
+        precision: str | None = None,
+        fast_math: bool = False,
+        **kwargs,
+    ):
         spec = registry.get_spec(env_id)
         param_names = [field.name for field in dataclasses.fields(spec.params)] if spec.params is not None else []
         unexpected = sorted(set(kwargs) - set(param_names) - {"randomize"})
         if unexpected:
             # Python's own wording: clients such as TorchRL's GymEnv try optional arguments and match on it
-            raise TypeError(f"{type(self).__name__}.__init__() got an unexpected keyword argument {unexpected[0]!r} "
-                            f"(the params of {spec.id} are {param_names})")
+            raise TypeError(
+                f"{type(self).__name__}.__init__() got an unexpected keyword argument {unexpected[0]!r} "
+                f"(the params of {spec.id} are {param_names})"
+            )
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
             raise ValueError(f"render_mode: expected None or one of {render_modes} for {spec.id}, got {render_mode!r}")
-        self.env = registry.make(env_id, 1, backend=backend, seed=seed, autoreset_mode="next_step",
-                                 max_episode_steps=_NO_TIME_LIMIT if max_episode_steps is None else max_episode_steps,
-                                 precision=precision, fast_math=fast_math, **kwargs)
+        self.env = registry.make(
+            env_id,
+            1,
+            backend=backend,
+            seed=seed,
+            autoreset_mode="next_step",
+            max_episode_steps=_NO_TIME_LIMIT if max_episode_steps is None else max_episode_steps,
+            precision=precision,
+            fast_math=fast_math,
+            **kwargs,
+        )
         if self.env.multi_agent:
             self.env.close()
             raise TypeError(

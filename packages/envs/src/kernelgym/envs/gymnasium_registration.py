@@ -30,8 +30,14 @@ from gymnasium.envs.registration import registry as gymnasium_registry
 
 from kernelgym.envs import registry
 
-__all__ = ["ENTRY_POINT", "GYMNASIUM_NAMESPACE", "VECTOR_ENTRY_POINT", "install", "register_conflicting_ids",
-           "register_gymnasium_envs"]
+__all__ = [
+    "ENTRY_POINT",
+    "GYMNASIUM_NAMESPACE",
+    "VECTOR_ENTRY_POINT",
+    "install",
+    "register_conflicting_ids",
+    "register_gymnasium_envs",
+]
 
 GYMNASIUM_NAMESPACE = registry.GYMNASIUM_NAMESPACE
 ENTRY_POINT = "kernelgym.envs.gymnasium_env:KernelGymnasiumEnv"
@@ -75,12 +81,20 @@ def _register(env_id: str, max_episode_steps: int | None, provider: str) -> bool
         registered.max_episode_steps = max_episode_steps
         return False
     try:
-        gymnasium.register(id=gymnasium_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
-                           max_episode_steps=max_episode_steps, kwargs={"env_id": env_id})
+        gymnasium.register(
+            id=gymnasium_id,
+            entry_point=ENTRY_POINT,
+            vector_entry_point=VECTOR_ENTRY_POINT,
+            max_episode_steps=max_episode_steps,
+            kwargs={"env_id": env_id},
+        )
     except gymnasium_error.Error as error:  # one id must not break the import or the other ids
-        warnings.warn(f"env id {env_id!r} of {provider} is left out of gymnasium's registry (kernelgym's own "
-                      f"make still has it): gymnasium refused {gymnasium_id!r}: {error}",
-                      registry.PluginLoadWarning, stacklevel=3)
+        warnings.warn(
+            f"env id {env_id!r} of {provider} is left out of gymnasium's registry (kernelgym's own "
+            f"make still has it): gymnasium refused {gymnasium_id!r}: {error}",
+            registry.PluginLoadWarning,
+            stacklevel=3,
+        )
         return False
     return True
 
@@ -94,8 +108,12 @@ def register_conflicting_ids(_env_ids=None) -> None:
         if gymnasium_id in gymnasium_registry:
             continue
         try:
-            gymnasium.register(id=gymnasium_id, entry_point=ENTRY_POINT, vector_entry_point=VECTOR_ENTRY_POINT,
-                               kwargs={"env_id": env_id})
+            gymnasium.register(
+                id=gymnasium_id,
+                entry_point=ENTRY_POINT,
+                vector_entry_point=VECTOR_ENTRY_POINT,
+                kwargs={"env_id": env_id},
+            )
         except gymnasium_error.Error:
             pass  # its conflict was warned about when the plugins loaded
 

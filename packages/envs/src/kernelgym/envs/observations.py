@@ -23,8 +23,18 @@ from typing import Any, NamedTuple
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["LEAF_SPACES", "Leaf", "build_tree", "check_observation_space", "is_structured", "leaf_arrays",
-           "leaf_name", "leaves", "map_tree", "space_shape"]
+__all__ = [
+    "LEAF_SPACES",
+    "Leaf",
+    "build_tree",
+    "check_observation_space",
+    "is_structured",
+    "leaf_arrays",
+    "leaf_name",
+    "leaves",
+    "map_tree",
+    "space_shape",
+]
 
 # The spaces a leaf may be, and the prefix of every leaf's kernel name.
 LEAF_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiBinary)
@@ -104,21 +114,27 @@ def check_observation_space(where: str, space) -> tuple[Leaf, ...]:
     for leaf in found:
         label = f"{where} observation_space[{_show_path(leaf.path)}]"
         if not isinstance(leaf.space, LEAF_SPACES):
-            raise TypeError(f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}; "
-                            f"{FLATTEN}")
+            raise TypeError(
+                f"{label}: expected a Box, Discrete, MultiBinary, Dict or Tuple, got {leaf.space}; {FLATTEN}"
+            )
         if leaf.dtype.kind not in "biuf":
             raise TypeError(f"{label}: expected a bool, integer or float dtype, got {leaf.dtype}")
         if not leaf.name.isidentifier():
-            raise ValueError(f"{label}: the kernel name {leaf.name!r} derived from this key path is not a "
-                             f"Python identifier; use keys made of letters, digits and '_'")
+            raise ValueError(
+                f"{label}: the kernel name {leaf.name!r} derived from this key path is not a "
+                f"Python identifier; use keys made of letters, digits and '_'"
+            )
     if not found or any(_empty(node) for node in _nodes(space)):
-        raise ValueError(f"{where} observation_space: expected every Dict and Tuple to hold at least one space, "
-                         f"got {space}")
+        raise ValueError(
+            f"{where} observation_space: expected every Dict and Tuple to hold at least one space, got {space}"
+        )
     by_name: dict[str, tuple] = {}
     for leaf in found:
         if leaf.name in by_name:
-            raise ValueError(f"{where} observation_space: the key paths [{_show_path(by_name[leaf.name])}] and "
-                             f"[{_show_path(leaf.path)}] both give the kernel name {leaf.name!r}; rename a key")
+            raise ValueError(
+                f"{where} observation_space: the key paths [{_show_path(by_name[leaf.name])}] and "
+                f"[{_show_path(leaf.path)}] both give the kernel name {leaf.name!r}; rename a key"
+            )
         by_name[leaf.name] = leaf.path
     return found
 
@@ -160,8 +176,13 @@ def _build(space, path, arrays):
 
 def _nodes(space):
     yield space
-    children = space.spaces.values() if isinstance(space, spaces.Dict) else \
-        space.spaces if isinstance(space, spaces.Tuple) else ()
+    children = (
+        space.spaces.values()
+        if isinstance(space, spaces.Dict)
+        else space.spaces
+        if isinstance(space, spaces.Tuple)
+        else ()
+    )
     for child in children:
         yield from _nodes(child)
 

@@ -52,8 +52,7 @@ class KernelParallelEnv(ParallelEnv):
 
     metadata: dict[str, Any] = {"is_parallelizable": True}
 
-    def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None,
-                 **kwargs):
+    def __init__(self, env_id: str, backend: str | None = "cpu", seed=None, render_mode: str | None = None, **kwargs):
         spec = registry.get_spec(env_id)
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
@@ -64,8 +63,9 @@ class KernelParallelEnv(ParallelEnv):
         self.possible_agents = [f"agent_{index}" for index in range(self.env.num_agents)]
         self.agents: list[str] = []
         # one space object per agent: seeding one agent's sampler leaves the others alone
-        self._observation_spaces = {agent: copy.deepcopy(self.env.single_observation_space)
-                                    for agent in self.possible_agents}
+        self._observation_spaces = {
+            agent: copy.deepcopy(self.env.single_observation_space) for agent in self.possible_agents
+        }
         self._action_spaces = {agent: copy.deepcopy(self.env.single_action_space) for agent in self.possible_agents}
         self._action_buffer = np.zeros(self.env.action_space.shape, dtype=self.env.action_space.dtype)
         self._action_rows = self._action_buffer.reshape(self.env.num_agents, -1)  # a view: one row per agent
@@ -102,8 +102,10 @@ class KernelParallelEnv(ParallelEnv):
         if missing or unknown:
             raise KeyError(f"actions: expected one action per live agent; missing {missing}, unknown {unknown}")
         # every agent's action checked (as gymnasium's spaces check) before any is written
-        checked = [one_action(self._action_spaces[agent], actions[agent], f"actions[{agent!r}]")
-                   for agent in self.possible_agents]
+        checked = [
+            one_action(self._action_spaces[agent], actions[agent], f"actions[{agent!r}]")
+            for agent in self.possible_agents
+        ]
         for index, action in enumerate(checked):
             self._action_rows[index] = np.reshape(action, -1)
         obs, rewards, terminated, truncated, _ = self.env.step(self._action_buffer, numpy=True)
@@ -129,8 +131,10 @@ class KernelParallelEnv(ParallelEnv):
     def _per_agent(self, obs) -> dict:
         """Each agent's copy of the one env's observation (a dict/tuple of arrays for a Dict/Tuple space)."""
         if self._multi_agent:
-            return {agent: map_tree(lambda batch, index=index: np.array(batch[0, index]), obs)
-                    for index, agent in enumerate(self.possible_agents)}
+            return {
+                agent: map_tree(lambda batch, index=index: np.array(batch[0, index]), obs)
+                for index, agent in enumerate(self.possible_agents)
+            }
         return {self.possible_agents[0]: map_tree(lambda batch: np.array(batch[0]), obs)}
 
     def _check_agent_name(self, agent):

@@ -47,8 +47,15 @@ from gymnasium.envs.registration import get_env_id, parse_env_id
 from kernelgym.envs import hookspecs
 from kernelgym.envs.spec import EnvSpec
 
-__all__ = ["PluginLoadWarning", "declared_env_ids", "get_spec", "gymnasium_id_problem", "list_envs", "make",
-           "register_plugin"]
+__all__ = [
+    "PluginLoadWarning",
+    "declared_env_ids",
+    "get_spec",
+    "gymnasium_id_problem",
+    "list_envs",
+    "make",
+    "register_plugin",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -102,12 +109,14 @@ def _gymnasium_collisions(env_ids) -> list[list[str]]:
     for env_id in env_ids:
         _, name, version = parse_env_id(f"{GYMNASIUM_NAMESPACE}/{env_id}")
         by_name.setdefault(name, []).append((version, env_id))
-    return [sorted(env_id for _, env_id in group) for group in by_name.values()
-            if any(version is None for version, _ in group) and any(version is not None for version, _ in group)]
+    return [
+        sorted(env_id for _, env_id in group)
+        for group in by_name.values()
+        if any(version is None for version, _ in group) and any(version is not None for version, _ in group)
+    ]
 
 
-COLLISION = ("collide in gymnasium (it cannot hold an unversioned id next to a versioned id of the same "
-             "name)")
+COLLISION = "collide in gymnasium (it cannot hold an unversioned id next to a versioned id of the same name)"
 
 
 class _Registry:
@@ -133,8 +142,9 @@ class _Registry:
             try:
                 plugin = importlib.import_module(module_name)
             except SystemExit as error:  # an explicit registration fails loudly, but as an error
-                raise ImportError(f"register_plugin plugin: importing {module_name!r} failed: "
-                                  f"{_describe(error)}") from error
+                raise ImportError(
+                    f"register_plugin plugin: importing {module_name!r} failed: {_describe(error)}"
+                ) from error
         if not hasattr(plugin, "kernelgym_register_envs"):
             raise TypeError(
                 f"register_plugin plugin: expected a module or object with a @hookimpl "
@@ -196,13 +206,17 @@ class _Registry:
         for env_id in sorted(declared):
             problem = gymnasium_id_problem(env_id)
             if problem is not None:
-                problems.append(f"env id {env_id!r} declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points "
-                                f"of distribution {_distributions(declared[env_id])} is left out: {problem}")
+                problems.append(
+                    f"env id {env_id!r} declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points "
+                    f"of distribution {_distributions(declared[env_id])} is left out: {problem}"
+                )
                 del declared[env_id]
         for group in _gymnasium_collisions(declared):
             who = " and ".join(f"{env_id!r} (distribution {_distributions(declared.pop(env_id))})" for env_id in group)
-            problems.append(f"env ids {who}, declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points, "
-                            f"{COLLISION}; they are left out: rename one or uninstall all but one of them")
+            problems.append(
+                f"env ids {who}, declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points, "
+                f"{COLLISION}; they are left out: rename one or uninstall all but one of them"
+            )
         return declared, problems
 
     # -------------------------------------------------------------------- specs
@@ -220,8 +234,12 @@ class _Registry:
         found = set(self._specs or ()) | set(self._conflicts)
         missing = [env_id for env_id in self.declared_ids() if env_id not in found]
         if missing:
-            warnings.warn(f"env ids {missing} are declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} "
-                          f"entry points but no loaded plugin provides them", PluginLoadWarning, stacklevel=2)
+            warnings.warn(
+                f"env ids {missing} are declared in the {hookspecs.ID_ENTRY_POINT_GROUP!r} "
+                f"entry points but no loaded plugin provides them",
+                PluginLoadWarning,
+                stacklevel=2,
+            )
 
     def conflict(self, env_id: str) -> list[tuple[str, str | None]] | None:
         """The (plugin, distribution) pairs that claimed ``env_id``, when it was claimed twice."""
@@ -242,11 +260,16 @@ class _Registry:
                 if spec is not None:
                     specs.append(spec)
         except PLUGIN_FAILURES as error:  # a broken plugin is reported, others still work
-            kept = f"its specs yielded before the error are kept: {[spec.id for spec in specs]}" if specs else \
-                "it was skipped"
-            _warn(f"{where} failed in kernelgym_register_envs and {kept}: {_describe(error)} (an EnvSpec whose "
-                  f"construction raises ends the hook before it returns, so the plugin's other specs are lost "
-                  f"with it; see kernelgym.envs.hookspecs)")
+            kept = (
+                f"its specs yielded before the error are kept: {[spec.id for spec in specs]}"
+                if specs
+                else "it was skipped"
+            )
+            _warn(
+                f"{where} failed in kernelgym_register_envs and {kept}: {_describe(error)} (an EnvSpec whose "
+                f"construction raises ends the hook before it returns, so the plugin's other specs are lost "
+                f"with it; see kernelgym.envs.hookspecs)"
+            )
         return specs
 
     def _collect(self):
@@ -259,10 +282,14 @@ class _Registry:
         conflicts, collisions = {}, {}
         for group in _gymnasium_collisions(claims):
             claimed = [spec for env_id in group for spec in claims[env_id]]
-            who = " and ".join(f"{env_id!r} from {_claimants([(s.plugin, s.distribution) for s in claims[env_id]])}"
-                               for env_id in group)
-            _warn(f"env ids {who} {COLLISION}; they are left out (the other ids still work): rename one or "
-                  f"uninstall all but one of them")
+            who = " and ".join(
+                f"{env_id!r} from {_claimants([(s.plugin, s.distribution) for s in claims[env_id]])}"
+                for env_id in group
+            )
+            _warn(
+                f"env ids {who} {COLLISION}; they are left out (the other ids still work): rename one or "
+                f"uninstall all but one of them"
+            )
             for env_id in group:
                 conflicts[env_id] = [(spec.plugin, spec.distribution) for spec in claimed]
                 collisions[env_id] = [other for other in group if other != env_id]
@@ -274,8 +301,10 @@ class _Registry:
                 specs[env_id] = claimed[0]
                 continue
             conflicts[env_id] = [(spec.plugin, spec.distribution) for spec in claimed]
-            _warn(f"env id {env_id!r} is claimed by {len(claimed)} plugins: {_claimants(conflicts[env_id])}; "
-                  f"it is left out (the other ids still work): uninstall all but one of them")
+            _warn(
+                f"env id {env_id!r} is claimed by {len(claimed)} plugins: {_claimants(conflicts[env_id])}; "
+                f"it is left out (the other ids still work): uninstall all but one of them"
+            )
         return specs, conflicts, collisions
 
     def conflicting_ids(self) -> list[str]:
@@ -294,19 +323,25 @@ class _Registry:
 def _checked_spec(provided, where: str, name: str, distribution: str | None) -> EnvSpec | None:
     """``provided`` as the registry keeps it, or None (with a warning naming it) when it is bad."""
     if not isinstance(provided, EnvSpec):
-        _warn(f"{where} returned {provided!r}, expected EnvSpec objects: it is left out (the plugin's other "
-              f"specs still load)")
+        _warn(
+            f"{where} returned {provided!r}, expected EnvSpec objects: it is left out (the plugin's other "
+            f"specs still load)"
+        )
         return None
     try:  # replace() runs every EnvSpec check again, on this spec alone
         spec = dataclasses.replace(provided, distribution=distribution, plugin=name)
     except PLUGIN_FAILURES as error:
-        _warn(f"{where}: env {provided.id!r} is invalid and left out (the plugin's other specs still load): "
-              f"{_describe(error)}")
+        _warn(
+            f"{where}: env {provided.id!r} is invalid and left out (the plugin's other specs still load): "
+            f"{_describe(error)}"
+        )
         return None
     problem = gymnasium_id_problem(spec.id)
     if problem is not None:
-        _warn(f"{where}: env id {spec.id!r} is left out (the plugin's other specs still load), gymnasium "
-              f"cannot register it: {problem}")
+        _warn(
+            f"{where}: env id {spec.id!r} is left out (the plugin's other specs still load), gymnasium "
+            f"cannot register it: {problem}"
+        )
         return None
     return spec
 
@@ -373,11 +408,14 @@ def get_spec(env_id: str) -> EnvSpec:
     claims = _REGISTRY.conflict(key)
     collides = _REGISTRY.collisions(key)
     if collides:
-        raise KeyError(f"env_id: {env_id!r} and {collides} {COLLISION}; claimed by {_claimants(claims)}, so "
-                       f"none is used; rename one or uninstall all but one of them")
+        raise KeyError(
+            f"env_id: {env_id!r} and {collides} {COLLISION}; claimed by {_claimants(claims)}, so "
+            f"none is used; rename one or uninstall all but one of them"
+        )
     if claims:
-        raise KeyError(f"env_id: {env_id!r} is claimed by {_claimants(claims)}, so neither is used; "
-                       f"uninstall all but one of them")
+        raise KeyError(
+            f"env_id: {env_id!r} is claimed by {_claimants(claims)}, so neither is used; uninstall all but one of them"
+        )
     raise KeyError(f"env_id: unknown env {env_id!r}; registered envs: {sorted(specs)}")
 
 
@@ -404,6 +442,13 @@ def make(env_id: str, num_envs: int, backend: str | None = "auto", seed: int | N
 
     spec = get_spec(env_id)
     env = KernelVectorEnv(spec, num_envs, backend=backend, seed=seed, **kwargs)
-    logger.info("made %s: %d envs on backend %r, %s, autoreset %s, seed %s", spec.id, env.num_envs,
-                env.backend, env.precision, env.autoreset_mode.value, seed)
+    logger.info(
+        "made %s: %d envs on backend %r, %s, autoreset %s, seed %s",
+        spec.id,
+        env.num_envs,
+        env.backend,
+        env.precision,
+        env.autoreset_mode.value,
+        seed,
+    )
     return env

@@ -17,8 +17,14 @@ import math
 
 import numpy as np
 
-__all__ = ["render_acrobot", "render_cartpole", "render_mountain_car", "render_pendulum", "render_tag_gridworld",
-           "render_tag_continuous"]
+__all__ = [
+    "render_acrobot",
+    "render_cartpole",
+    "render_mountain_car",
+    "render_pendulum",
+    "render_tag_gridworld",
+    "render_tag_continuous",
+]
 
 WHITE = (255, 255, 255)
 BLACK = (0, 0, 0)
@@ -73,16 +79,20 @@ def fill_circle(canvas, cx, cy, radius, color) -> None:
 def draw_segment(canvas, x0, y0, x1, y1, width, color) -> None:
     """Draw a straight bar of ``width`` pixels from ``(x0, y0)`` to ``(x1, y1)``."""
     half = width / 2.0
-    left, right, top, bottom = _box(canvas, min(x0, x1) - half, min(y0, y1) - half,
-                                    max(x0, x1) + half, max(y0, y1) + half)
+    left, right, top, bottom = _box(
+        canvas, min(x0, x1) - half, min(y0, y1) - half, max(x0, x1) + half, max(y0, y1) + half
+    )
     if left >= right or top >= bottom:
         return
     ys, xs = np.mgrid[top:bottom, left:right]
     dx, dy = x1 - x0, y1 - y0
     length_squared = dx * dx + dy * dy
     # the distance of every pixel to the nearest point of the segment
-    t = np.zeros_like(xs, dtype=np.float64) if length_squared == 0 else np.clip(
-        ((xs - x0) * dx + (ys - y0) * dy) / length_squared, 0.0, 1.0)
+    t = (
+        np.zeros_like(xs, dtype=np.float64)
+        if length_squared == 0
+        else np.clip(((xs - x0) * dx + (ys - y0) * dy) / length_squared, 0.0, 1.0)
+    )
     inside = (xs - (x0 + t * dx)) ** 2 + (ys - (y0 + t * dy)) ** 2 <= half * half
     canvas[top:bottom, left:right][inside] = color
 
@@ -123,8 +133,7 @@ def render_cartpole(state, index, params, width: int = 600, height: int = 400) -
     cart_x = float(state["x"][index]) * scale + width / 2.0
     theta = float(state["theta"][index])
     canvas[int(track_y), :] = BLACK
-    fill_rectangle(canvas, cart_x - cart_width / 2, track_y - cart_height, cart_x + cart_width / 2, track_y,
-                   CART_BROWN)
+    fill_rectangle(canvas, cart_x - cart_width / 2, track_y - cart_height, cart_x + cart_width / 2, track_y, CART_BROWN)
     axle_y = track_y - cart_height * 0.75
     # theta = 0 is upright, positive theta leans right (towards +x)
     tip_x = cart_x + pole_length * math.sin(theta)
@@ -232,8 +241,8 @@ def render_tag_continuous(state, index, params, size: int = 400) -> np.ndarray:
     canvas = blank_canvas(size + 2 * margin, size + 2 * margin)
     scale = size / params.grid_length
     for edge in (margin, margin + size):
-        canvas[edge, margin:margin + size + 1] = BLACK
-        canvas[margin:margin + size + 1, edge] = BLACK
+        canvas[edge, margin : margin + size + 1] = BLACK
+        canvas[margin : margin + size + 1, edge] = BLACK
     radius = max(3.0, size * 0.015)
     xs, ys = state["loc_x"][index], state["loc_y"][index]
     directions, in_game = state["direction"][index], state["in_game"][index]
@@ -242,6 +251,13 @@ def render_tag_continuous(state, index, params, size: int = 400) -> np.ndarray:
         centre_y = margin + size - float(ys[agent]) * scale
         fill_circle(canvas, centre_x, centre_y, radius, color)
         heading = float(directions[agent])
-        draw_segment(canvas, centre_x, centre_y, centre_x + 2.2 * radius * math.cos(heading),
-                     centre_y - 2.2 * radius * math.sin(heading), 2.0, color)
+        draw_segment(
+            canvas,
+            centre_x,
+            centre_y,
+            centre_x + 2.2 * radius * math.cos(heading),
+            centre_y - 2.2 * radius * math.sin(heading),
+            2.0,
+            color,
+        )
     return canvas

@@ -57,14 +57,26 @@ class KernelSB3VecEnv(VecEnv):
         Passed to `kernelgym.envs.make` (``max_episode_steps``, params).
     """
 
-    def __init__(self, env_id: str, num_envs: int, backend: str | None = "auto", seed=None,
-                 render_mode: str | None = None, agents_as_envs: bool = False, **kwargs):
+    def __init__(
+        self,
+        env_id: str,
+        num_envs: int,
+        backend: str | None = "auto",
+        seed=None,
+        render_mode: str | None = None,
+        agents_as_envs: bool = False,
+        **kwargs,
+    ):
         if "autoreset_mode" in kwargs:
-            raise ValueError("autoreset_mode: KernelSB3VecEnv always uses 'same_step' (SB3's convention); "
-                             f"got {kwargs['autoreset_mode']!r}")
+            raise ValueError(
+                "autoreset_mode: KernelSB3VecEnv always uses 'same_step' (SB3's convention); "
+                f"got {kwargs['autoreset_mode']!r}"
+            )
         if kwargs.get("episode_statistics", True) is not True:
-            raise ValueError("episode_statistics: KernelSB3VecEnv reports each episode to SB3's logger and needs "
-                             f"them; expected True, got {kwargs['episode_statistics']!r}")
+            raise ValueError(
+                "episode_statistics: KernelSB3VecEnv reports each episode to SB3's logger and needs "
+                f"them; expected True, got {kwargs['episode_statistics']!r}"
+            )
         spec = registry.get_spec(env_id)
         render_modes = ["rgb_array"] if spec.render is not None else []
         if render_mode is not None and render_mode not in render_modes:
@@ -75,16 +87,19 @@ class KernelSB3VecEnv(VecEnv):
             raise TypeError(f"agents_as_envs: expected True or False, got {agents_as_envs!r}")
         if self.env.multi_agent and not agents_as_envs:
             self.env.close()
-            raise TypeError(f"env_id: {spec.id} is a multi-agent env ({self.env.num_agents} agents); SB3 trains "
-                            "single-agent envs: pass agents_as_envs=True to train one policy shared by every agent")
+            raise TypeError(
+                f"env_id: {spec.id} is a multi-agent env ({self.env.num_agents} agents); SB3 trains "
+                "single-agent envs: pass agents_as_envs=True to train one policy shared by every agent"
+            )
         # SB3's envs are (env, agent) pairs: every batch is reshaped from (N, A, ...) to (N * A, ...)
         self._agents = self.env.num_agents if self.env.multi_agent else 1
         self._env_attributes = {"render_mode": render_mode}  # what SB3 reads per env through get_attr
         self._render_modes = render_modes
         self._actions: np.ndarray | None = None
         self._start_time = time.time()
-        super().__init__(self.env.num_envs * self._agents, self.env.single_observation_space,
-                         self.env.single_action_space)
+        super().__init__(
+            self.env.num_envs * self._agents, self.env.single_observation_space, self.env.single_action_space
+        )
 
     def _flat(self, batch) -> np.ndarray:
         """A copy of an ``(N, ...)`` batch as SB3's ``(N * A, ...)`` (the agent axis folded in)."""
@@ -127,8 +142,12 @@ class KernelSB3VecEnv(VecEnv):
                     "episode": {"r": float(episode_return), "l": int(episode["l"][env_index]), "t": elapsed},
                 }
         # copies: SB3 keeps the last observation while it steps again
-        return (map_tree(self._flat, obs), self._flat(rewards).reshape(self.num_envs),
-                np.repeat(dones, self._agents), infos)
+        return (
+            map_tree(self._flat, obs),
+            self._flat(rewards).reshape(self.num_envs),
+            np.repeat(dones, self._agents),
+            infos,
+        )
 
     def close(self) -> None:
         self.env.close()
@@ -162,8 +181,9 @@ class KernelSB3VecEnv(VecEnv):
         self._check_all(indices, "set_attr")
         if attr_name == "render_mode":
             if value is not None and value not in self._render_modes:
-                raise ValueError(f"set_attr('render_mode'): expected None or one of {self._render_modes}, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"set_attr('render_mode'): expected None or one of {self._render_modes}, got {value!r}"
+                )
             self._env_attributes[attr_name] = self.render_mode = value
             return
         if not isinstance(attr_name, str) or attr_name.startswith("_") or not hasattr(self.env, attr_name):
@@ -180,5 +200,6 @@ class KernelSB3VecEnv(VecEnv):
 
     def _check_all(self, indices, method: str) -> None:
         if sorted(self._get_indices(indices)) != list(range(self.num_envs)):
-            raise ValueError(f"{method} indices: the envs share one KernelVectorEnv; expected all of them "
-                             f"(None), got {indices!r}")
+            raise ValueError(
+                f"{method} indices: the envs share one KernelVectorEnv; expected all of them (None), got {indices!r}"
+            )

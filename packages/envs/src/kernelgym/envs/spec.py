@@ -54,8 +54,16 @@ from gymnasium import spaces
 
 from kernelgym.envs.observations import check_observation_space
 
-__all__ = ["CPUReference", "EnvSpec", "PRECISIONS", "StateArray", "load_reference", "reference_reset",
-           "resolve_precision", "validate_params"]
+__all__ = [
+    "CPUReference",
+    "EnvSpec",
+    "PRECISIONS",
+    "StateArray",
+    "load_reference",
+    "reference_reset",
+    "resolve_precision",
+    "validate_params",
+]
 
 KERNEL_LAYOUTS = ("env", "agent")
 ACTION_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary)
@@ -140,8 +148,10 @@ class StateArray:
         if not isinstance(self.name, str) or not self.name.isidentifier():
             raise ValueError(f"StateArray name: expected a python identifier, got {self.name!r}")
         if self.keep_on_reset and self.restore_on_reset:
-            raise ValueError(f"StateArray {self.name!r}: keep_on_reset and restore_on_reset exclude each other "
-                             f"(kept across resets, or written back at each)")
+            raise ValueError(
+                f"StateArray {self.name!r}: keep_on_reset and restore_on_reset exclude each other "
+                f"(kept across resets, or written back at each)"
+            )
         try:
             dtype = np.dtype(self.dtype)
         except TypeError as error:
@@ -320,8 +330,9 @@ class EnvSpec:
         observation_space = _space(where, "observation_space", self.observation_space, params)
         action_space = _space(where, "action_space", self.action_space, params)
         if not isinstance(action_space, ACTION_SPACES):
-            raise TypeError(f"{where} action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, "
-                            f"got {action_space}")
+            raise TypeError(
+                f"{where} action_space: expected Box, Discrete, MultiDiscrete or MultiBinary, got {action_space}"
+            )
         check_observation_space(where, observation_space)
         limit = self.max_episode_steps(params) if callable(self.max_episode_steps) else self.max_episode_steps
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
@@ -331,8 +342,10 @@ class EnvSpec:
             leading = (int(num_agents),) if array.per_agent else ()
             shapes[array.name] = leading + array.resolved_shape(params)
         if self.episode_step is not None and shapes[self.episode_step] != ():
-            raise ValueError(f"{where} episode_step: the state array {self.episode_step!r} must hold one "
-                             f"integer per env (shape ()), got shape {shapes[self.episode_step]}")
+            raise ValueError(
+                f"{where} episode_step: the state array {self.episode_step!r} must hold one "
+                f"integer per env (shape ()), got shape {shapes[self.episode_step]}"
+            )
         return ResolvedSpec(
             num_agents=int(num_agents),
             observation_space=observation_space,
@@ -390,9 +403,7 @@ def validate_params(spec: EnvSpec, overrides: dict):
                 raise ValueError(f"make({spec.id!r}) param {name!r}: expected finite values, got a NaN or infinity")
             continue
         if isinstance(default, (float, np.floating)) and math.isfinite(default) and not math.isfinite(value):
-            raise ValueError(
-                f"make({spec.id!r}) param {name!r}: expected a finite number, got {value!r}"
-            )
+            raise ValueError(f"make({spec.id!r}) param {name!r}: expected a finite number, got {value!r}")
     cast = {name: _cast(getattr(spec.params, name), value) for name, value in overrides.items()}
     # the params dataclass checks physical ranges in its __post_init__ (e.g. masses > 0)
     return dataclasses.replace(spec.params, **cast)
@@ -417,9 +428,11 @@ def resolve_precision(spec: EnvSpec, precision: str | None) -> str | None:
     if not spec.precisions:
         if precision is None:
             return None
-        raise ValueError(f"precision: env {spec.id!r} declares no precision choice (its EnvSpec.precisions is "
-                         f"empty; its kernels compute in the types they are written in): expected None, "
-                         f"got {precision!r}")
+        raise ValueError(
+            f"precision: env {spec.id!r} declares no precision choice (its EnvSpec.precisions is "
+            f"empty; its kernels compute in the types they are written in): expected None, "
+            f"got {precision!r}"
+        )
     if precision is None:
         return spec.precisions[0]
     if precision not in spec.precisions:
@@ -458,8 +471,11 @@ def load_reference(reference: str):
 # ---------------------------------------------------------------------------- helpers
 def _same_kind(default, value) -> bool:
     if isinstance(default, np.ndarray):
-        return isinstance(value, np.ndarray) and value.ndim == default.ndim and np.can_cast(
-            value.dtype, default.dtype, casting="same_kind")
+        return (
+            isinstance(value, np.ndarray)
+            and value.ndim == default.ndim
+            and np.can_cast(value.dtype, default.dtype, casting="same_kind")
+        )
     if isinstance(value, np.ndarray):
         return False
     if isinstance(default, (bool, np.bool_)):
@@ -492,12 +508,16 @@ def _check_params_record(where, params):
         value = getattr(params, field.name)
         if isinstance(value, np.ndarray):
             if value.dtype.kind not in "biuf" or value.ndim == 0:
-                raise TypeError(f"{where} params.{field.name}: a constant table must be a numpy array of numbers "
-                                f"with at least one axis, got dtype {value.dtype} shape {value.shape}")
+                raise TypeError(
+                    f"{where} params.{field.name}: a constant table must be a numpy array of numbers "
+                    f"with at least one axis, got dtype {value.dtype} shape {value.shape}"
+                )
             continue
         if not isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
-            raise TypeError(f"{where} params.{field.name}: expected an int, float or bool scalar, or a numpy array "
-                            f"(a constant table), got {value!r}")
+            raise TypeError(
+                f"{where} params.{field.name}: expected an int, float or bool scalar, or a numpy array "
+                f"(a constant table), got {value!r}"
+            )
 
 
 def _check_episode_step(where, name, state):
@@ -506,17 +526,18 @@ def _check_episode_step(where, name, state):
         return
     arrays = {array.name: array for array in state}
     if not isinstance(name, str) or name not in arrays:
-        raise ValueError(f"{where} episode_step: expected None or the name of a state array "
-                         f"(one of {sorted(arrays)}), got {name!r}")
+        raise ValueError(
+            f"{where} episode_step: expected None or the name of a state array (one of {sorted(arrays)}), got {name!r}"
+        )
     array = arrays[name]
     if array.keep_on_reset:
-        raise ValueError(f"{where} episode_step: the state array {name!r} restarts at each reset; it cannot be "
-                         f"keep_on_reset")
+        raise ValueError(
+            f"{where} episode_step: the state array {name!r} restarts at each reset; it cannot be keep_on_reset"
+        )
     if array.per_agent:
         raise ValueError(f"{where} episode_step: the state array {name!r} must be per env, got per_agent=True")
     if array.dtype.kind not in "iu":
-        raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, "
-                        f"got {array.dtype}")
+        raise TypeError(f"{where} episode_step: the state array {name!r} must have an integer dtype, got {array.dtype}")
 
 
 def _check_per_env_params(where, names, params) -> tuple[str, ...]:
@@ -524,20 +545,29 @@ def _check_per_env_params(where, names, params) -> tuple[str, ...]:
     if isinstance(names, str):
         raise TypeError(f"{where} per_env_params: expected a tuple of params field names, got the string {names!r}")
     names = tuple(names)
-    floats = [field.name for field in dataclasses.fields(params)
-              if isinstance(getattr(params, field.name), (float, np.floating))] if params is not None else []
+    floats = (
+        [
+            field.name
+            for field in dataclasses.fields(params)
+            if isinstance(getattr(params, field.name), (float, np.floating))
+        ]
+        if params is not None
+        else []
+    )
     bad = [name for name in names if name not in floats]
     if bad or len(set(names)) != len(names):
-        raise ValueError(f"{where} per_env_params: expected distinct names of float params fields "
-                         f"(from {floats}), got {names!r}")
+        raise ValueError(
+            f"{where} per_env_params: expected distinct names of float params fields (from {floats}), got {names!r}"
+        )
     return tuple(name for name in floats if name in names)  # the record's order: the randomize draw order
 
 
 def _check_precisions(where, precisions) -> tuple[str, ...]:
     """A tuple of distinct names from `PRECISIONS`."""
     if isinstance(precisions, str):
-        raise TypeError(f"{where} precisions: expected a tuple of names from {tuple(PRECISIONS)}, "
-                        f"got the string {precisions!r}")
+        raise TypeError(
+            f"{where} precisions: expected a tuple of names from {tuple(PRECISIONS)}, got the string {precisions!r}"
+        )
     precisions = tuple(precisions)
     unknown = [name for name in precisions if name not in PRECISIONS]
     if unknown or len(set(precisions)) != len(precisions):

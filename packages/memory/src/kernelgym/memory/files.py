@@ -150,4 +150,3 @@ def _read_npz(path: str, parse_metadata) -> Snapshot:
             )
             tables[group][name] = _from_numpy(archive[key], dtype)
     return verified(layout, tables["tensor"], tables["extra"], layout.capacity)
-

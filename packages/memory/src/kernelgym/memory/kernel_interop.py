@@ -110,7 +110,8 @@ class KernelInterop(_MixinBase):
                 )
         # a classmethod of the mixin, called on Memory and its subclasses only
         memory = cast("type[Memory]", cls)(
-            memory_size, num_envs=num_envs[0], device=next(iter(views.values())).device, **kwargs)
+            memory_size, num_envs=num_envs[0], device=next(iter(views.values())).device, **kwargs
+        )
         for name, view in views.items():
             if view.dim() == 2:  # one scalar per cell: expose it as size 1 (the seed's layout)
                 view = view.unsqueeze(-1)

@@ -60,8 +60,9 @@ class MinAtarParams:
 
     def __post_init__(self):
         if not 0.0 <= self.sticky_action_prob <= 1.0:
-            raise ValueError(f"MinAtarParams sticky_action_prob: expected a float in [0, 1], "
-                             f"got {self.sticky_action_prob!r}")
+            raise ValueError(
+                f"MinAtarParams sticky_action_prob: expected a float in [0, 1], got {self.sticky_action_prob!r}"
+            )
 
 
 def action_mask(actions) -> int:
@@ -132,9 +133,16 @@ def reference_for(state_arrays, step_kernel, reset_kernel, observe, channels) ->
     """
 
     def outputs(batch, params, rng_states, action=0):
-        return {**batch, **_params_values(params), "i": 0, "rng_states": rng_states,
-                "actions": np.array([action], np.int64), "obs": np.zeros((1, GRID, GRID, channels), np.bool_),
-                "rewards": np.zeros(1, np.float32), "terminated": np.zeros(1, np.bool_)}
+        return {
+            **batch,
+            **_params_values(params),
+            "i": 0,
+            "rng_states": rng_states,
+            "actions": np.array([action], np.int64),
+            "obs": np.zeros((1, GRID, GRID, channels), np.bool_),
+            "rewards": np.zeros(1, np.float32),
+            "terminated": np.zeros(1, np.bool_),
+        }
 
     def single(batch):
         return {name: value[0].copy() for name, value in batch.items()}
@@ -165,17 +173,30 @@ def make_specs(name, channels, minimal_actions, **fields) -> tuple[EnvSpec, EnvS
 
     ``fields`` are the remaining `EnvSpec` fields (state, kernels, reference, ...).
     """
+
     def action_space(params):
         return spaces.Discrete(len(minimal_actions) if params.minimal_action_set else NUM_ACTIONS)
 
     # gymnasium's stubs leave bool out of Box's dtypes; Box itself takes it
-    common = dict(observation_space=spaces.Box(0, 1, (GRID, GRID, channels), np.bool_),  # type: ignore[arg-type]
-                  action_space=action_space, max_episode_steps=None, **fields)
+    common = dict(
+        observation_space=spaces.Box(0, 1, (GRID, GRID, channels), np.bool_),  # type: ignore[arg-type]
+        action_space=action_space,
+        max_episode_steps=None,
+        **fields,
+    )
     description = fields.pop("description", "")
     common.pop("description", None)
     return (
-        EnvSpec(id=f"MinAtar-{name}-v1", params=MinAtarParams(), description=f"{description} (MinAtar, minimal "
-                f"action set)", **common),
-        EnvSpec(id=f"MinAtar-{name}-v0", params=MinAtarParams(minimal_action_set=False),
-                description=f"{description} (MinAtar, all six actions)", **common),
+        EnvSpec(
+            id=f"MinAtar-{name}-v1",
+            params=MinAtarParams(),
+            description=f"{description} (MinAtar, minimal action set)",
+            **common,
+        ),
+        EnvSpec(
+            id=f"MinAtar-{name}-v0",
+            params=MinAtarParams(minimal_action_set=False),
+            description=f"{description} (MinAtar, all six actions)",
+            **common,
+        ),
     )

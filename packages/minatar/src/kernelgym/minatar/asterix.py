@@ -77,8 +77,21 @@ def _touch(i, slot, player_x, player_y, ent_x, ent_on, ent_gold):
 
 
 @device_function
-def start(i, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed, move_timer,
-          ramp_timer, ramp_index):
+def start(
+    i,
+    player_x,
+    player_y,
+    ent_x,
+    ent_on,
+    ent_right,
+    ent_gold,
+    spawn_speed,
+    spawn_timer,
+    move_speed,
+    move_timer,
+    ramp_timer,
+    ramp_index,
+):
     """A new episode for env ``i`` (no random draws); every state array is written, so that a reset
     state does not depend on the episode before."""
     player_x[i] = 5
@@ -97,8 +110,24 @@ def start(i, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed
 
 
 @device_function
-def play(i, action, rng_states, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer,
-         move_speed, move_timer, ramp_timer, ramp_index, difficulty_ramping):
+def play(
+    i,
+    action,
+    rng_states,
+    player_x,
+    player_y,
+    ent_x,
+    ent_on,
+    ent_right,
+    ent_gold,
+    spawn_speed,
+    spawn_timer,
+    move_speed,
+    move_timer,
+    ramp_timer,
+    ramp_index,
+    difficulty_ramping,
+):
     """Env ``i`` plays game action ``action``: returns (reward, terminal)."""
     reward = 0
     terminal = False
@@ -162,27 +191,91 @@ def observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold):
 
 
 @env_kernel
-def step(i, actions, rng_states, obs, rewards, terminated, last_action, player_x, player_y, ent_x, ent_on, ent_right,
-         ent_gold, spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index, sticky_action_prob,
-         difficulty_ramping, minimal_action_set):
+def step(
+    i,
+    actions,
+    rng_states,
+    obs,
+    rewards,
+    terminated,
+    last_action,
+    player_x,
+    player_y,
+    ent_x,
+    ent_on,
+    ent_right,
+    ent_gold,
+    spawn_speed,
+    spawn_timer,
+    move_speed,
+    move_timer,
+    ramp_timer,
+    ramp_index,
+    sticky_action_prob,
+    difficulty_ramping,
+    minimal_action_set,
+):
     """One Asterix step of env ``i``."""
-    action = sticky(rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i],
-                    sticky_action_prob)
+    action = sticky(
+        rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i], sticky_action_prob
+    )
     last_action[i] = action
-    reward, terminal = play(i, action, rng_states, player_x, player_y, ent_x, ent_on, ent_right, ent_gold,
-                            spawn_speed, spawn_timer, move_speed, move_timer, ramp_timer, ramp_index,
-                            difficulty_ramping)
+    reward, terminal = play(
+        i,
+        action,
+        rng_states,
+        player_x,
+        player_y,
+        ent_x,
+        ent_on,
+        ent_right,
+        ent_gold,
+        spawn_speed,
+        spawn_timer,
+        move_speed,
+        move_timer,
+        ramp_timer,
+        ramp_index,
+        difficulty_ramping,
+    )
     rewards[i] = reward
     terminated[i] = terminal
     observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold)
 
 
 @env_kernel
-def reset(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed,
-          move_timer, ramp_timer, ramp_index):
+def reset(
+    i,
+    obs,
+    player_x,
+    player_y,
+    ent_x,
+    ent_on,
+    ent_right,
+    ent_gold,
+    spawn_speed,
+    spawn_timer,
+    move_speed,
+    move_timer,
+    ramp_timer,
+    ramp_index,
+):
     """A new Asterix episode for env ``i``."""
-    start(i, player_x, player_y, ent_x, ent_on, ent_right, ent_gold, spawn_speed, spawn_timer, move_speed, move_timer,
-          ramp_timer, ramp_index)
+    start(
+        i,
+        player_x,
+        player_y,
+        ent_x,
+        ent_on,
+        ent_right,
+        ent_gold,
+        spawn_speed,
+        spawn_timer,
+        move_speed,
+        move_timer,
+        ramp_timer,
+        ramp_index,
+    )
     observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold)
 
 
@@ -208,16 +301,26 @@ REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)
 def check_invariants(params, state):
     """The player stays in rows 1-8, entities on the grid, speeds within their start values."""
     assert 0 <= int(state["player_x"]) < GRID and 1 <= int(state["player_y"]) <= GRID - 2, (
-        f"player ({int(state['player_x'])}, {int(state['player_y'])}) off its area")
+        f"player ({int(state['player_x'])}, {int(state['player_y'])}) off its area"
+    )
     on = state["ent_on"]
     assert np.all((state["ent_x"][on] >= 0) & (state["ent_x"][on] < GRID)), f"ent_x {state['ent_x']} off the grid"
     assert 1 <= int(state["spawn_speed"]) <= INIT_SPAWN_SPEED, f"spawn_speed {int(state['spawn_speed'])}"
     assert 1 <= int(state["move_speed"]) <= INIT_MOVE_INTERVAL, f"move_speed {int(state['move_speed'])}"
 
 
-SPECS = make_specs("Asterix", CHANNELS, MINIMAL_ACTIONS, state=STATE, step_kernel=step, reset_kernel=reset,
-                   reference=REFERENCE, invariants=check_invariants, render="kernelgym.minatar.render:render_asterix",
-                   description="Collect gold and dodge enemies")
+SPECS = make_specs(
+    "Asterix",
+    CHANNELS,
+    MINIMAL_ACTIONS,
+    state=STATE,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=REFERENCE,
+    invariants=check_invariants,
+    render="kernelgym.minatar.render:render_asterix",
+    description="Collect gold and dodge enemies",
+)
 
 
 @hookimpl

@@ -119,11 +119,29 @@ def observe(i, obs, ball_x, ball_y, pos, last_x, last_y, brick):
 
 
 @env_kernel
-def step(i, actions, rng_states, obs, rewards, terminated, last_action, ball_x, ball_y, ball_dir, pos, last_x,
-         last_y, strike, brick, sticky_action_prob, minimal_action_set):
+def step(
+    i,
+    actions,
+    rng_states,
+    obs,
+    rewards,
+    terminated,
+    last_action,
+    ball_x,
+    ball_y,
+    ball_dir,
+    pos,
+    last_x,
+    last_y,
+    strike,
+    brick,
+    sticky_action_prob,
+    minimal_action_set,
+):
     """One Breakout step of env ``i``."""
-    action = sticky(rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i],
-                    sticky_action_prob)
+    action = sticky(
+        rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i], sticky_action_prob
+    )
     last_action[i] = action
     reward, terminal = play(i, action, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick)
     rewards[i] = reward
@@ -162,9 +180,18 @@ def check_invariants(params, state):
     assert 0 <= int(state["last_action"]) < 6, f"last_action {int(state['last_action'])} not an action"
 
 
-SPECS = make_specs("Breakout", CHANNELS, MINIMAL_ACTIONS, state=STATE, step_kernel=step, reset_kernel=reset,
-                   reference=REFERENCE, invariants=check_invariants, render="kernelgym.minatar.render:render_breakout",
-                   description="Break bricks with a bouncing ball")
+SPECS = make_specs(
+    "Breakout",
+    CHANNELS,
+    MINIMAL_ACTIONS,
+    state=STATE,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=REFERENCE,
+    invariants=check_invariants,
+    render="kernelgym.minatar.render:render_breakout",
+    description="Break bricks with a bouncing ball",
+)
 
 
 @hookimpl

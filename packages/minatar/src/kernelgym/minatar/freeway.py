@@ -104,11 +104,27 @@ def observe(i, obs, pos, car_x, car_speed):
 
 
 @env_kernel
-def step(i, actions, rng_states, obs, rewards, terminated, last_action, pos, move_timer, time_left, car_x,
-         car_timer, car_speed, sticky_action_prob, minimal_action_set):
+def step(
+    i,
+    actions,
+    rng_states,
+    obs,
+    rewards,
+    terminated,
+    last_action,
+    pos,
+    move_timer,
+    time_left,
+    car_x,
+    car_timer,
+    car_speed,
+    sticky_action_prob,
+    minimal_action_set,
+):
     """One Freeway step of env ``i``."""
-    action = sticky(rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i],
-                    sticky_action_prob)
+    action = sticky(
+        rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i], sticky_action_prob
+    )
     last_action[i] = action
     reward, terminal = play(i, action, rng_states, pos, move_timer, time_left, car_x, car_timer, car_speed)
     rewards[i] = reward
@@ -141,15 +157,25 @@ def check_invariants(params, state):
     assert 0 <= int(state["pos"]) < GRID, f"pos {int(state['pos'])} off the grid"
     assert np.all((state["car_x"] >= 0) & (state["car_x"] < GRID)), f"car_x {state['car_x']} off the grid"
     assert np.all((np.abs(state["car_speed"]) >= 1) & (np.abs(state["car_speed"]) <= 5)), (
-        f"car_speed {state['car_speed']} not in +-1..5")
+        f"car_speed {state['car_speed']} not in +-1..5"
+    )
     assert np.all((state["car_timer"] >= 0) & (state["car_timer"] <= 5)), f"car_timer {state['car_timer']}"
     assert 0 <= int(state["move_timer"]) <= PLAYER_SPEED, f"move_timer {int(state['move_timer'])}"
     assert -1 <= int(state["time_left"]) <= TIME_LIMIT, f"time_left {int(state['time_left'])}"
 
 
-SPECS = make_specs("Freeway", CHANNELS, MINIMAL_ACTIONS, state=STATE, step_kernel=step, reset_kernel=reset,
-                   reference=REFERENCE, invariants=check_invariants, render="kernelgym.minatar.render:render_freeway",
-                   description="Cross eight lanes of traffic")
+SPECS = make_specs(
+    "Freeway",
+    CHANNELS,
+    MINIMAL_ACTIONS,
+    state=STATE,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=REFERENCE,
+    invariants=check_invariants,
+    render="kernelgym.minatar.render:render_freeway",
+    description="Cross eight lanes of traffic",
+)
 
 
 @hookimpl

@@ -20,8 +20,15 @@ import numpy as np
 
 from kernelgym.minatar._common import GRID
 
-__all__ = ["cell_colours", "palette", "render_asterix", "render_breakout", "render_freeway", "render_seaquest",
-           "render_space_invaders"]
+__all__ = [
+    "cell_colours",
+    "palette",
+    "render_asterix",
+    "render_breakout",
+    "render_freeway",
+    "render_seaquest",
+    "render_space_invaders",
+]
 
 _LUT_SIZE = 256  # matplotlib's colormaps are lookup tables of 256 entries
 # matplotlib's cubehelix (gamma 1, s 0.5, r -1.5, h 1): per colour channel, (p0, p1)
@@ -33,8 +40,9 @@ def palette(num_channels: int) -> np.ndarray:
     lut = np.linspace(0.0, 1.0, _LUT_SIZE)
     amplitude = lut * (1 - lut) / 2
     phi = 2 * np.pi * (0.5 / 3 + -1.5 * lut)
-    table = np.stack([np.clip(lut + amplitude * (p0 * np.cos(phi) + p1 * np.sin(phi)), 0.0, 1.0)
-                      for p0, p1 in _CUBEHELIX], axis=1)
+    table = np.stack(
+        [np.clip(lut + amplitude * (p0 * np.cos(phi) + p1 * np.sin(phi)), 0.0, 1.0) for p0, p1 in _CUBEHELIX], axis=1
+    )
     points = np.linspace(0.0, 1.0, num_channels + 2)[1:-1]
     # matplotlib's lookup: entry int(x * N), clipped to the table
     entries = np.minimum((points * _LUT_SIZE).astype(int), _LUT_SIZE - 1)

@@ -193,8 +193,17 @@ def _move_enemies(i, table, which, f_bullets, e_bullets, counts, sub_x, sub_y, m
                 continue
             if table[i, current, SHOT] == 0:
                 table[i, current, SHOT] = ENEMY_SHOT_INTERVAL
-                _append(i, e_bullets, counts, E_BULLETS, table[i, current, X], table[i, current, Y],
-                        table[i, current, RIGHTWARD], 0, 0)
+                _append(
+                    i,
+                    e_bullets,
+                    counts,
+                    E_BULLETS,
+                    table[i, current, X],
+                    table[i, current, Y],
+                    table[i, current, RIGHTWARD],
+                    0,
+                    0,
+                )
             else:
                 table[i, current, SHOT] -= 1
         k -= 1
@@ -209,8 +218,27 @@ def _clear(i, table):
 
 
 @device_function
-def start(i, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
-          e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface):
+def start(
+    i,
+    oxygen,
+    diver_count,
+    sub_x,
+    sub_y,
+    sub_right,
+    f_bullets,
+    e_bullets,
+    fish,
+    subs,
+    divers,
+    counts,
+    e_spawn_speed,
+    e_spawn_timer,
+    d_spawn_timer,
+    move_speed,
+    ramp_index,
+    shot_timer,
+    surface,
+):
     """A new episode for env ``i`` (no random draws); every state array is written (the tables'
     unused rows too), so that a reset state does not depend on the episode before."""
     _clear(i, f_bullets)
@@ -238,9 +266,30 @@ def start(i, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets,
 
 
 @device_function
-def play(i, action, rng_states, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers,
-         counts, e_spawn_speed, e_spawn_timer, d_spawn_timer,
-         move_speed, ramp_index, shot_timer, surface, difficulty_ramping):
+def play(
+    i,
+    action,
+    rng_states,
+    oxygen,
+    diver_count,
+    sub_x,
+    sub_y,
+    sub_right,
+    f_bullets,
+    e_bullets,
+    fish,
+    subs,
+    divers,
+    counts,
+    e_spawn_speed,
+    e_spawn_timer,
+    d_spawn_timer,
+    move_speed,
+    ramp_index,
+    shot_timer,
+    surface,
+    difficulty_ramping,
+):
     """Env ``i`` plays game action ``action``: returns (reward, terminal)."""
     reward = 0
     terminal = False
@@ -385,27 +434,115 @@ def observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_b
 
 
 @env_kernel
-def step(i, actions, rng_states, obs, rewards, terminated, last_action, oxygen, diver_count, sub_x, sub_y, sub_right,
-         f_bullets, e_bullets, fish, subs, divers, counts, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
-         ramp_index, shot_timer, surface, sticky_action_prob, difficulty_ramping, minimal_action_set):
+def step(
+    i,
+    actions,
+    rng_states,
+    obs,
+    rewards,
+    terminated,
+    last_action,
+    oxygen,
+    diver_count,
+    sub_x,
+    sub_y,
+    sub_right,
+    f_bullets,
+    e_bullets,
+    fish,
+    subs,
+    divers,
+    counts,
+    e_spawn_speed,
+    e_spawn_timer,
+    d_spawn_timer,
+    move_speed,
+    ramp_index,
+    shot_timer,
+    surface,
+    sticky_action_prob,
+    difficulty_ramping,
+    minimal_action_set,
+):
     """One Seaquest step of env ``i``."""
-    action = sticky(rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i],
-                    sticky_action_prob)
+    action = sticky(
+        rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i], sticky_action_prob
+    )
     last_action[i] = action
-    reward, terminal = play(i, action, rng_states, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets,
-                            fish, subs, divers, counts, e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed,
-                            ramp_index, shot_timer, surface, difficulty_ramping)
+    reward, terminal = play(
+        i,
+        action,
+        rng_states,
+        oxygen,
+        diver_count,
+        sub_x,
+        sub_y,
+        sub_right,
+        f_bullets,
+        e_bullets,
+        fish,
+        subs,
+        divers,
+        counts,
+        e_spawn_speed,
+        e_spawn_timer,
+        d_spawn_timer,
+        move_speed,
+        ramp_index,
+        shot_timer,
+        surface,
+        difficulty_ramping,
+    )
     rewards[i] = reward
     terminated[i] = terminal
     observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts)
 
 
 @env_kernel
-def reset(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
-          e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface):
+def reset(
+    i,
+    obs,
+    oxygen,
+    diver_count,
+    sub_x,
+    sub_y,
+    sub_right,
+    f_bullets,
+    e_bullets,
+    fish,
+    subs,
+    divers,
+    counts,
+    e_spawn_speed,
+    e_spawn_timer,
+    d_spawn_timer,
+    move_speed,
+    ramp_index,
+    shot_timer,
+    surface,
+):
     """A new Seaquest episode for env ``i``."""
-    start(i, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts,
-          e_spawn_speed, e_spawn_timer, d_spawn_timer, move_speed, ramp_index, shot_timer, surface)
+    start(
+        i,
+        oxygen,
+        diver_count,
+        sub_x,
+        sub_y,
+        sub_right,
+        f_bullets,
+        e_bullets,
+        fish,
+        subs,
+        divers,
+        counts,
+        e_spawn_speed,
+        e_spawn_timer,
+        d_spawn_timer,
+        move_speed,
+        ramp_index,
+        shot_timer,
+        surface,
+    )
     observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts)
 
 
@@ -438,7 +575,8 @@ REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)
 def check_invariants(params, state):
     """The submarine stays in rows 0-8, every table within its capacity and its rows on the grid."""
     assert 0 <= int(state["sub_x"]) < GRID and 0 <= int(state["sub_y"]) <= GRID - 2, (
-        f"submarine ({int(state['sub_x'])}, {int(state['sub_y'])}) off its area")
+        f"submarine ({int(state['sub_x'])}, {int(state['sub_y'])}) off its area"
+    )
     for which, (name, capacity) in enumerate(CAPACITY.items()):
         count = int(state["counts"][which])
         assert 0 <= count < capacity, f"{name}: {count} rows, expected fewer than the capacity {capacity}"
@@ -448,9 +586,18 @@ def check_invariants(params, state):
     assert int(state["oxygen"]) <= MAX_OXYGEN, f"oxygen {int(state['oxygen'])}"
 
 
-SPECS = make_specs("Seaquest", CHANNELS, MINIMAL_ACTIONS, state=STATE, step_kernel=step, reset_kernel=reset,
-                   reference=REFERENCE, invariants=check_invariants, render="kernelgym.minatar.render:render_seaquest",
-                   description="Rescue divers, shoot enemies, surface for oxygen")
+SPECS = make_specs(
+    "Seaquest",
+    CHANNELS,
+    MINIMAL_ACTIONS,
+    state=STATE,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=REFERENCE,
+    invariants=check_invariants,
+    render="kernelgym.minatar.render:render_seaquest",
+    description="Rescue divers, shoot enemies, surface for oxygen",
+)
 
 
 @hookimpl

@@ -27,8 +27,13 @@ from kernelgym.core import rng
 __all__ = ["GAMES", "Mismatch", "StreamDraws", "compare"]
 
 # kernelgym game name -> the original's module name
-GAMES = {"Asterix": "asterix", "Breakout": "breakout", "Freeway": "freeway", "Seaquest": "seaquest",
-         "SpaceInvaders": "space_invaders"}
+GAMES = {
+    "Asterix": "asterix",
+    "Breakout": "breakout",
+    "Freeway": "freeway",
+    "Seaquest": "seaquest",
+    "SpaceInvaders": "space_invaders",
+}
 
 
 class StreamDraws:
@@ -72,24 +77,33 @@ class Mismatch:
     original: object
 
     def __str__(self):
-        return (f"env {self.env}, step {self.step}: {self.what} differs: kernelgym {self.kernelgym!r}, "
-                f"original {self.original!r}")
+        return (
+            f"env {self.env}, step {self.step}: {self.what} differs: kernelgym {self.kernelgym!r}, "
+            f"original {self.original!r}"
+        )
 
 
 def _original(game, stream, sticky_action_prob, difficulty_ramping):
     from minatar import Environment  # the test-time dependency, imported only here
 
-    original = Environment(GAMES[game], sticky_action_prob=sticky_action_prob,
-                           difficulty_ramping=difficulty_ramping)
+    original = Environment(GAMES[game], sticky_action_prob=sticky_action_prob, difficulty_ramping=difficulty_ramping)
     draws = StreamDraws(stream)
     original.random = original.env.random = draws
     original.reset()  # the constructor's reset drew from its own RandomState: reset again from ours
     return original
 
 
-def compare(game: str, actions: np.ndarray, seed: int, *, sticky_action_prob: float = 0.1,
-            difficulty_ramping: bool = True, minimal_action_set: bool = True, backend: str = "cpu",
-            original_seed: int | None = None) -> tuple[Mismatch | None, dict]:
+def compare(
+    game: str,
+    actions: np.ndarray,
+    seed: int,
+    *,
+    sticky_action_prob: float = 0.1,
+    difficulty_ramping: bool = True,
+    minimal_action_set: bool = True,
+    backend: str = "cpu",
+    original_seed: int | None = None,
+) -> tuple[Mismatch | None, dict]:
     """Play ``actions`` ``(steps, num_envs)`` in kernelgym and in the original, env by env.
 
     Parameters
@@ -117,9 +131,15 @@ def compare(game: str, actions: np.ndarray, seed: int, *, sticky_action_prob: fl
     if actions.ndim != 2:
         raise ValueError(f"actions: expected shape (steps, num_envs), got {actions.shape}")
     steps, num_envs = actions.shape
-    env = kge.make(f"MinAtar-{game}-v1", num_envs, backend=backend, seed=seed,
-                   sticky_action_prob=sticky_action_prob, difficulty_ramping=difficulty_ramping,
-                   minimal_action_set=minimal_action_set)
+    env = kge.make(
+        f"MinAtar-{game}-v1",
+        num_envs,
+        backend=backend,
+        seed=seed,
+        sticky_action_prob=sticky_action_prob,
+        difficulty_ramping=difficulty_ramping,
+        minimal_action_set=minimal_action_set,
+    )
     try:
         obs, _ = env.reset(seed=seed, numpy=True)
         streams = rng.seed_streams(seed if original_seed is None else original_seed, num_envs)
@@ -142,15 +162,18 @@ def compare(game: str, actions: np.ndarray, seed: int, *, sticky_action_prob: fl
                     reward, terminal = original.act(action_sets[k][actions[t, k]])
                     counts["transitions"] += 1
                 state = original.state()
-                for what, ours, theirs in (("terminated", bool(terminated[k]), bool(terminal)),
-                                           ("reward", float(rewards[k]), float(reward)),
-                                           ("truncated", bool(truncated[k]), False)):
+                for what, ours, theirs in (
+                    ("terminated", bool(terminated[k]), bool(terminal)),
+                    ("reward", float(rewards[k]), float(reward)),
+                    ("truncated", bool(truncated[k]), False),
+                ):
                     if ours != theirs:
                         return Mismatch(k, t + 1, what, ours, theirs), counts
                 if not np.array_equal(obs[k], state):
                     diff = np.argwhere(obs[k] != state)
-                    return Mismatch(k, t + 1, "observation (y, x, channel) cells", diff.tolist(),
-                                    state[tuple(diff.T)].tolist()), counts
+                    return Mismatch(
+                        k, t + 1, "observation (y, x, channel) cells", diff.tolist(), state[tuple(diff.T)].tolist()
+                    ), counts
             done = terminated.copy()
         counts["draws"] = sum(o.random.draws for o in originals)
         return None, counts

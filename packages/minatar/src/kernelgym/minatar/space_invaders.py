@@ -94,8 +94,19 @@ def _roll_columns(i, grid, shift):
 
 
 @device_function
-def start(i, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_move_timer, alien_shot_timer,
-          ramp_index, shot_timer):
+def start(
+    i,
+    pos,
+    alien,
+    f_bullet,
+    e_bullet,
+    alien_dir,
+    move_interval,
+    alien_move_timer,
+    alien_shot_timer,
+    ramp_index,
+    shot_timer,
+):
     """A new episode for env ``i`` (no random draws)."""
     pos[i] = 5
     for y in range(GRID):
@@ -112,8 +123,21 @@ def start(i, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_mov
 
 
 @device_function
-def play(i, action, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_move_timer, alien_shot_timer,
-         ramp_index, shot_timer, difficulty_ramping):
+def play(
+    i,
+    action,
+    pos,
+    alien,
+    f_bullet,
+    e_bullet,
+    alien_dir,
+    move_interval,
+    alien_move_timer,
+    alien_shot_timer,
+    ramp_index,
+    shot_timer,
+    difficulty_ramping,
+):
     """Env ``i`` plays game action ``action``: returns (reward, terminal)."""
     terminal = False
     if action == FIRE and shot_timer[i] == 0:
@@ -196,26 +220,82 @@ def observe(i, obs, pos, alien, f_bullet, e_bullet, alien_dir):
 
 
 @env_kernel
-def step(i, actions, rng_states, obs, rewards, terminated, last_action, pos, alien, f_bullet, e_bullet, alien_dir,
-         move_interval, alien_move_timer, alien_shot_timer, ramp_index, shot_timer, sticky_action_prob,
-         difficulty_ramping, minimal_action_set):
+def step(
+    i,
+    actions,
+    rng_states,
+    obs,
+    rewards,
+    terminated,
+    last_action,
+    pos,
+    alien,
+    f_bullet,
+    e_bullet,
+    alien_dir,
+    move_interval,
+    alien_move_timer,
+    alien_shot_timer,
+    ramp_index,
+    shot_timer,
+    sticky_action_prob,
+    difficulty_ramping,
+    minimal_action_set,
+):
     """One SpaceInvaders step of env ``i``."""
-    action = sticky(rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i],
-                    sticky_action_prob)
+    action = sticky(
+        rng_states, i, full_action(actions[i], minimal_action_set, _MASK), last_action[i], sticky_action_prob
+    )
     last_action[i] = action
-    reward, terminal = play(i, action, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_move_timer,
-                            alien_shot_timer, ramp_index, shot_timer, difficulty_ramping)
+    reward, terminal = play(
+        i,
+        action,
+        pos,
+        alien,
+        f_bullet,
+        e_bullet,
+        alien_dir,
+        move_interval,
+        alien_move_timer,
+        alien_shot_timer,
+        ramp_index,
+        shot_timer,
+        difficulty_ramping,
+    )
     rewards[i] = reward
     terminated[i] = terminal
     observe(i, obs, pos, alien, f_bullet, e_bullet, alien_dir)
 
 
 @env_kernel
-def reset(i, obs, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_move_timer, alien_shot_timer,
-          ramp_index, shot_timer):
+def reset(
+    i,
+    obs,
+    pos,
+    alien,
+    f_bullet,
+    e_bullet,
+    alien_dir,
+    move_interval,
+    alien_move_timer,
+    alien_shot_timer,
+    ramp_index,
+    shot_timer,
+):
     """A new SpaceInvaders episode for env ``i``."""
-    start(i, pos, alien, f_bullet, e_bullet, alien_dir, move_interval, alien_move_timer, alien_shot_timer,
-          ramp_index, shot_timer)
+    start(
+        i,
+        pos,
+        alien,
+        f_bullet,
+        e_bullet,
+        alien_dir,
+        move_interval,
+        alien_move_timer,
+        alien_shot_timer,
+        ramp_index,
+        shot_timer,
+    )
     observe(i, obs, pos, alien, f_bullet, e_bullet, alien_dir)
 
 
@@ -242,14 +322,23 @@ def check_invariants(params, state):
     assert state["alien"].any(), "no aliens left after a step (a cleared formation is replaced)"
     assert int(state["alien_dir"]) in (-1, 1), f"alien_dir {int(state['alien_dir'])}"
     assert MIN_MOVE_INTERVAL <= int(state["move_interval"]) <= ENEMY_MOVE_INTERVAL, (
-        f"move_interval {int(state['move_interval'])}")
+        f"move_interval {int(state['move_interval'])}"
+    )
     assert 0 <= int(state["shot_timer"]) <= SHOT_COOL_DOWN, f"shot_timer {int(state['shot_timer'])}"
 
 
-SPECS = make_specs("SpaceInvaders", CHANNELS, MINIMAL_ACTIONS, state=STATE, step_kernel=step, reset_kernel=reset,
-                   reference=REFERENCE, invariants=check_invariants,
-                   render="kernelgym.minatar.render:render_space_invaders",
-                   description="Shoot down descending aliens")
+SPECS = make_specs(
+    "SpaceInvaders",
+    CHANNELS,
+    MINIMAL_ACTIONS,
+    state=STATE,
+    step_kernel=step,
+    reset_kernel=reset,
+    reference=REFERENCE,
+    invariants=check_invariants,
+    render="kernelgym.minatar.render:render_space_invaders",
+    description="Shoot down descending aliens",
+)
 
 
 @hookimpl

@@ -178,7 +178,9 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             for index, (name, payload) in enumerate(zip(actor_names("tasks", len(payloads)), payloads)):
                 first = self._group_firsts[index]
                 count = self._group_size(index)
-                actor = actor_class.options(name=name, **options).remote(payload, first, auto_resample_when_done, range(count))
+                actor = actor_class.options(name=name, **options).remote(
+                    payload, first, auto_resample_when_done, range(count)
+                )
                 self._hosts.append(_GroupHost(index, actor, name, first, count))
             deadline = faults.deadline_after(self._start_timeout)
             for host in self._hosts:
@@ -243,8 +245,12 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
 
     def _remote_error(self, failures: list) -> WorkerError:
         # each failure names the actor (the "process") that hosts its sampler
-        return error_from_failures([(None if sampler is None else self._group_of(sampler), sampler, text, exception)
-                                    for _, sampler, text, exception in rebuild_failures(None, failures)])
+        return error_from_failures(
+            [
+                (None if sampler is None else self._group_of(sampler), sampler, text, exception)
+                for _, sampler, text, exception in rebuild_failures(None, failures)
+            ]
+        )
 
     def _receive(self, host: _GroupHost, deadline: float | None) -> tuple | WorkerError:
         """The actor's oldest owed reply, or the error saying why none will come."""
@@ -289,7 +295,9 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
         reply = self._startup(host, faults.deadline_after(self._start_timeout))
         try:
             self._check_started(reply)
-            active = [sampler - host.first for sampler in self._active if host.first <= sampler < host.first + host.count]
+            active = [
+                sampler - host.first for sampler in self._active if host.first <= sampler < host.first + host.count
+            ]
             paused = sorted(set(range(host.count)) - set(active), reverse=True)
             for command, args in [("resume_all", ())] * bool(paused) + [("pause", (local,)) for local in paused]:
                 host.send(encode(command, args))
@@ -378,7 +386,9 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
             while host.pending and not isinstance(reply, WorkerError):  # the close reply comes last
                 reply = self._receive(host, deadline)
             if isinstance(reply, tuple) and reply[0] == FAILED:
-                warnings.warn(f"closing the samplers failed: {self._remote_error(reply[1])}", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"closing the samplers failed: {self._remote_error(reply[1])}", RuntimeWarning, stacklevel=2
+                )
         for host in self._hosts:
             faults.kill(host)
         faults.wait_dead(self._hosts, CLOSE_TIMEOUT)

@@ -107,8 +107,9 @@ def acrobot_transition(theta1, theta2, dtheta1, dtheta2, torque, dt, real):
     c1, c2, c3, c4 = _derivatives(
         theta1 + half * b1, theta2 + half * b2, dtheta1 + half * b3, dtheta2 + half * b4, torque, real
     )
-    e1, e2, e3, e4 = _derivatives(theta1 + dt * c1, theta2 + dt * c2, dtheta1 + dt * c3, dtheta2 + dt * c4, torque,
-                                  real)
+    e1, e2, e3, e4 = _derivatives(
+        theta1 + dt * c1, theta2 + dt * c2, dtheta1 + dt * c3, dtheta2 + dt * c4, torque, real
+    )
     two, sixth = real(2.0), dt / real(6.0)
     theta1 = theta1 + sixth * (a1 + two * b1 + two * c1 + e1)
     theta2 = theta2 + sixth * (a2 + two * b2 + two * c2 + e2)
@@ -143,7 +144,8 @@ def _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real):
 def step_kernel(i, actions, obs, rewards, terminated, theta1, theta2, dtheta1, dtheta2, dt, real):
     """Step env ``i``: actions 0, 1, 2 apply torque -1, 0, +1 (``dt`` is bound as a ``real`` scalar)."""
     theta1[i], theta2[i], dtheta1[i], dtheta2[i], done = acrobot_transition(
-        real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]), real(actions[i] - 1), dt, real)
+        real(theta1[i]), real(theta2[i]), real(dtheta1[i]), real(dtheta2[i]), real(actions[i] - 1), dt, real
+    )
     rewards[i] = 0.0 if done else -1.0
     terminated[i] = done
     _observe(i, obs, theta1, theta2, dtheta1, dtheta2, real)
@@ -172,8 +174,9 @@ def reference_reset(params, rng_states, real=np.float64):
 
 def reference_step(params, state, action, rng_states=None, real=np.float64):
     """Single-env step: the kernel's `acrobot_transition` (RK4) in ``real``, on float32 storage."""
-    *values, terminated = acrobot_transition(*(real(state[name]) for name in STATE_NAMES),
-                                              real(int(action) - 1), real(params.dt), real)
+    *values, terminated = acrobot_transition(
+        *(real(state[name]) for name in STATE_NAMES), real(int(action) - 1), real(params.dt), real
+    )
     new_state = {name: np.float32(value).reshape(()) for name, value in zip(STATE_NAMES, values)}
     return new_state, 0.0 if terminated else -1.0, bool(terminated)
 
@@ -197,7 +200,12 @@ def state_strategy(params):
         return st.floats(-bound, bound, width=32).map(lambda value: np.float32(value).reshape(()))
 
     return st.fixed_dictionaries(
-        {"theta1": floats(math.pi), "theta2": floats(math.pi), "dtheta1": floats(MAX_VEL_1), "dtheta2": floats(MAX_VEL_2)}
+        {
+            "theta1": floats(math.pi),
+            "theta2": floats(math.pi),
+            "dtheta1": floats(MAX_VEL_1),
+            "dtheta2": floats(MAX_VEL_2),
+        }
     )
 
 

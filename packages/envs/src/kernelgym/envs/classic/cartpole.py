@@ -67,20 +67,68 @@ def _cos_sin(angle, real):
     """
     if real(-0.5) <= angle <= real(0.5):
         a2 = angle * angle
-        cos = real(1.0) + a2 * (real(-1.0 / 2.0) + a2 * (real(1.0 / 24.0) + a2 * (real(-1.0 / 720.0) + a2 * (
-            real(1.0 / 40320.0) + a2 * (real(-1.0 / 3628800.0) + a2 * (real(1.0 / 479001600.0) + a2 * (
-                real(-1.0 / 87178291200.0))))))))
-        sin = angle * (real(1.0) + a2 * (real(-1.0 / 6.0) + a2 * (real(1.0 / 120.0) + a2 * (real(-1.0 / 5040.0) + a2 * (
-            real(1.0 / 362880.0) + a2 * (real(-1.0 / 39916800.0) + a2 * (real(1.0 / 6227020800.0) + a2 * (
-                real(-1.0 / 1307674368000.0)))))))))
+        cos = real(1.0) + a2 * (
+            real(-1.0 / 2.0)
+            + a2
+            * (
+                real(1.0 / 24.0)
+                + a2
+                * (
+                    real(-1.0 / 720.0)
+                    + a2
+                    * (
+                        real(1.0 / 40320.0)
+                        + a2
+                        * (real(-1.0 / 3628800.0) + a2 * (real(1.0 / 479001600.0) + a2 * (real(-1.0 / 87178291200.0))))
+                    )
+                )
+            )
+        )
+        sin = angle * (
+            real(1.0)
+            + a2
+            * (
+                real(-1.0 / 6.0)
+                + a2
+                * (
+                    real(1.0 / 120.0)
+                    + a2
+                    * (
+                        real(-1.0 / 5040.0)
+                        + a2
+                        * (
+                            real(1.0 / 362880.0)
+                            + a2
+                            * (
+                                real(-1.0 / 39916800.0)
+                                + a2 * (real(1.0 / 6227020800.0) + a2 * (real(-1.0 / 1307674368000.0)))
+                            )
+                        )
+                    )
+                )
+            )
+        )
         return cos, sin
     sin, cos = sincos_as(angle, real)
     return cos, sin
 
 
 @numba.njit(inline="always", cache=True)
-def dynamics(x, x_dot, theta, theta_dot, push_right, gravity, masscart, masspole, length, force_mag, tau,
-             semi_implicit_euler, real):
+def dynamics(
+    x,
+    x_dot,
+    theta,
+    theta_dot,
+    push_right,
+    gravity,
+    masscart,
+    masspole,
+    length,
+    force_mag,
+    tau,
+    semi_implicit_euler,
+    real,
+):
     """gymnasium's CartPole physics for one env: the new (x, x_dot, theta, theta_dot).
 
     The one copy of the physics: the kernel and the reference both call it, with every
@@ -119,18 +167,50 @@ def outcome(x, theta, x_threshold, theta_threshold_radians, sutton_barto_reward)
 
 
 @env_kernel
-def step(i, actions, obs, rewards, terminated, x, x_dot, theta, theta_dot,
-         gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler,
-         x_threshold, theta_threshold_radians, sutton_barto_reward, real):
+def step(
+    i,
+    actions,
+    obs,
+    rewards,
+    terminated,
+    x,
+    x_dot,
+    theta,
+    theta_dot,
+    gravity,
+    masscart,
+    masspole,
+    length,
+    force_mag,
+    tau,
+    semi_implicit_euler,
+    x_threshold,
+    theta_threshold_radians,
+    sutton_barto_reward,
+    real,
+):
     """Advance env ``i`` one step."""
     # real() makes the arithmetic the env's precision on every backend (the float params
     # are bound as real scalars): numba's float() keeps a float32 a float32, and the
     # simulator's numpy float32 scalars would stay float32.
     x[i], x_dot[i], theta[i], theta_dot[i] = dynamics(
-        real(x[i]), real(x_dot[i]), real(theta[i]), real(theta_dot[i]), actions[i] == 1,
-        gravity, masscart, masspole, length, force_mag, tau, semi_implicit_euler, real)
-    terminated[i], rewards[i] = outcome(real(x[i]), real(theta[i]), x_threshold,
-                                        theta_threshold_radians, sutton_barto_reward)
+        real(x[i]),
+        real(x_dot[i]),
+        real(theta[i]),
+        real(theta_dot[i]),
+        actions[i] == 1,
+        gravity,
+        masscart,
+        masspole,
+        length,
+        force_mag,
+        tau,
+        semi_implicit_euler,
+        real,
+    )
+    terminated[i], rewards[i] = outcome(
+        real(x[i]), real(theta[i]), x_threshold, theta_threshold_radians, sutton_barto_reward
+    )
     _observe(i, obs, x, x_dot, theta, theta_dot)
 
 
@@ -155,19 +235,34 @@ def _observe(i, obs, x, x_dot, theta, theta_dot):
 # ------------------------------------------------------------------ exact reference
 def _reference_reset(params: CartPoleParams, rng_states, real=np.float64) -> dict[str, np.ndarray]:
     bound = real(params.reset_bound)
-    return {name: np.float32(rng.uniform_range_as(rng_states, 0, -bound, bound, real)).reshape(())
-            for name in _STATE_NAMES}
+    return {
+        name: np.float32(rng.uniform_range_as(rng_states, 0, -bound, bound, real)).reshape(()) for name in _STATE_NAMES
+    }
 
 
 def _reference_step(params: CartPoleParams, state, action, rng_states=None, real=np.float64):
     """One env's step: the kernel's physics (`dynamics`, `outcome`) in ``real``, on float32 storage."""
     p = params
-    new = dynamics(*(real(state[name]) for name in _STATE_NAMES), int(action) == 1,
-                   real(p.gravity), real(p.masscart), real(p.masspole), real(p.length), real(p.force_mag),
-                   real(p.tau), p.semi_implicit_euler, real)
+    new = dynamics(
+        *(real(state[name]) for name in _STATE_NAMES),
+        int(action) == 1,
+        real(p.gravity),
+        real(p.masscart),
+        real(p.masspole),
+        real(p.length),
+        real(p.force_mag),
+        real(p.tau),
+        p.semi_implicit_euler,
+        real,
+    )
     new_state = {name: np.float32(value).reshape(()) for name, value in zip(_STATE_NAMES, new)}
-    terminated, reward = outcome(real(new_state["x"]), real(new_state["theta"]), real(p.x_threshold),
-                                 real(p.theta_threshold_radians), p.sutton_barto_reward)
+    terminated, reward = outcome(
+        real(new_state["x"]),
+        real(new_state["theta"]),
+        real(p.x_threshold),
+        real(p.theta_threshold_radians),
+        p.sutton_barto_reward,
+    )
     return new_state, reward, bool(terminated)
 
 
@@ -182,9 +277,7 @@ _STATE_NAMES = ("x", "x_dot", "theta", "theta_dot")
 
 
 def _observation_space(params: CartPoleParams) -> spaces.Box:
-    high = np.array(
-        [params.x_threshold * 2, np.inf, params.theta_threshold_radians * 2, np.inf], dtype=np.float32
-    )
+    high = np.array([params.x_threshold * 2, np.inf, params.theta_threshold_radians * 2, np.inf], dtype=np.float32)
     return spaces.Box(-high, high, dtype=np.float32)
 
 
@@ -201,12 +294,14 @@ def state_strategy(params: CartPoleParams):
 
         return st.floats(-limit, limit).map(to_float32)
 
-    return st.fixed_dictionaries({
-        "x": inside(params.x_threshold),
-        "x_dot": inside(3.0),
-        "theta": inside(params.theta_threshold_radians),
-        "theta_dot": inside(3.0),
-    })
+    return st.fixed_dictionaries(
+        {
+            "x": inside(params.x_threshold),
+            "x_dot": inside(3.0),
+            "theta": inside(params.theta_threshold_radians),
+            "theta_dot": inside(3.0),
+        }
+    )
 
 
 SPEC = EnvSpec(

@@ -76,11 +76,13 @@ def _observe(i, obs, position, velocity):
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, obs, rewards, terminated, position, velocity, force, gravity, goal_position,
-                goal_velocity, real):
+def step_kernel(
+    i, actions, obs, rewards, terminated, position, velocity, force, gravity, goal_position, goal_velocity, real
+):
     """Step env ``i`` (the float params are bound as ``real`` scalars)."""
     position[i], velocity[i], terminated[i] = mountain_car_transition(
-        real(position[i]), real(velocity[i]), actions[i], force, gravity, goal_position, goal_velocity, real)
+        real(position[i]), real(velocity[i]), actions[i], force, gravity, goal_position, goal_velocity, real
+    )
     rewards[i] = -1.0
     _observe(i, obs, position, velocity)
 
@@ -97,8 +99,9 @@ def reset_kernel(i, rng_states, obs, position, velocity, real):
 def reference_reset(params, rng_states, real=np.float64):
     """Single-env reset from the env's own stream (the kernel's draw)."""
     return {
-        "position": np.float32(rng.uniform_range_as(rng_states, 0, real(RESET_LOW), real(RESET_HIGH), real))
-        .reshape(()),
+        "position": np.float32(rng.uniform_range_as(rng_states, 0, real(RESET_LOW), real(RESET_HIGH), real)).reshape(
+            ()
+        ),
         "velocity": np.float32(0.0).reshape(()),
     }
 
@@ -107,8 +110,15 @@ def reference_step(params, state, action, rng_states=None, real=np.float64):
     """Single-env step: the kernel's `mountain_car_transition` in ``real``, on float32 storage."""
     p = params
     position, velocity, terminated = mountain_car_transition(
-        real(state["position"]), real(state["velocity"]), np.int64(action), real(p.force), real(p.gravity),
-        real(p.goal_position), real(p.goal_velocity), real)
+        real(state["position"]),
+        real(state["velocity"]),
+        np.int64(action),
+        real(p.force),
+        real(p.gravity),
+        real(p.goal_position),
+        real(p.goal_velocity),
+        real,
+    )
     new_state = {"position": np.float32(position).reshape(()), "velocity": np.float32(velocity).reshape(())}
     return new_state, -1.0, bool(terminated)
 

@@ -66,9 +66,11 @@ def pendulum_transition(theta, theta_dot, torque, max_speed, max_torque, dt, gra
     """
     torque = min(max(torque, -max_torque), max_torque)
     cost = angle_normalize(theta, real) ** 2 + real(0.1) * theta_dot**2 + real(0.001) * torque**2
-    new_theta_dot = theta_dot + (
-        real(3.0) * gravity / (real(2.0) * length) * sin_as(theta, real) + real(3.0) / (mass * length**2) * torque
-    ) * dt
+    new_theta_dot = (
+        theta_dot
+        + (real(3.0) * gravity / (real(2.0) * length) * sin_as(theta, real) + real(3.0) / (mass * length**2) * torque)
+        * dt
+    )
     new_theta_dot = min(max(new_theta_dot, -max_speed), max_speed)
     new_theta = theta + new_theta_dot * dt
     return new_theta, new_theta_dot, -cost
@@ -89,12 +91,21 @@ def _observe(i, obs, theta, theta_dot, real):
 
 # ------------------------------------------------------------------------- kernels
 @env_kernel
-def step_kernel(i, actions, obs, rewards, terminated, theta, theta_dot,
-                max_speed, max_torque, dt, gravity, mass, length, real):
+def step_kernel(
+    i, actions, obs, rewards, terminated, theta, theta_dot, max_speed, max_torque, dt, gravity, mass, length, real
+):
     """Step env ``i`` (the float params are bound as ``real`` scalars)."""
     theta[i], theta_dot[i], rewards[i] = pendulum_transition(
-        real(theta[i]), real(theta_dot[i]), real(actions[i, 0]),
-        max_speed, max_torque, dt, gravity, mass, length, real,
+        real(theta[i]),
+        real(theta_dot[i]),
+        real(actions[i, 0]),
+        max_speed,
+        max_torque,
+        dt,
+        gravity,
+        mass,
+        length,
+        real,
     )
     _observe(i, obs, theta, theta_dot, real)
     # the pendulum never terminates: only the time limit (the runtime's) ends an episode
@@ -123,9 +134,13 @@ def reference_step(params, state, action, rng_states=None, real=np.float64):
     """Single-env step: the kernel's `pendulum_transition` in ``real``, on float32 storage."""
     p = params
     torque = real(np.asarray(action, dtype=np.float32).reshape(-1)[0])
-    theta, theta_dot, reward = pendulum_transition(real(state["theta"]), real(state["theta_dot"]), torque,
-                                                   *(real(value) for value in (p.max_speed, p.max_torque, p.dt,
-                                                                               p.gravity, p.mass, p.length)), real)
+    theta, theta_dot, reward = pendulum_transition(
+        real(state["theta"]),
+        real(state["theta_dot"]),
+        torque,
+        *(real(value) for value in (p.max_speed, p.max_torque, p.dt, p.gravity, p.mass, p.length)),
+        real,
+    )
     new_state = {"theta": np.float32(theta).reshape(()), "theta_dot": np.float32(theta_dot).reshape(())}
     return new_state, reward, False
 
@@ -152,7 +167,9 @@ def state_strategy(params):
 def check_invariants(params, state):
     """The angular speed stays within ``[-max_speed, max_speed]``."""
     theta_dot = float(state["theta_dot"])
-    assert abs(theta_dot) <= params.max_speed, f"theta_dot {theta_dot} outside [-{params.max_speed}, {params.max_speed}]"
+    assert abs(theta_dot) <= params.max_speed, (
+        f"theta_dot {theta_dot} outside [-{params.max_speed}, {params.max_speed}]"
+    )
     assert math.isfinite(float(state["theta"])), f"theta {state['theta']} is not finite"
 
 

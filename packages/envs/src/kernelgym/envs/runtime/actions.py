@@ -160,8 +160,11 @@ class ActionLoader:
             check = discrete_rows_fault if self._rows else discrete_action_fault
         else:
             check = finite_rows_fault if self._rows else finite_action_fault
-        self.precondition = None if mode is None else Precondition(
-            check, "_action_fault", record=keep_bad_action_rows if self._rows else keep_bad_action)
+        self.precondition = (
+            None
+            if mode is None
+            else Precondition(check, "_action_fault", record=keep_bad_action_rows if self._rows else keep_bad_action)
+        )
         self.layouts = {"_action_fault": "shared", "_action_low": "shared", "_action_high": "shared"}
         self._buffer_arguments = self._per_call_arguments(self._host_buffer if self._direct else actions)
         self.values.update(zip(self.per_call, self._buffer_arguments))
@@ -230,8 +233,10 @@ class ActionLoader:
         outside = np.flatnonzero((values < limits.min) | (values > limits.max))
         if outside.size:
             position = tuple(int(k) for k in np.unravel_index(outside[0], values.shape))
-            raise ValueError(f"actions: expected values in {self.space}, got {values[position].item()!r} at index "
-                             f"{position} (outside {self.dtype}, the action buffer's dtype)")
+            raise ValueError(
+                f"actions: expected values in {self.space}, got {values[position].item()!r} at index "
+                f"{position} (outside {self.dtype}, the action buffer's dtype)"
+            )
 
     def _copy_into_buffer(self, actions) -> None:
         """One copy (casting) into the fixed buffer: a device copy on cuda, no host round trip."""
@@ -270,8 +275,10 @@ class ActionLoader:
         if self.discrete:
             raise ValueError(f"actions: expected values in {self.space}, got {value!r} at index {position}")
         if isinstance(value, float) and math.isfinite(value):  # finite as given, infinite in the buffer
-            raise ValueError(f"actions: got {value!r} at index {position}, which overflows {self.dtype} (the "
-                             f"action dtype; finite values up to {np.finfo(self.dtype).max:g} in magnitude)")
+            raise ValueError(
+                f"actions: got {value!r} at index {position}, which overflows {self.dtype} (the "
+                f"action dtype; finite values up to {np.finfo(self.dtype).max:g} in magnitude)"
+            )
         raise ValueError(f"actions: expected finite values, got {value!r} at index {position}")
 
     def _clear_fault(self) -> None:
@@ -299,8 +306,10 @@ def one_action(space, action, argument: str = "action") -> np.ndarray:
         A shape or a value the space refuses, named with ``argument``.
     """
     if isinstance(space, spaces.Discrete):
-        if not (isinstance(action, (int, np.integer)) or (isinstance(action, np.ndarray) and action.shape == ()
-                                                          and action.dtype.kind in "iu")):
+        if not (
+            isinstance(action, (int, np.integer))
+            or (isinstance(action, np.ndarray) and action.shape == () and action.dtype.kind in "iu")
+        ):
             raise TypeError(f"{argument}: expected an int in {space}, got {type(action).__name__} {action!r}")
         value = int(action)
         if not space.start <= value < space.start + space.n:
@@ -318,8 +327,9 @@ def one_action(space, action, argument: str = "action") -> np.ndarray:
         raise ValueError(f"{argument}: expected finite values, got {array[~np.isfinite(array)][0].item()!r}")
     if isinstance(space, (spaces.MultiDiscrete, spaces.MultiBinary)):
         if array.dtype.kind == "f" and np.any(array != np.floor(array)):
-            raise ValueError(f"{argument}: expected integral values in {space}, got "
-                             f"{array[array != np.floor(array)][0].item()!r}")
+            raise ValueError(
+                f"{argument}: expected integral values in {space}, got {array[array != np.floor(array)][0].item()!r}"
+            )
         low, high = _discrete_bounds(space)
         flat = array.reshape(-1)
         outside = (flat < low) | (flat > high)

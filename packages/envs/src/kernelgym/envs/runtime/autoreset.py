@@ -99,8 +99,19 @@ def count_step(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps
 # Branch-free: every store happens at every step. A test of "ended now or last step" to skip
 # them cost about 5% of a CartPole step in mispredicted branches.
 @env_kernel
-def count_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps, rewards,
-                               _running_return_rows, _episode_return_rows, _episode_length, _episode_mask):
+def count_step_with_statistics(
+    i,
+    terminated,
+    _truncated,
+    _done_,
+    _timestep_,
+    _max_episode_steps,
+    rewards,
+    _running_return_rows,
+    _episode_return_rows,
+    _episode_length,
+    _episode_mask,
+):
     """`count_step` and the episode statistics (one reward per env): the return and
     length of an episode that ends here, 0 elsewhere."""
     done, steps = _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
@@ -112,9 +123,19 @@ def count_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _m
 
 
 @env_kernel
-def count_agents_step_with_statistics(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps,
-                                      _reward_rows, _running_return_rows, _episode_return_rows, _episode_length,
-                                      _episode_mask):
+def count_agents_step_with_statistics(
+    i,
+    terminated,
+    _truncated,
+    _done_,
+    _timestep_,
+    _max_episode_steps,
+    _reward_rows,
+    _running_return_rows,
+    _episode_return_rows,
+    _episode_length,
+    _episode_mask,
+):
     """`count_step_with_statistics` for envs with one reward per agent (a return per agent)."""
     done, steps = _advance_episode(i, terminated, _truncated, _done_, _timestep_, _max_episode_steps)
     for k in range(_reward_rows.shape[1]):
@@ -191,17 +212,31 @@ def reset_programs(reset, layout: str, restores: bool, statistics: bool, per_age
     ]
 
 
-def step_programs(step, reset, layout: str, same_step: bool, restores: bool, statistics: bool,
-                  per_agent_rewards: bool, keep_final=(keep_final_obs,)) -> list:
+def step_programs(
+    step,
+    reset,
+    layout: str,
+    same_step: bool,
+    restores: bool,
+    statistics: bool,
+    per_agent_rewards: bool,
+    keep_final=(keep_final_obs,),
+) -> list:
     """Launches of one step with autoreset (see the module docstring); ``keep_final``: the bodies
     keeping a SAME_STEP final observation (`keep_final_obs`, or one per leaf of a structured one)."""
     count = _count(statistics, per_agent_rewards)
     if layout == "env":
         if same_step:
-            return [[*step, count, *keep_final,
-                     Branch(DONE, then=[*_restore(restores), *reset, clear_episode])]]
-        return [[Branch(DONE, then=[*_restore(restores), *reset, *_fresh_episode(statistics, per_agent_rewards)],
-                        otherwise=[*step, count])]]
+            return [[*step, count, *keep_final, Branch(DONE, then=[*_restore(restores), *reset, clear_episode])]]
+        return [
+            [
+                Branch(
+                    DONE,
+                    then=[*_restore(restores), *reset, *_fresh_episode(statistics, per_agent_rewards)],
+                    otherwise=[*step, count],
+                )
+            ]
+        ]
     if same_step:
         return [
             *[[phase] for phase in step],
@@ -212,6 +247,6 @@ def step_programs(step, reset, layout: str, same_step: bool, restores: bool, sta
     phases = max(len(step), len(reset))
     return [
         *([[Branch(DONE, then=[restore_saved_rows])]] if restores else []),
-        *[[Branch(DONE, then=list(reset[k:k + 1]), otherwise=list(step[k:k + 1]))] for k in range(phases)],
+        *[[Branch(DONE, then=list(reset[k : k + 1]), otherwise=list(step[k : k + 1]))] for k in range(phases)],
         [Branch(DONE, then=_fresh_episode(statistics, per_agent_rewards), otherwise=[count])],
     ]

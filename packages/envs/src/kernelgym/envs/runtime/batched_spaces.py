@@ -43,7 +43,8 @@ class BroadcastBox(spaces.Box):
     def _set_shape(self, shape):
         self._shape = shape
         self.low, self.high, self.bounded_below, self.bounded_above = (
-            np.broadcast_to(array, shape) for array in self._compact)
+            np.broadcast_to(array, shape) for array in self._compact
+        )
         low, high = self._compact[:2]
         # gymnasium's repr reduces the bounds: take the small arrays' when they are uniform
         self.low_repr = str(low.min()) if low.size and low.min() == low.max() else None
@@ -52,8 +53,10 @@ class BroadcastBox(spaces.Box):
     def __eq__(self, other, /) -> bool:
         if isinstance(other, BroadcastBox) and self.shape == other.shape and self.dtype == other.dtype:
             # equal bounds everywhere iff the small arrays broadcast to equal values
-            low, high = np.broadcast_arrays(self._compact[0], other._compact[0]), \
-                np.broadcast_arrays(self._compact[1], other._compact[1])
+            low, high = (
+                np.broadcast_arrays(self._compact[0], other._compact[0]),
+                np.broadcast_arrays(self._compact[1], other._compact[1]),
+            )
             return bool(np.allclose(low[0], low[1]) and np.allclose(high[0], high[1]))
         return super().__eq__(other)
 
@@ -81,8 +84,9 @@ def _batch_once(space, n: int):
         zeros = np.zeros(space.shape, space.dtype)
         return BroadcastBox(zeros, zeros + 1, (n, *space.shape), space.dtype, seed)
     if isinstance(space, spaces.Dict):
-        return spaces.Dict({key: _batch_once(sub, n) for key, sub in space.items()}, seed=seed,
-                           sort_keys=space.sort_keys)
+        return spaces.Dict(
+            {key: _batch_once(sub, n) for key, sub in space.items()}, seed=seed, sort_keys=space.sort_keys
+        )
     if isinstance(space, spaces.Tuple):
         return spaces.Tuple(tuple(_batch_once(sub, n) for sub in space.spaces), seed=seed)
     return batch_space(space, n)  # Discrete -> MultiDiscrete(n): its size is n, not N x A x obs

@@ -20,9 +20,20 @@ from kernelgym.envs.runtime.streams import stream_shape, stream_table
 __all__ = ["Buffers", "DATA_NAMES"]
 
 # The runtime's buffers in the data manager (env state arrays may not use these names).
-DATA_NAMES = ("observations", "rewards", "terminated", "truncated", "actions", "rng_states",
-              "final_observations", "final_observation_mask", "episode_returns", "episode_lengths",
-              "episode_mask", "running_returns")
+DATA_NAMES = (
+    "observations",
+    "rewards",
+    "terminated",
+    "truncated",
+    "actions",
+    "rng_states",
+    "final_observations",
+    "final_observation_mask",
+    "episode_returns",
+    "episode_lengths",
+    "episode_mask",
+    "running_returns",
+)
 
 
 def _uniform(shape, dtype, value=0) -> np.ndarray:
@@ -48,14 +59,18 @@ class Buffers:
     backend : str
     """
 
-    def __init__(self, spec, state_shapes, num_envs, num_agents, agent_shape, observation_space, action_space,
-                 same_step, backend):
+    def __init__(
+        self, spec, state_shapes, num_envs, num_agents, agent_shape, observation_space, action_space, same_step, backend
+    ):
         n = num_envs
         self.observation_space = observation_space
         self.structured = is_structured(observation_space)
         # one buffer per leaf: (data manager name, final copy's name, leaf)
-        self.leaves = [(leaf.name, "final_" + leaf.name, leaf) for leaf in leaves(observation_space)] \
-            if self.structured else [("observations", "final_observations", leaves(observation_space)[0])]
+        self.leaves = (
+            [(leaf.name, "final_" + leaf.name, leaf) for leaf in leaves(observation_space)]
+            if self.structured
+            else [("observations", "final_observations", leaves(observation_space)[0])]
+        )
         leaf_names = tuple(name for pair in self.leaves for name in pair[:2])
         clashes = sorted(set(state_shapes) & set(DATA_NAMES + (DONE, TIMESTEP) + leaf_names))
         if clashes:
@@ -65,20 +80,25 @@ class Buffers:
         for array in spec.state:
             # restore_on_reset arrays keep a copy of their initial rows: the data manager's
             # reset mechanism writes them back for the envs being reset
-            feed.add_data(array.name, _uniform((n, *state_shapes[array.name]), array.dtype, array.initial),
-                          layout="per_agent" if array.per_agent else "per_env",
-                          save_copy_and_apply_at_reset=array.restore_on_reset)
+            feed.add_data(
+                array.name,
+                _uniform((n, *state_shapes[array.name]), array.dtype, array.initial),
+                layout="per_agent" if array.per_agent else "per_env",
+                save_copy_and_apply_at_reset=array.restore_on_reset,
+            )
         for name, _, leaf in self.leaves:
             feed.add_data(name, _uniform((n, *agent_shape, *leaf.shape), leaf.dtype), layout=agents_layout)
         feed.add_data("rewards", _uniform((n, *agent_shape), np.float32), layout=agents_layout)
         feed.add_data("terminated", _uniform(n, np.bool_), layout="per_env")
         feed.add_data("truncated", _uniform(n, np.bool_), layout="per_env")
-        feed.add_data("actions", _uniform((n, *agent_shape, *action_space.shape), action_space.dtype),
-                      layout=agents_layout)
+        feed.add_data(
+            "actions", _uniform((n, *agent_shape, *action_space.shape), action_space.dtype), layout=agents_layout
+        )
         # one stream per env, or per (env, agent) for agent-layout envs (see `streams`)
         rng_shape = stream_shape(spec, n, num_agents)
-        feed.add_data("rng_states", _uniform(rng_shape, np.uint64),
-                      layout="per_agent" if len(rng_shape) == 3 else "per_env")
+        feed.add_data(
+            "rng_states", _uniform(rng_shape, np.uint64), layout="per_agent" if len(rng_shape) == 3 else "per_env"
+        )
         # NEXT_STEP never writes the final-observation buffers: one row will do
         for _, final, leaf in self.leaves:
             feed.add_data(final, _uniform((n if same_step else 1, *agent_shape, *leaf.shape), leaf.dtype))
@@ -86,8 +106,11 @@ class Buffers:
         # episode statistics, kept by the bookkeeping in the step's own launch: the return
         # sums of the running episodes, and the return and length of those that ended this
         # step (a running episode's length is the step counter)
-        for name, dtype, layout in (("running_returns", np.float32, agents_layout),
-                                    ("episode_returns", np.float32, agents_layout), ("episode_lengths", np.int64, "per_env")):
+        for name, dtype, layout in (
+            ("running_returns", np.float32, agents_layout),
+            ("episode_returns", np.float32, agents_layout),
+            ("episode_lengths", np.int64, "per_env"),
+        ):
             feed.add_data(name, _uniform((n, *agent_shape) if layout == agents_layout else n, dtype), layout=layout)
         feed.add_data("episode_mask", _uniform(n, np.bool_), layout="per_env")
         self.data_manager = CUDADataManager(num_agents=num_agents, num_envs=n, backend=backend)
@@ -104,8 +127,9 @@ class Buffers:
         self.reset_mask, self.timestep = data(DONE), data(TIMESTEP)
         self.rng_states, self.actions = data("rng_states"), data("actions")
         self.final_mask = data("final_observation_mask")
-        self.statistics = {name: data(name) for name in
-                           ("running_returns", "episode_returns", "episode_lengths", "episode_mask")}
+        self.statistics = {
+            name: data(name) for name in ("running_returns", "episode_returns", "episode_lengths", "episode_mask")
+        }
         # Zero-copy torch views, made once: the buffers are never rebound.
         tensor = self.data_manager.data_on_device_via_torch
         self.obs_t = self.tree({leaf.name: tensor(name) for name, _, leaf in self.leaves})
@@ -115,8 +139,10 @@ class Buffers:
         self.final_obs_t = self.tree({leaf.name: tensor(final) for _, final, leaf in self.leaves})
         self.final_mask_t = tensor("final_observation_mask")
         # gymnasium's RecordEpisodeStatistics conventions, as views the next step overwrites
-        self.episode_info = {"episode": {"r": tensor("episode_returns"), "l": tensor("episode_lengths")},
-                             "_episode": tensor("episode_mask")}
+        self.episode_info = {
+            "episode": {"r": tensor("episode_returns"), "l": tensor("episode_lengths")},
+            "_episode": tensor("episode_mask"),
+        }
         self.same_step = same_step
 
     def tree(self, leaf_values: dict):
@@ -127,14 +153,21 @@ class Buffers:
         """The runtime's values by the names kernels bind (public ones and the bookkeeping's own)."""
         n = self.rewards.shape[0]
         values = {
-            "actions": self.actions, **self.obs_leaves, "rewards": self.rewards, "terminated": self.terminated,
+            "actions": self.actions,
+            **self.obs_leaves,
+            "rewards": self.rewards,
+            "terminated": self.terminated,
             "rng_states": stream_table(self.rng_states),
-            DONE: self.reset_mask, TIMESTEP: self.timestep, "_truncated": self.truncated,
+            DONE: self.reset_mask,
+            TIMESTEP: self.timestep,
+            "_truncated": self.truncated,
             "_reward_rows": self.rewards.reshape(n, -1),
-            "_final_obs_mask": self.final_mask, "_max_episode_steps": max_episode_steps,
+            "_final_obs_mask": self.final_mask,
+            "_max_episode_steps": max_episode_steps,
             "_running_return_rows": self.statistics["running_returns"].reshape(n, -1),
             "_episode_return_rows": self.statistics["episode_returns"].reshape(n, -1),
-            "_episode_length": self.statistics["episode_lengths"], "_episode_mask": self.statistics["episode_mask"],
+            "_episode_length": self.statistics["episode_lengths"],
+            "_episode_mask": self.statistics["episode_mask"],
         }
         # each leaf's rows and final rows, flat per env, for the SAME_STEP copy (`keep_final_kernels`)
         for name, array in self.obs_leaves.items():

@@ -39,12 +39,12 @@ RUNTIME_NAMES = {
     "actions": "(num_envs, [num_agents,] *action_shape) this step's actions (read only)",
     "obs": "(num_envs, [num_agents,] *obs_shape) observations the kernel writes (a Box observation space)",
     "obs_<key>": "(num_envs, [num_agents,] *leaf_shape) one leaf of a Dict/Tuple observation space, by key path "
-                 "(obs_<outer>_<inner>, obs_<index> for Tuple items)",
+    "(obs_<outer>_<inner>, obs_<index> for Tuple items)",
     "rewards": "(num_envs[, num_agents]) float32 rewards the step kernel writes",
     "terminated": "(num_envs,) bool, set by the step kernel when the episode ends",
     "rng_states": "uint64 stream table, (num_envs, 2): env i draws from stream i with kernelgym.core.rng; "
-                  "agent-layout envs (num_envs * num_agents, 2): agent a of env i draws from stream "
-                  "rng.agent_stream(i, a, num_agents) = i * num_agents + a",
+    "agent-layout envs (num_envs * num_agents, 2): agent a of env i draws from stream "
+    "rng.agent_stream(i, a, num_agents) = i * num_agents + a",
     "real": "numpy.float64 or numpy.float32, the env's precision (envs declaring EnvSpec.precisions)",
 }
 
@@ -57,8 +57,10 @@ def check_names(spec) -> None:
         for name in names:
             if name in taken or name.startswith("_"):
                 clash = taken.get(name, "the runtime's own names start with '_'")
-                raise ValueError(f"EnvSpec {spec.id!r}: {kind} {name!r} is a name reserved for the runtime "
-                                 f"or already taken ({clash}); rename it")
+                raise ValueError(
+                    f"EnvSpec {spec.id!r}: {kind} {name!r} is a name reserved for the runtime "
+                    f"or already taken ({clash}); rename it"
+                )
             taken[name] = kind
 
 
@@ -67,14 +69,17 @@ def observation_names(space) -> tuple[str, ...]:
     return tuple(leaf.name for leaf in leaves(space)) if is_structured(space) else ("obs",)
 
 
-def kernel_values(spec, params, buffers: dict, state: Mapping, precision: str | None = None,
-                  backend: str = "cpu") -> dict:
+def kernel_values(
+    spec, params, buffers: dict, state: Mapping, precision: str | None = None, backend: str = "cpu"
+) -> dict:
     """Every name an env kernel may bind: ``buffers`` (runtime names), ``state``, the params fields
     (array-valued ones as read-only ``backend`` arrays) and, for a ``precision`` (see
     `kernelgym.envs.spec.resolve_precision`), ``real``."""
     fields = {} if params is None else {field.name: getattr(params, field.name) for field in dataclasses.fields(params)}
-    fields = {name: constant_table(value, backend) if isinstance(value, np.ndarray) else value
-              for name, value in fields.items()}
+    fields = {
+        name: constant_table(value, backend) if isinstance(value, np.ndarray) else value
+        for name, value in fields.items()
+    }
     if precision is None:
         return {**buffers, **state, **fields}
     real = PRECISIONS[precision]
@@ -98,17 +103,24 @@ def per_agent_layouts(spec, multi_agent: bool, observation_space=None) -> dict:
     tables (array-valued params fields) are shared by every env."""
     layouts = {array.name: "per_agent" for array in spec.state if array.per_agent}
     if spec.params is not None:
-        layouts.update({field.name: "shared" for field in dataclasses.fields(spec.params)
-                        if isinstance(getattr(spec.params, field.name), np.ndarray)})
+        layouts.update(
+            {
+                field.name: "shared"
+                for field in dataclasses.fields(spec.params)
+                if isinstance(getattr(spec.params, field.name), np.ndarray)
+            }
+        )
     if multi_agent:
         space = spec.resolve().observation_space if observation_space is None else observation_space
-        layouts.update(actions="per_agent", rewards="per_agent",
-                       **{name: "per_agent" for name in observation_names(space)})
+        layouts.update(
+            actions="per_agent", rewards="per_agent", **{name: "per_agent" for name in observation_names(space)}
+        )
     return layouts
 
 
-def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, precision: str | None = None,
-                      order=None):
+def bind_env_programs(
+    spec, programs, arrays: dict, backend: str, params=None, precision: str | None = None, order=None
+):
     """Bind programs of ``spec``'s kernels to ``arrays`` (runtime buffers and state by name), params
     and ``real`` (``precision``: None for the spec's default).
 
@@ -127,6 +139,12 @@ def bind_env_programs(spec, programs, arrays: dict, backend: str, params=None, p
     if "rng_states" in arrays:
         arrays = {**arrays, "rng_states": stream_table(arrays["rng_states"])}
     values = kernel_values(spec, params, arrays, {}, resolve_precision(spec, precision), backend)
-    return bind_launches(programs, values, backend=backend,
-                         num_envs=arrays["rewards"].shape[0], num_agents=resolved.num_agents,
-                         layouts=per_agent_layouts(spec, multi_agent, resolved.observation_space), order=order)
+    return bind_launches(
+        programs,
+        values,
+        backend=backend,
+        num_envs=arrays["rewards"].shape[0],
+        num_agents=resolved.num_agents,
+        layouts=per_agent_layouts(spec, multi_agent, resolved.observation_space),
+        order=order,
+    )

@@ -40,8 +40,9 @@ def draw_params(i, rng_states, _params_table, _randomize_ranges, _randomize_acti
     """Draw env ``i``'s randomized fields from its own stream (fields in table order)."""
     for f in range(_params_table.shape[0]):
         if _randomize_active[f]:
-            _params_table[f, i] = rng.uniform_range_as(rng_states, i, _randomize_ranges[f, 0],
-                                                       _randomize_ranges[f, 1], _params_real)
+            _params_table[f, i] = rng.uniform_range_as(
+                rng_states, i, _randomize_ranges[f, 0], _randomize_ranges[f, 1], _params_real
+            )
 
 
 def split_params(spec, params: dict) -> tuple[dict, dict]:
@@ -53,17 +54,27 @@ def split_params(spec, params: dict) -> tuple[dict, dict]:
         An array (or list) for a field that is a compile-time constant of the env.
     """
     scalars, arrays = {}, {}
-    tables = {field.name for field in dataclasses.fields(spec.params)
-              if isinstance(getattr(spec.params, field.name), np.ndarray)} if spec.params is not None else set()
+    tables = (
+        {
+            field.name
+            for field in dataclasses.fields(spec.params)
+            if isinstance(getattr(spec.params, field.name), np.ndarray)
+        }
+        if spec.params is not None
+        else set()
+    )
     for name, value in params.items():
         if name in tables:  # a constant table: one array for every env, validated as the record's field
             scalars[name] = value
-        elif isinstance(value, (np.ndarray, list, tuple)) or (hasattr(value, "shape") and bool(getattr(value, "ndim", 0))):
+        elif isinstance(value, (np.ndarray, list, tuple)) or (
+            hasattr(value, "shape") and bool(getattr(value, "ndim", 0))
+        ):
             if name not in spec.per_env_params:
                 raise TypeError(
                     f"make({spec.id!r}) param {name!r}: got an array, but {name!r} is a compile-time constant "
                     f"of the env (one scalar for every env; change it with a new make()); the fields that take "
-                    f"one value per env are {list(spec.per_env_params)}")
+                    f"one value per env are {list(spec.per_env_params)}"
+                )
             arrays[name] = value
         else:
             scalars[name] = value
@@ -115,24 +126,32 @@ class ParamsTable:
             host[self.fields.index(name)] = values
         self.randomized = randomize is not None
         if self.randomized and spec.kernel_layout != "env":
-            raise ValueError(f"randomize: env {spec.id!r} has kernel_layout={spec.kernel_layout!r}; randomize= "
-                             f"draws from one stream per env and supports env-layout envs only (set per-env "
-                             f"values with set_params instead)")
+            raise ValueError(
+                f"randomize: env {spec.id!r} has kernel_layout={spec.kernel_layout!r}; randomize= "
+                f"draws from one stream per env and supports env-layout envs only (set per-env "
+                f"values with set_params instead)"
+            )
         ranges, active = self._ranges({} if randomize is None else randomize)
         self._active = active
         self.table = to_backend(host, backend)
         self.ranges = to_backend(ranges, backend)
         self.active = to_backend(active, backend)
-        self.strides = to_backend(np.array([self._stride(row, host[row]) for row in range(len(self.fields))],
-                                           np.int64), backend)
+        self.strides = to_backend(
+            np.array([self._stride(row, host[row]) for row in range(len(self.fields))], np.int64), backend
+        )
         self.randomize = self._randomize_dict(ranges, active)
 
     def values(self) -> dict:
         """The kernel values: each per-env field's row, and the randomize draw's own names."""
-        values: dict[str, Any] = {name: PerEnvScalar(self.table[row], self.strides[row:row + 1])
-                  for row, name in enumerate(self.fields)}
-        values.update(_params_table=self.table, _randomize_ranges=self.ranges, _randomize_active=self.active,
-                      _params_real=self.real)
+        values: dict[str, Any] = {
+            name: PerEnvScalar(self.table[row], self.strides[row : row + 1]) for row, name in enumerate(self.fields)
+        }
+        values.update(
+            _params_table=self.table,
+            _randomize_ranges=self.ranges,
+            _randomize_active=self.active,
+            _params_real=self.real,
+        )
         return values
 
     def layouts(self) -> dict:
@@ -144,18 +163,20 @@ class ParamsTable:
         for name, host in checked.items():
             row = self.fields.index(name)
             write(self.table[row], host)
-            write(self.strides[row:row + 1], self._stride(row, host))
+            write(self.strides[row : row + 1], self._stride(row, host))
 
     def set_randomize(self, write, randomize: dict) -> None:
         """Replace the randomize ranges (fields left out are no longer drawn)."""
         if not self.randomized:
-            raise RuntimeError(f"set_randomize: env {self.spec.id!r} was made without randomize=; make it with "
-                               f"randomize={{}} (or ranges) to compile the reset draw")
+            raise RuntimeError(
+                f"set_randomize: env {self.spec.id!r} was made without randomize=; make it with "
+                f"randomize={{}} (or ranges) to compile the reset draw"
+            )
         ranges, active = self._ranges(randomize)
         write(self.ranges, ranges)
         write(self.active, active)
         for row in np.flatnonzero(active & ~self._active):  # a field drawn per env from now on
-            write(self.strides[row:row + 1], 1)
+            write(self.strides[row : row + 1], 1)
         self._active = self._active | active  # drawn values stay in the table: their rows keep stride 1
         self.randomize = self._randomize_dict(ranges, active)
 
@@ -181,15 +202,18 @@ class ParamsTable:
         checked = {}
         for name, value in values.items():
             if name not in self.fields:
-                raise TypeError(f"{where}: param {name!r} cannot change per env or at run time (a compile-time "
-                                f"constant of the env; change it with a new make()); expected one of "
-                                f"{list(self.fields)}")
+                raise TypeError(
+                    f"{where}: param {name!r} cannot change per env or at run time (a compile-time "
+                    f"constant of the env; change it with a new make()); expected one of "
+                    f"{list(self.fields)}"
+                )
             array = np.asarray(value)
             if array.dtype.kind not in "fiu":
                 raise TypeError(f"{where} param {name!r}: expected float values, got dtype {array.dtype}")
             if array.shape not in ((), (self.num_envs,)):
-                raise ValueError(f"{where} param {name!r}: expected a scalar or shape ({self.num_envs},), "
-                                 f"got shape {array.shape}")
+                raise ValueError(
+                    f"{where} param {name!r}: expected a scalar or shape ({self.num_envs},), got shape {array.shape}"
+                )
             # a finite value the table's dtype cannot hold is named as an overflow, not stored as inf
             array = np.broadcast_to(checked_cast(array, self.real, f"{where} param {name!r}"), (self.num_envs,))
             if not np.all(np.isfinite(array)):
@@ -212,12 +236,15 @@ class ParamsTable:
         active = np.zeros(len(self.fields), np.bool_)
         for name, bounds in randomize.items():
             if name not in self.fields:
-                raise ValueError(f"randomize: param {name!r} cannot be drawn per env; expected one of "
-                                 f"{list(self.fields)}")
+                raise ValueError(
+                    f"randomize: param {name!r} cannot be drawn per env; expected one of {list(self.fields)}"
+                )
             try:
                 low, high = (float(bound) for bound in bounds)
             except (TypeError, ValueError):
-                raise TypeError(f"randomize[{name!r}]: expected a (low, high) pair of numbers, got {bounds!r}") from None
+                raise TypeError(
+                    f"randomize[{name!r}]: expected a (low, high) pair of numbers, got {bounds!r}"
+                ) from None
             if not (math.isfinite(low) and math.isfinite(high) and low <= high):
                 raise ValueError(f"randomize[{name!r}]: expected finite low <= high, got ({low}, {high})")
             for bound in (low, high):
@@ -228,5 +255,6 @@ class ParamsTable:
         return ranges, active
 
     def _randomize_dict(self, ranges, active) -> dict:
-        return {name: (float(ranges[row, 0]), float(ranges[row, 1]))
-                for row, name in enumerate(self.fields) if active[row]}
+        return {
+            name: (float(ranges[row, 0]), float(ranges[row, 1])) for row, name in enumerate(self.fields) if active[row]
+        }

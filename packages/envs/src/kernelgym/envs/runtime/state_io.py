@@ -59,9 +59,11 @@ class StateBuffers(Mapping):
         return len(self._buffers)
 
     def __setitem__(self, name, value):
-        raise TypeError(f"state[{name!r}]: the env's state buffers cannot be rebound (its kernels are bound to "
-                        f"them); write values with set_state({{{name!r}: values}}) or in place "
-                        f"(env.state[{name!r}][...] = values)")
+        raise TypeError(
+            f"state[{name!r}]: the env's state buffers cannot be rebound (its kernels are bound to "
+            f"them); write values with set_state({{{name!r}: values}}) or in place "
+            f"(env.state[{name!r}][...] = values)"
+        )
 
     def __delitem__(self, name):
         raise TypeError(f"state[{name!r}]: the env's state buffers cannot be removed")
@@ -95,16 +97,20 @@ def checked_cast(value: np.ndarray, dtype, argument: str) -> np.ndarray:
         outside = (value < limits.min) | (value > limits.max)
         if np.any(outside):
             bad = value[outside].reshape(-1)[0].item()
-            raise ValueError(f"{argument}: expected values in [{limits.min}, {limits.max}] ({dtype}), got {bad!r}, "
-                             f"which {dtype} cannot hold")
+            raise ValueError(
+                f"{argument}: expected values in [{limits.min}, {limits.max}] ({dtype}), got {bad!r}, "
+                f"which {dtype} cannot hold"
+            )
         return value.astype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         cast = value.astype(dtype)
     overflow = np.isfinite(value) & ~np.isfinite(cast)
     if np.any(overflow):
         bad = value[overflow].reshape(-1)[0].item()
-        raise ValueError(f"{argument}: got {bad!r}, which overflows {dtype} (finite values up to "
-                         f"{np.finfo(dtype).max:g} in magnitude)")
+        raise ValueError(
+            f"{argument}: got {bad!r}, which overflows {dtype} (finite values up to "
+            f"{np.finfo(dtype).max:g} in magnitude)"
+        )
     return cast
 
 
@@ -155,9 +161,11 @@ class StateIO(_MixinBase):
         if index is not None:
             index = self._check_index(index)
         if keep_episode_step and self.spec.episode_step in state:
-            raise ValueError(f"state[{self.spec.episode_step!r}]: the env's own episode step count "
-                             f"(spec.episode_step) must agree with the runtime's; keep_episode_step=True keeps "
-                             f"the runtime's, so leave it out")
+            raise ValueError(
+                f"state[{self.spec.episode_step!r}]: the env's own episode step count "
+                f"(spec.episode_step) must agree with the runtime's; keep_episode_step=True keeps "
+                f"the runtime's, so leave it out"
+            )
         checked = {}
         for name, value in state.items():
             target = self.state[name]
@@ -171,8 +179,11 @@ class StateIO(_MixinBase):
             self._buffers.write_rows(self.state[name], value, index)
         if not keep_episode_step:  # a new episode: its step counter and its return start here
             running_returns = self._buffers.statistics["running_returns"]
-            for buffer, value in ((self._buffers.reset_mask, 0), (self._buffers.timestep, episode_steps),
-                                  (running_returns, 0)):
+            for buffer, value in (
+                (self._buffers.reset_mask, 0),
+                (self._buffers.timestep, episode_steps),
+                (running_returns, 0),
+            ):
                 self._buffers.write_rows(buffer, value, index)
         if len(checked) == len(self.state):
             self._mark_started(index)

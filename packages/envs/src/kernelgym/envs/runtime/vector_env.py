@@ -166,10 +166,21 @@ class KernelVectorEnv(StateIO):
     _launch_reset: BoundLaunch
     _launch_check: Callable[..., Any] | None
 
-    def __init__(self, spec: EnvSpec, num_envs: int, backend: str | None = "auto", seed=None,
-                 autoreset_mode="next_step", max_episode_steps=None, check_action_values: bool = True,
-                 episode_statistics: bool = True, precision: str | None = None, fast_math: bool = False,
-                 randomize: dict | None = None, **params):
+    def __init__(
+        self,
+        spec: EnvSpec,
+        num_envs: int,
+        backend: str | None = "auto",
+        seed=None,
+        autoreset_mode="next_step",
+        max_episode_steps=None,
+        check_action_values: bool = True,
+        episode_statistics: bool = True,
+        precision: str | None = None,
+        fast_math: bool = False,
+        randomize: dict | None = None,
+        **params,
+    ):
         if not isinstance(spec, EnvSpec):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
@@ -192,14 +203,18 @@ class KernelVectorEnv(StateIO):
         self.params = validate_params(spec, params)
         self.precision = resolve_precision(spec, precision)
         if randomize is not None and not spec.per_env_params:
-            raise ValueError(f"randomize: env {spec.id!r} declares no per-env params (EnvSpec.per_env_params); "
-                             f"got {randomize!r}")
+            raise ValueError(
+                f"randomize: env {spec.id!r} declares no per-env params (EnvSpec.per_env_params); got {randomize!r}"
+            )
         self.fast_math = check_fast_math(fast_math)
         resolved = spec.resolve(self.params)
         if max_episode_steps is None:
             max_episode_steps = resolved.max_episode_steps
-        elif isinstance(max_episode_steps, bool) or not isinstance(max_episode_steps, (int, np.integer)) \
-                or not 1 <= max_episode_steps < NO_TIME_LIMIT:
+        elif (
+            isinstance(max_episode_steps, bool)
+            or not isinstance(max_episode_steps, (int, np.integer))
+            or not 1 <= max_episode_steps < NO_TIME_LIMIT
+        ):
             raise ValueError(
                 f"max_episode_steps: expected None or an int in [1, {NO_TIME_LIMIT}), got {max_episode_steps!r}"
             )
@@ -219,13 +234,24 @@ class KernelVectorEnv(StateIO):
         self.observation_space = batch(self.single_observation_space, (*agents, self.num_envs))
         self.action_space = batch(self.single_action_space, (*agents, self.num_envs))
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        self._buffers = buffers = Buffers(spec, resolved.state_shapes, self.num_envs, self.num_agents, agents,
-                                          self.single_observation_space, self.single_action_space, same_step,
-                                          self.backend)
+        self._buffers = buffers = Buffers(
+            spec,
+            resolved.state_shapes,
+            self.num_envs,
+            self.num_agents,
+            agents,
+            self.single_observation_space,
+            self.single_action_space,
+            same_step,
+            self.backend,
+        )
         self.data_manager = buffers.data_manager
         self._state = StateBuffers(buffers.state)
-        self._params_table = ParamsTable(spec, self.params, per_env_values, self.num_envs, self.backend,
-                                         self.precision, randomize) if spec.per_env_params else None
+        self._params_table = (
+            ParamsTable(spec, self.params, per_env_values, self.num_envs, self.backend, self.precision, randomize)
+            if spec.per_env_params
+            else None
+        )
         self._closed = False
         # envs without a state yet (step() before reset() would step all-zero states)
         self._unstarted = set(range(self.num_envs))
@@ -235,8 +261,9 @@ class KernelVectorEnv(StateIO):
             self._info.update(buffers.episode_info)
         # what step() returns: views made once (the buffers are never rebound)
         self._outputs = (buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info)
-        self._actions = ActionLoader(self.single_action_space, buffers.actions, buffers.actions_t, self.backend,
-                                     self.device, action_check)
+        self._actions = ActionLoader(
+            self.single_action_space, buffers.actions, buffers.actions_t, self.backend, self.device, action_check
+        )
         # where the host reads the action check's record: from each cpu launch's return,
         # or at the next read of results (deferred on a device)
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
@@ -246,8 +273,9 @@ class KernelVectorEnv(StateIO):
 
     def __setattr__(self, name, value):
         if name[0] != "_" and name not in _SETTABLE and self.__dict__.get("_frozen"):
-            hint = _FIXED_HINTS.get(name, "its value is fixed at make() (the kernels are compiled for it); "
-                                          "make a new env to change it")
+            hint = _FIXED_HINTS.get(
+                name, "its value is fixed at make() (the kernels are compiled for it); make a new env to change it"
+            )
             raise AttributeError(f"{name}: cannot set this attribute of KernelVectorEnv after make(); {hint}")
         super().__setattr__(name, value)
 
@@ -263,8 +291,9 @@ class KernelVectorEnv(StateIO):
 
     @max_episode_steps.setter
     def max_episode_steps(self, value) -> None:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer))
-                                  or not 1 <= value < NO_TIME_LIMIT):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value < NO_TIME_LIMIT
+        ):
             raise ValueError(f"max_episode_steps: expected None or an int in [1, {NO_TIME_LIMIT}), got {value!r}")
         self._check_open()
         self._max_episode_steps = None if value is None else int(value)
@@ -280,23 +309,42 @@ class KernelVectorEnv(StateIO):
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = PerEnvScalar(self._time_limit, self._time_limit_stride)
         actions = self._actions
-        values = {**kernel_values(spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision,
-                                  self.backend),
-                  **actions.values}
-        layouts = {**per_agent_layouts(spec, self.multi_agent, self.single_observation_space),
-                   **self._buffers.layouts(), **actions.layouts}
+        values = {
+            **kernel_values(
+                spec, self.params, self._buffers.kernel_buffers(limit), self.state, self.precision, self.backend
+            ),
+            **actions.values,
+        }
+        layouts = {
+            **per_agent_layouts(spec, self.multi_agent, self.single_observation_space),
+            **self._buffers.layouts(),
+            **actions.layouts,
+        }
         table = self._params_table
         if table is not None:  # per-env fields read their env's entry of the table
             values.update(table.values())
             layouts.update(table.layouts())
             if table.randomized:  # the reset draws the randomized fields first
                 reset = (draw_params, *reset)
-        counts: dict[str, Any] = {"backend": self.backend, "num_envs": self.num_envs, "num_agents": self.num_agents,
-                  "layouts": layouts, "fast_math": self.fast_math}
+        counts: dict[str, Any] = {
+            "backend": self.backend,
+            "num_envs": self.num_envs,
+            "num_agents": self.num_agents,
+            "layouts": layouts,
+            "fast_math": self.fast_math,
+        }
         restores = self._buffers.restores
         statistics = self.episode_statistics
-        programs = step_programs(step, reset, spec.kernel_layout, same_step, restores, statistics, self.multi_agent,
-                                 self._buffers.keep_final_kernels())
+        programs = step_programs(
+            step,
+            reset,
+            spec.kernel_layout,
+            same_step,
+            restores,
+            statistics,
+            self.multi_agent,
+            self._buffers.keep_final_kernels(),
+        )
         check = actions.precondition
         self._launch_check = None
         if check is not None and (self.backend == "cpu" or actions.mode == "deferred"):
@@ -439,8 +487,10 @@ class KernelVectorEnv(StateIO):
 
     def _per_env_table(self, where: str) -> ParamsTable:
         if self._params_table is None:
-            raise TypeError(f"{where}: env {self.spec.id!r} declares no per-env params (EnvSpec.per_env_params); "
-                            f"its params are compile-time constants (change them with a new make())")
+            raise TypeError(
+                f"{where}: env {self.spec.id!r} declares no per-env params (EnvSpec.per_env_params); "
+                f"its params are compile-time constants (change them with a new make())"
+            )
         return self._params_table
 
     def check_actions(self) -> None:
@@ -503,8 +553,10 @@ class KernelVectorEnv(StateIO):
 
     def _refuse_step(self) -> None:
         self._check_open()
-        raise RuntimeError(f"{self!r}: step() before reset(); call reset() first to draw start states "
-                           f"(or set_state for every env; env {min(self._unstarted or ())} has no state yet)")
+        raise RuntimeError(
+            f"{self!r}: step() before reset(); call reset() first to draw start states "
+            f"(or set_state for every env; env {min(self._unstarted or ())} has no state yet)"
+        )
 
     def _raise_deferred_fault(self) -> None:
         """A read of results: surface a bad action a deferred check recorded (one host read)."""
@@ -514,8 +566,10 @@ class KernelVectorEnv(StateIO):
     def _views(self, outputs, convert) -> StepViews:
         """`StepViews` of the output buffers through ``convert``, observations as the space's tree."""
         leaves, *flat = outputs
-        return StepViews(self._buffers.tree({name: convert(leaf) for name, leaf in leaves.items()}),
-                         *(convert(array) for array in flat))
+        return StepViews(
+            self._buffers.tree({name: convert(leaf) for name, leaf in leaves.items()}),
+            *(convert(array) for array in flat),
+        )
 
     def _numpy_info(self) -> dict:
         return _numpy_tree(self._info)

@@ -29,7 +29,7 @@ __all__ = ["check_game_invariants", "one_env"]
 def check_game_invariants(params, state) -> None:
     """What holds in every Tag state: taggers never leave, the runners count and time agree."""
     assert np.all(state["in_game"][: params.num_taggers]), "a tagger left the game"
-    in_game_runners = int(state["in_game"][params.num_taggers:].sum())
+    in_game_runners = int(state["in_game"][params.num_taggers :].sum())
     assert int(state["runners_left"]) == in_game_runners, (
         f"runners_left {int(state['runners_left'])} but {in_game_runners} runners are in the game"
     )

@@ -119,10 +119,12 @@ class TagContinuousParams:
             ("num_turn_levels", self.num_turn_levels >= 1, ">= 1"),
             ("edge_hit_penalty", self.edge_hit_penalty <= 0, "<= 0"),
             # only the partial observation uses it
-            ("num_other_agents_observed",
-             self.use_full_observation
-             or 1 <= self.num_other_agents_observed <= self.num_taggers + self.num_runners - 1,
-             "in [1, num_agents - 1]"),
+            (
+                "num_other_agents_observed",
+                self.use_full_observation
+                or 1 <= self.num_other_agents_observed <= self.num_taggers + self.num_runners - 1,
+                "in [1, num_agents - 1]",
+            ),
             ("tagging_distance", 0 <= self.tagging_distance <= 1, "in [0, 1]"),
             ("tag_reward_for_tagger", self.tag_reward_for_tagger >= 0, ">= 0"),
             ("step_penalty_for_tagger", self.step_penalty_for_tagger <= 0, "<= 0"),
@@ -164,8 +166,23 @@ def action_level(index, num_levels, low, high):
 
 
 @numba.njit(inline="always", cache=True)
-def kinematics(x, y, speed, direction, acceleration, acceleration_index, turn_index, top_speed, grid_length,
-               min_acceleration, max_acceleration, num_acceleration_levels, min_turn, max_turn, num_turn_levels):
+def kinematics(
+    x,
+    y,
+    speed,
+    direction,
+    acceleration,
+    acceleration_index,
+    turn_index,
+    top_speed,
+    grid_length,
+    min_acceleration,
+    max_acceleration,
+    num_acceleration_levels,
+    min_turn,
+    max_turn,
+    num_turn_levels,
+):
     """One agent's move: the new (x, y, speed, direction, acceleration) and whether it crossed the edge.
 
     It turns (the direction wraps modulo 2 pi), adds the chosen acceleration, clips its
@@ -173,8 +190,7 @@ def kinematics(x, y, speed, direction, acceleration, acceleration_index, turn_in
     ``speed * (cos, sin)`` and is clipped back into the square.
     """
     heading = (direction + action_level(turn_index, num_turn_levels, min_turn, max_turn)) % TWO_PI
-    accel = acceleration + action_level(acceleration_index, num_acceleration_levels, min_acceleration,
-                                        max_acceleration)
+    accel = acceleration + action_level(acceleration_index, num_acceleration_levels, min_acceleration, max_acceleration)
     new_speed = min(max(speed + accel, 0.0), top_speed)
     if new_speed <= 0.0 or new_speed >= top_speed:
         accel = 0.0
@@ -208,8 +224,7 @@ def grid_axis_cell(position, side, grid_length):
 
 
 @device_function
-def draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
-               grid_length):
+def draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game, grid_length):
     """Agent ``agent``'s start in env ``env``, drawn from the agent's own stream."""
     stream = rng.agent_stream(env, agent, num_agents)
     loc_x[env, agent] = rng.uniform_range(rng_states, stream, 0.0, grid_length)
@@ -242,8 +257,22 @@ def tagging_tagger(env, runner, loc_x, loc_y, num_taggers, tagging_distance, gri
 
 
 @device_function
-def _write_block(env, agent, block, obs, other, loc_x, loc_y, speed, direction, acceleration, in_game,
-                 num_taggers, grid_length, max_speed):
+def _write_block(
+    env,
+    agent,
+    block,
+    obs,
+    other,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    num_taggers,
+    grid_length,
+    max_speed,
+):
     """Agent ``other`` as seen from ``agent`` into observation block ``block``."""
     base = FEATURES * block
     diagonal = grid_length * math.sqrt(2.0)
@@ -308,8 +337,9 @@ def _offer(env, agent, obs, other, distance, found, num_blocks, last, last_dista
 
 
 @device_function
-def nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length, cell_start,
-                    cell_agents):
+def nearest_by_grid(
+    env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length, cell_start, cell_agents
+):
     """The nearest list the all-pairs reference finds (`observe_agent`), searching the grid
     ring by ring; returns how many blocks it filled.
 
@@ -339,8 +369,18 @@ def nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_bloc
                     other = cell_agents[env, slot]
                     if other != agent:
                         found, last, last_distance = _offer(
-                            env, agent, obs, other, _squared_distance(env, agent, other, loc_x, loc_y), found,
-                            num_blocks, last, last_distance, loc_x, loc_y)
+                            env,
+                            agent,
+                            obs,
+                            other,
+                            _squared_distance(env, agent, other, loc_x, loc_y),
+                            found,
+                            num_blocks,
+                            last,
+                            last_distance,
+                            loc_x,
+                            loc_y,
+                        )
         reach = math.inf  # to the nearest side of the block with cells beyond it
         if column - ring > 0:
             reach = min(reach, px - (column - ring) * width)
@@ -374,8 +414,9 @@ def bin_env(env, num_agents, loc_x, loc_y, in_game, grid_length, cell_start, cel
         cell_start[env, slot] = 0
     for agent in range(num_agents):
         if in_game[env, agent]:
-            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side \
-                + grid_axis_cell(np.float64(loc_x[env, agent]), side, grid_length)
+            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side + grid_axis_cell(
+                np.float64(loc_x[env, agent]), side, grid_length
+            )
             cell_start[env, cell + 2] += 1
     for slot in range(2, cells + 2):
         cell_start[env, slot] += cell_start[env, slot - 1]
@@ -383,16 +424,36 @@ def bin_env(env, num_agents, loc_x, loc_y, in_game, grid_length, cell_start, cel
         cell_agents[env, slot] = -1
     for agent in range(num_agents):
         if in_game[env, agent]:
-            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side \
-                + grid_axis_cell(np.float64(loc_x[env, agent]), side, grid_length)
+            cell = grid_axis_cell(np.float64(loc_y[env, agent]), side, grid_length) * side + grid_axis_cell(
+                np.float64(loc_x[env, agent]), side, grid_length
+            )
             cell_agents[env, cell_start[env, cell + 1]] = agent
             cell_start[env, cell + 1] += 1
 
 
 @device_function
-def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents):
+def observe_agent(
+    env,
+    agent,
+    num_agents,
+    obs,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    timestep,
+    num_taggers,
+    grid_length,
+    episode_length,
+    max_speed,
+    use_full_observation,
+    num_other_agents_observed,
+    grid_neighbours,
+    cell_start,
+    cell_agents,
+):
     """``agent``'s observation (module docstring) into ``obs[env, agent]``."""
     obs[env, agent, 0] = np.float64(loc_x[env, agent]) / grid_length
     obs[env, agent, 1] = np.float64(loc_y[env, agent]) / grid_length
@@ -406,22 +467,51 @@ def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, a
         block = 1
         for other in range(num_agents):
             if other != agent:
-                _write_block(env, agent, block, obs, other, loc_x, loc_y, speed, direction, acceleration, in_game,
-                             num_taggers, grid_length, max_speed)
+                _write_block(
+                    env,
+                    agent,
+                    block,
+                    obs,
+                    other,
+                    loc_x,
+                    loc_y,
+                    speed,
+                    direction,
+                    acceleration,
+                    in_game,
+                    num_taggers,
+                    grid_length,
+                    max_speed,
+                )
                 block += 1
     else:
         num_blocks = num_other_agents_observed
         if grid_neighbours:
-            found = nearest_by_grid(env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length,
-                                    cell_start, cell_agents)
+            found = nearest_by_grid(
+                env, agent, num_agents, obs, loc_x, loc_y, in_game, num_blocks, grid_length, cell_start, cell_agents
+            )
             # the search left block b's agent index in the block's last value: write the blocks
             for block in range(1, num_blocks + 1):
                 if block > found:
                     for feature in range(FEATURES):
                         obs[env, agent, FEATURES * block + feature] = 0.0
                 else:
-                    _write_block(env, agent, block, obs, _index_at(env, agent, obs, block), loc_x, loc_y, speed,
-                                 direction, acceleration, in_game, num_taggers, grid_length, max_speed)
+                    _write_block(
+                        env,
+                        agent,
+                        block,
+                        obs,
+                        _index_at(env, agent, obs, block),
+                        loc_x,
+                        loc_y,
+                        speed,
+                        direction,
+                        acceleration,
+                        in_game,
+                        num_taggers,
+                        grid_length,
+                        max_speed,
+                    )
         else:
             # the reference: k-nearest by repeated selection over all pairs, the next agent
             # after (last_distance, last_index) in (distance, index) order; O(k * num_agents)
@@ -442,8 +532,22 @@ def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, a
                     for feature in range(FEATURES):
                         obs[env, agent, FEATURES * block + feature] = 0.0
                 else:
-                    _write_block(env, agent, block, obs, best, loc_x, loc_y, speed, direction, acceleration,
-                                 in_game, num_taggers, grid_length, max_speed)
+                    _write_block(
+                        env,
+                        agent,
+                        block,
+                        obs,
+                        best,
+                        loc_x,
+                        loc_y,
+                        speed,
+                        direction,
+                        acceleration,
+                        in_game,
+                        num_taggers,
+                        grid_length,
+                        max_speed,
+                    )
                     last_distance = best_distance
                     last_index = best
     obs[env, agent, FEATURES * (num_blocks + 1)] = timestep[env] / episode_length
@@ -451,10 +555,34 @@ def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, a
 
 # ------------------------------------------------------------------ step phases
 @agent_kernel
-def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-         num_taggers, grid_length, max_speed, skill_level_tagger, skill_level_runner,
-         max_acceleration, min_acceleration, max_turn, min_turn, num_acceleration_levels, num_turn_levels,
-         edge_hit_penalty, step_penalty_for_tagger, step_reward_for_runner):
+def move(
+    env,
+    agent,
+    num_agents,
+    actions,
+    rewards,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    timestep,
+    num_taggers,
+    grid_length,
+    max_speed,
+    skill_level_tagger,
+    skill_level_runner,
+    max_acceleration,
+    min_acceleration,
+    max_turn,
+    min_turn,
+    num_acceleration_levels,
+    num_turn_levels,
+    edge_hit_penalty,
+    step_penalty_for_tagger,
+    step_reward_for_runner,
+):
     """Phase 1: every agent still in the game turns, accelerates and moves (the clock ticks)."""
     if agent == 0:
         timestep[env] += 1
@@ -463,20 +591,52 @@ def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, speed, directio
         return
     is_tagger = agent < num_taggers
     top_speed = max_speed * (skill_level_tagger if is_tagger else skill_level_runner)
-    (loc_x[env, agent], loc_y[env, agent], speed[env, agent], direction[env, agent], acceleration[env, agent],
-     crossed) = kinematics(
-        np.float64(loc_x[env, agent]), np.float64(loc_y[env, agent]), np.float64(speed[env, agent]),
-        np.float64(direction[env, agent]), np.float64(acceleration[env, agent]), actions[env, agent, 0],
-        actions[env, agent, 1], top_speed, grid_length, min_acceleration, max_acceleration,
-        num_acceleration_levels, min_turn, max_turn, num_turn_levels)
-    rewards[env, agent] = move_reward(is_tagger, crossed, step_penalty_for_tagger, step_reward_for_runner,
-                                      edge_hit_penalty)
+    (
+        loc_x[env, agent],
+        loc_y[env, agent],
+        speed[env, agent],
+        direction[env, agent],
+        acceleration[env, agent],
+        crossed,
+    ) = kinematics(
+        np.float64(loc_x[env, agent]),
+        np.float64(loc_y[env, agent]),
+        np.float64(speed[env, agent]),
+        np.float64(direction[env, agent]),
+        np.float64(acceleration[env, agent]),
+        actions[env, agent, 0],
+        actions[env, agent, 1],
+        top_speed,
+        grid_length,
+        min_acceleration,
+        max_acceleration,
+        num_acceleration_levels,
+        min_turn,
+        max_turn,
+        num_turn_levels,
+    )
+    rewards[env, agent] = move_reward(
+        is_tagger, crossed, step_penalty_for_tagger, step_reward_for_runner, edge_hit_penalty
+    )
 
 
 @agent_kernel
-def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left,
-        num_taggers, grid_length, tagging_distance, tag_reward_for_tagger, tag_penalty_for_runner,
-        runner_exits_game_after_tagged):
+def tag(
+    env,
+    agent,
+    num_agents,
+    rewards,
+    loc_x,
+    loc_y,
+    in_game,
+    runners_left,
+    num_taggers,
+    grid_length,
+    tagging_distance,
+    tag_reward_for_tagger,
+    tag_penalty_for_runner,
+    runner_exits_game_after_tagged,
+):
     """Phase 2: each runner still in the game checks its nearest tagger."""
     if agent < num_taggers or not in_game[env, agent]:
         return
@@ -502,40 +662,132 @@ def bin_agents(env, agent, num_agents, loc_x, loc_y, in_game, cell_start, cell_a
 
 
 @agent_kernel
-def finish(env, agent, num_agents, obs, rewards, terminated,
-           loc_x, loc_y, speed, direction, acceleration, in_game, timestep, runners_left, cell_start, cell_agents,
-           num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-           num_other_agents_observed, end_of_game_reward_for_runner, grid_neighbours):
+def finish(
+    env,
+    agent,
+    num_agents,
+    obs,
+    rewards,
+    terminated,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    timestep,
+    runners_left,
+    cell_start,
+    cell_agents,
+    num_taggers,
+    grid_length,
+    episode_length,
+    max_speed,
+    use_full_observation,
+    num_other_agents_observed,
+    end_of_game_reward_for_runner,
+    grid_neighbours,
+):
     """Phase 4: the end-of-game reward, observations and the terminated flag."""
     if agent >= num_taggers and in_game[env, agent] and timestep[env] == episode_length:
         rewards[env, agent] = np.float64(rewards[env, agent]) + end_of_game_reward_for_runner
-    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents)
+    observe_agent(
+        env,
+        agent,
+        num_agents,
+        obs,
+        loc_x,
+        loc_y,
+        speed,
+        direction,
+        acceleration,
+        in_game,
+        timestep,
+        num_taggers,
+        grid_length,
+        episode_length,
+        max_speed,
+        use_full_observation,
+        num_other_agents_observed,
+        grid_neighbours,
+        cell_start,
+        cell_agents,
+    )
     if agent == 0:
         terminated[env] = runners_left[env] == 0
 
 
 # ----------------------------------------------------------------- reset phases
 @agent_kernel
-def start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-          runners_left, num_runners, grid_length):
+def start(
+    env,
+    agent,
+    num_agents,
+    rng_states,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    timestep,
+    runners_left,
+    num_runners,
+    grid_length,
+):
     """Reset phase 1: every agent draws its start from its own stream; the counters start."""
-    draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game,
-               grid_length)
+    draw_start(env, agent, num_agents, rng_states, loc_x, loc_y, speed, direction, acceleration, in_game, grid_length)
     if agent == 0:
         timestep[env] = 0
         runners_left[env] = num_runners
 
 
 @agent_kernel
-def first_observation(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game,
-                      timestep, cell_start, cell_agents, num_taggers, grid_length, episode_length, max_speed,
-                      use_full_observation, num_other_agents_observed, grid_neighbours):
+def first_observation(
+    env,
+    agent,
+    num_agents,
+    obs,
+    loc_x,
+    loc_y,
+    speed,
+    direction,
+    acceleration,
+    in_game,
+    timestep,
+    cell_start,
+    cell_agents,
+    num_taggers,
+    grid_length,
+    episode_length,
+    max_speed,
+    use_full_observation,
+    num_other_agents_observed,
+    grid_neighbours,
+):
     """Reset phase 3: every agent observes the start state (all agents are drawn and binned)."""
-    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, speed, direction, acceleration, in_game, timestep,
-                  num_taggers, grid_length, episode_length, max_speed, use_full_observation,
-                  num_other_agents_observed, grid_neighbours, cell_start, cell_agents)
+    observe_agent(
+        env,
+        agent,
+        num_agents,
+        obs,
+        loc_x,
+        loc_y,
+        speed,
+        direction,
+        acceleration,
+        in_game,
+        timestep,
+        num_taggers,
+        grid_length,
+        episode_length,
+        max_speed,
+        use_full_observation,
+        num_other_agents_observed,
+        grid_neighbours,
+        cell_start,
+        cell_agents,
+    )
 
 
 # ---------------------------------------------------------------- exact reference
@@ -547,15 +799,19 @@ def reference_reset(params, rng_states):
     ``a`` on row ``a``) as the kernel draws."""
     n = params.num_agents
     if np.shape(rng_states) != (n, 2):
-        raise ValueError(f"rng_states: expected the env's {n} agent streams, shape ({n}, 2), "
-                         f"got shape {np.shape(rng_states)}")
+        raise ValueError(
+            f"rng_states: expected the env's {n} agent streams, shape ({n}, 2), got shape {np.shape(rng_states)}"
+        )
     batch = {name: np.zeros((1, n), np.float32) for name in _PER_AGENT[:-1]}
     batch["in_game"] = np.zeros((1, n), bool)
     for agent in range(n):
         draw_start(0, agent, n, rng_states, *(batch[name] for name in _PER_AGENT), params.grid_length)
     state = {name: value[0] for name, value in batch.items()}
-    return state | {"timestep": np.int32(0).reshape(()), "runners_left": np.int32(params.num_runners).reshape(())} \
+    return (
+        state
+        | {"timestep": np.int32(0).reshape(()), "runners_left": np.int32(params.num_runners).reshape(())}
         | reference_grid(params, state)
+    )
 
 
 def reference_step(params, state, action, rng_states=None):
@@ -571,18 +827,32 @@ def reference_step(params, state, action, rng_states=None):
         is_tagger = agent < p.num_taggers
         top_speed = p.max_speed * (p.skill_level_tagger if is_tagger else p.skill_level_runner)
         (loc_x[agent], loc_y[agent], speed[agent], direction[agent], acceleration[agent], crossed) = kinematics(
-            np.float64(loc_x[agent]), np.float64(loc_y[agent]), np.float64(speed[agent]),
-            np.float64(direction[agent]), np.float64(acceleration[agent]), int(action[agent, 0]),
-            int(action[agent, 1]), top_speed, p.grid_length, p.min_acceleration, p.max_acceleration,
-            p.num_acceleration_levels, p.min_turn, p.max_turn, p.num_turn_levels)
-        reward[agent] = move_reward(is_tagger, crossed, p.step_penalty_for_tagger, p.step_reward_for_runner,
-                                    p.edge_hit_penalty)
+            np.float64(loc_x[agent]),
+            np.float64(loc_y[agent]),
+            np.float64(speed[agent]),
+            np.float64(direction[agent]),
+            np.float64(acceleration[agent]),
+            int(action[agent, 0]),
+            int(action[agent, 1]),
+            top_speed,
+            p.grid_length,
+            p.min_acceleration,
+            p.max_acceleration,
+            p.num_acceleration_levels,
+            p.min_turn,
+            p.max_turn,
+            p.num_turn_levels,
+        )
+        reward[agent] = move_reward(
+            is_tagger, crossed, p.step_penalty_for_tagger, p.step_reward_for_runner, p.edge_hit_penalty
+        )
     runners_left = int(state["runners_left"])
     for runner in range(p.num_taggers, p.num_agents):
         if not in_game[runner]:
             continue
-        tagger = tagging_tagger(0, runner, batch["loc_x"], batch["loc_y"], p.num_taggers, p.tagging_distance,
-                                p.grid_length)
+        tagger = tagging_tagger(
+            0, runner, batch["loc_x"], batch["loc_y"], p.num_taggers, p.tagging_distance, p.grid_length
+        )
         if tagger < 0:
             continue
         reward[runner] = np.float64(reward[runner]) + p.tag_penalty_for_runner
@@ -603,10 +873,20 @@ def reference_step(params, state, action, rng_states=None):
 def reference_grid(params, state):
     """The grid of one env's agents still in the game (what ``bin_agents`` leaves)."""
     batch = one_env({name: state[name] for name in ("loc_x", "loc_y", "in_game")})
-    grid = {"cell_start": np.zeros((1, params.grid_side ** 2 + 2), np.int32),
-            "cell_agents": np.zeros((1, params.num_agents), np.int32)}
-    bin_env(0, params.num_agents, batch["loc_x"], batch["loc_y"], batch["in_game"], params.grid_length,
-            grid["cell_start"], grid["cell_agents"])
+    grid = {
+        "cell_start": np.zeros((1, params.grid_side**2 + 2), np.int32),
+        "cell_agents": np.zeros((1, params.num_agents), np.int32),
+    }
+    bin_env(
+        0,
+        params.num_agents,
+        batch["loc_x"],
+        batch["loc_y"],
+        batch["in_game"],
+        params.grid_length,
+        grid["cell_start"],
+        grid["cell_agents"],
+    )
     return {name: value[0] for name, value in grid.items()}
 
 
@@ -617,9 +897,23 @@ def reference_observe(params, state):
     obs = np.zeros((1, p.num_agents, FEATURES * (1 + p.num_observed) + 1), np.float32)
     no_grid = np.zeros((1, 0), np.int32)  # the reference searches all pairs
     for agent in range(p.num_agents):
-        observe_agent(0, agent, p.num_agents, obs, *(batch[name] for name in _PER_AGENT), batch["timestep"],
-                      p.num_taggers, p.grid_length, p.episode_length, p.max_speed, p.use_full_observation,
-                      p.num_other_agents_observed, False, no_grid, no_grid)
+        observe_agent(
+            0,
+            agent,
+            p.num_agents,
+            obs,
+            *(batch[name] for name in _PER_AGENT),
+            batch["timestep"],
+            p.num_taggers,
+            p.grid_length,
+            p.episode_length,
+            p.max_speed,
+            p.use_full_observation,
+            p.num_other_agents_observed,
+            False,
+            no_grid,
+            no_grid,
+        )
     return obs[0]
 
 
@@ -641,25 +935,34 @@ def state_strategy(params):
         return st.lists(element, min_size=n, max_size=n).map(lambda xs: np.array(xs, np.float32))
 
     def build(x, y, speed, direction, acceleration, out, t):
-        top = params.max_speed * np.where(np.arange(n) < params.num_taggers,
-                                          params.skill_level_tagger, params.skill_level_runner)
+        top = params.max_speed * np.where(
+            np.arange(n) < params.num_taggers, params.skill_level_tagger, params.skill_level_runner
+        )
         in_game = np.concatenate([np.ones(params.num_taggers, bool), ~np.array(out, dtype=bool)])
         return {
-            "loc_x": x, "loc_y": y,
+            "loc_x": x,
+            "loc_y": y,
             "speed": np.minimum(speed, top).astype(np.float32),
-            "direction": direction, "acceleration": acceleration, "in_game": in_game,
+            "direction": direction,
+            "acceleration": acceleration,
+            "in_game": in_game,
             "timestep": np.int32(t).reshape(()),
-            "runners_left": np.int32(in_game[params.num_taggers:].sum()).reshape(()),
+            "runners_left": np.int32(in_game[params.num_taggers :].sum()).reshape(()),
             # scratch that every step rebuilds before reading it
-            "cell_start": np.zeros(params.grid_side ** 2 + 2, np.int32),
+            "cell_start": np.zeros(params.grid_side**2 + 2, np.int32),
             "cell_agents": np.full(n, -1, np.int32),
         }
 
     square = values(0.0, params.grid_length)
     outs = st.lists(st.booleans(), min_size=params.num_runners, max_size=params.num_runners)
     return st.builds(
-        build, square, square, values(0.0, params.max_speed), values(0.0, 6.28),
-        values(-params.max_speed, params.max_speed), outs.filter(lambda out: not all(out)),
+        build,
+        square,
+        square,
+        values(0.0, params.max_speed),
+        values(0.0, 6.28),
+        values(-params.max_speed, params.max_speed),
+        outs.filter(lambda out: not all(out)),
         st.integers(0, params.episode_length - 1),
     )
 
@@ -699,7 +1002,7 @@ SPEC = EnvSpec(
         StateArray("timestep", np.int32),
         StateArray("runners_left", np.int32),
         # the neighbour grid (`bin_env`), rebuilt by every step and reset before it is read
-        StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side ** 2 + 2,)),
+        StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side**2 + 2,)),
         StateArray("cell_agents", np.int32, per_agent=True),
     ),
     step_kernel=(move, tag, bin_agents, finish),

@@ -114,8 +114,9 @@ def on_a_taggers_cell(env, runner, loc_x, loc_y, num_taggers):
 
 
 @device_function
-def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
-                  num_taggers, grid_length, episode_length):
+def observe_agent(
+    env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+):
     """``agent``'s full observation (module docstring) into ``obs[env, agent]``."""
     for other in range(num_agents):
         obs[env, agent, other] = loc_x[env, other] / grid_length
@@ -133,8 +134,9 @@ def observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
 
 # ------------------------------------------------------------------ step phases
 @agent_kernel
-def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, in_game, timestep, tagged_now,
-         grid_length, wall_hit_penalty):
+def move(
+    env, agent, num_agents, actions, rewards, loc_x, loc_y, in_game, timestep, tagged_now, grid_length, wall_hit_penalty
+):
     """Phase 1: every agent still in the game moves (the clock ticks)."""
     if agent == 0:
         timestep[env] += 1
@@ -142,13 +144,25 @@ def move(env, agent, num_agents, actions, rewards, loc_x, loc_y, in_game, timest
     reward = 0.0
     if in_game[env, agent]:
         loc_x[env, agent], loc_y[env, agent], reward = grid_move(
-            loc_x[env, agent], loc_y[env, agent], actions[env, agent], grid_length, wall_hit_penalty)
+            loc_x[env, agent], loc_y[env, agent], actions[env, agent], grid_length, wall_hit_penalty
+        )
     rewards[env, agent] = reward
 
 
 @agent_kernel
-def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left, tagged_now,
-        num_taggers, tag_penalty_for_runner):
+def tag(
+    env,
+    agent,
+    num_agents,
+    rewards,
+    loc_x,
+    loc_y,
+    in_game,
+    runners_left,
+    tagged_now,
+    num_taggers,
+    tag_penalty_for_runner,
+):
     """Phase 2: each runner still in the game checks whether a tagger shares its cell."""
     if agent < num_taggers or not in_game[env, agent]:
         return
@@ -161,22 +175,57 @@ def tag(env, agent, num_agents, rewards, loc_x, loc_y, in_game, runners_left, ta
 
 
 @agent_kernel
-def finish(env, agent, num_agents, obs, rewards, terminated, loc_x, loc_y, in_game, timestep, runners_left,
-           tagged_now, num_taggers, grid_length, episode_length, tag_reward_for_tagger, step_cost_for_tagger):
+def finish(
+    env,
+    agent,
+    num_agents,
+    obs,
+    rewards,
+    terminated,
+    loc_x,
+    loc_y,
+    in_game,
+    timestep,
+    runners_left,
+    tagged_now,
+    num_taggers,
+    grid_length,
+    episode_length,
+    tag_reward_for_tagger,
+    step_cost_for_tagger,
+):
     """Phase 3: tag and step rewards, observations, and the terminated flag."""
-    rewards[env, agent] = end_of_step_reward(np.float64(rewards[env, agent]), agent < num_taggers,
-                                             in_game[env, agent], tagged_now[env], tag_reward_for_tagger,
-                                             step_cost_for_tagger)
-    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length,
-                  episode_length)
+    rewards[env, agent] = end_of_step_reward(
+        np.float64(rewards[env, agent]),
+        agent < num_taggers,
+        in_game[env, agent],
+        tagged_now[env],
+        tag_reward_for_tagger,
+        step_cost_for_tagger,
+    )
+    observe_agent(
+        env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+    )
     if agent == 0:
         terminated[env] = runners_left[env] == 0
 
 
 # ----------------------------------------------------------------- reset phases
 @agent_kernel
-def place(env, agent, num_agents, loc_x, loc_y, in_game, timestep, runners_left, tagged_now,
-          num_taggers, num_runners, grid_length):
+def place(
+    env,
+    agent,
+    num_agents,
+    loc_x,
+    loc_y,
+    in_game,
+    timestep,
+    runners_left,
+    tagged_now,
+    num_taggers,
+    num_runners,
+    grid_length,
+):
     """Reset phase 1: every agent on its start cell, the counters at their start."""
     cell = start_cell(agent, num_taggers, grid_length)
     loc_x[env, agent] = cell
@@ -189,18 +238,22 @@ def place(env, agent, num_agents, loc_x, loc_y, in_game, timestep, runners_left,
 
 
 @agent_kernel
-def first_observation(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep,
-                      num_taggers, grid_length, episode_length):
+def first_observation(
+    env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+):
     """Reset phase 2: every agent observes the start state (all agents are placed)."""
-    observe_agent(env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length,
-                  episode_length)
+    observe_agent(
+        env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+    )
 
 
 # ---------------------------------------------------------------- exact reference
 def reference_reset(params, rng_states=None):
     """The start state of one env (deterministic: ``rng_states`` is not drawn from)."""
-    start = np.array([start_cell(agent, params.num_taggers, params.grid_length)
-                      for agent in range(params.num_agents)], dtype=np.int32)
+    start = np.array(
+        [start_cell(agent, params.num_taggers, params.grid_length) for agent in range(params.num_agents)],
+        dtype=np.int32,
+    )
     return {
         "loc_x": start.copy(),
         "loc_y": start.copy(),
@@ -221,7 +274,8 @@ def reference_step(params, state, action, rng_states=None):
     for agent in range(p.num_agents):
         if in_game[agent]:
             loc_x[agent], loc_y[agent], reward[agent] = grid_move(
-                int(loc_x[agent]), int(loc_y[agent]), int(action[agent]), p.grid_length, p.wall_hit_penalty)
+                int(loc_x[agent]), int(loc_y[agent]), int(action[agent]), p.grid_length, p.wall_hit_penalty
+            )
     tags = 0
     for runner in range(p.num_taggers, p.num_agents):
         if in_game[runner] and on_a_taggers_cell(0, runner, batch["loc_x"], batch["loc_y"], p.num_taggers):
@@ -229,8 +283,14 @@ def reference_step(params, state, action, rng_states=None):
             reward[runner] = np.float64(reward[runner]) - p.tag_penalty_for_runner
             tags += 1
     for agent in range(p.num_agents):
-        reward[agent] = end_of_step_reward(np.float64(reward[agent]), agent < p.num_taggers, bool(in_game[agent]),
-                                           tags, p.tag_reward_for_tagger, p.step_cost_for_tagger)
+        reward[agent] = end_of_step_reward(
+            np.float64(reward[agent]),
+            agent < p.num_taggers,
+            bool(in_game[agent]),
+            tags,
+            p.tag_reward_for_tagger,
+            p.step_cost_for_tagger,
+        )
     runners_left = int(state["runners_left"]) - tags
     new_state = {
         "loc_x": loc_x,
@@ -248,8 +308,19 @@ def reference_observe(params, state):
     batch = one_env(state)
     obs = np.zeros((1, params.num_agents, 4 * params.num_agents + 1), np.float32)
     for agent in range(params.num_agents):
-        observe_agent(0, agent, params.num_agents, obs, batch["loc_x"], batch["loc_y"], batch["in_game"],
-                      batch["timestep"], params.num_taggers, params.grid_length, params.episode_length)
+        observe_agent(
+            0,
+            agent,
+            params.num_agents,
+            obs,
+            batch["loc_x"],
+            batch["loc_y"],
+            batch["in_game"],
+            batch["timestep"],
+            params.num_taggers,
+            params.grid_length,
+            params.episode_length,
+        )
     return obs[0]
 
 
@@ -275,12 +346,13 @@ def state_strategy(params):
             "loc_y": np.array(ys, np.int32),
             "in_game": in_game,
             "timestep": np.int32(t).reshape(()),
-            "runners_left": np.int32(in_game[params.num_taggers:].sum()).reshape(()),
+            "runners_left": np.int32(in_game[params.num_taggers :].sum()).reshape(()),
             "tagged_now": np.int32(0).reshape(()),
         }
 
-    return st.builds(build, cells, cells, runners_out.filter(lambda out: not all(out)),
-                     st.integers(0, params.episode_length - 1))
+    return st.builds(
+        build, cells, cells, runners_out.filter(lambda out: not all(out)), st.integers(0, params.episode_length - 1)
+    )
 
 
 def check_invariants(params, state):

@@ -28,7 +28,7 @@ class _Padded:
         rows = values.shape[0]
         self.host = np.empty((rows + 2 * PAD_ROWS, *values.shape[1:]), dtype=values.dtype)
         self.host.view(np.uint8)[...] = CANARY
-        self.host[PAD_ROWS:PAD_ROWS + rows] = values
+        self.host[PAD_ROWS : PAD_ROWS + rows] = values
         self.rows = rows
 
     def view(self, backend: str):
@@ -38,12 +38,12 @@ class _Padded:
             from numba import cuda
 
             self.device = cuda.to_device(self.host)
-        return self.device[PAD_ROWS:PAD_ROWS + self.rows]
+        return self.device[PAD_ROWS : PAD_ROWS + self.rows]
 
     def touched_pads(self) -> list[str]:
         host = self.host if isinstance(self.device, np.ndarray) else self.device.copy_to_host()
         found = []
-        pads = (("before env 0", host[:PAD_ROWS]), (f"after env {self.rows - 1}", host[PAD_ROWS + self.rows:]))
+        pads = (("before env 0", host[:PAD_ROWS]), (f"after env {self.rows - 1}", host[PAD_ROWS + self.rows :]))
         for label, pad in pads:
             written = np.flatnonzero(pad.reshape(-1).view(np.uint8) != CANARY)
             if written.size:
@@ -81,11 +81,16 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     ]
     buffers += [_Padded(name, state[name].astype(dtype)) for name, dtype in harness.state_dtypes.items()]
     views = {buffer.name: buffer.view(backend) for buffer in buffers}
-    launch = bind_env_programs(spec, [[kernel] for kernel in spec.load_kernels(kernel_field)], views, backend,
-                               harness.params, harness.precision)
+    launch = bind_env_programs(
+        spec,
+        [[kernel] for kernel in spec.load_kernels(kernel_field)],
+        views,
+        backend,
+        harness.params,
+        harness.precision,
+    )
     try:
         launch()
     except IndexError as error:  # the simulator's own bounds check
         return [f"{kernel_field} indexed out of bounds: {error}"]
-    return [f"{kernel_field} wrote outside its rows: {text}"
-            for buffer in buffers for text in buffer.touched_pads()]
+    return [f"{kernel_field} wrote outside its rows: {text}" for buffer in buffers for text in buffer.touched_pads()]

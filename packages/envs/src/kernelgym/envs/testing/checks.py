@@ -33,8 +33,12 @@ __all__ = ["CHECKS", "Check", "CheckConfig"]
 MAX_ROLLOUT_STEPS = {"cpu": 25, "cuda": 25, "sim": 8}
 # Hypothesis's "explain" phase lists covered lines: noise in an env report.
 PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
-SUPPRESSED = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,
-              HealthCheck.large_base_example)
+SUPPRESSED = (
+    HealthCheck.too_slow,
+    HealthCheck.data_too_large,
+    HealthCheck.filter_too_much,
+    HealthCheck.large_base_example,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,9 +50,15 @@ class CheckConfig:
 
     def hypothesis_settings(self, **overrides) -> settings:
         """The hypothesis settings of a check (no example database: runs are reproducible by seed)."""
-        options = {"max_examples": self.max_examples, "deadline": None, "database": None,
-                   "report_multiple_bugs": False, "print_blob": False, "phases": PHASES,
-                   "suppress_health_check": SUPPRESSED}
+        options = {
+            "max_examples": self.max_examples,
+            "deadline": None,
+            "database": None,
+            "report_multiple_bugs": False,
+            "print_blob": False,
+            "phases": PHASES,
+            "suppress_health_check": SUPPRESSED,
+        }
         return settings(settings.default, **{**options, **overrides})
 
     def run(self, test: Callable) -> None:
@@ -116,8 +126,9 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
             prev_env = env_slice(prev, index)
             if batch.pending[index]:
-                found = harness.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index],
-                                               previous=prev_env)
+                found = harness.reset_problems(
+                    new_state, obs, reward, terminated, streams[index], result.rng[index], previous=prev_env
+                )
                 found = ["reset branch: " + text for text in found]
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
@@ -125,8 +136,9 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
                     found += _where_nonfinite(harness, result, index, ("reset_kernel", prev, batch.actions, streams))
                     problems.append(harness.env_problem(index, found, prev_env))
                 continue
-            found = harness.step_problems(prev_env, batch.actions[index], streams[index], new_state, obs, reward,
-                                          terminated, result.rng[index])
+            found = harness.step_problems(
+                prev_env, batch.actions[index], streams[index], new_state, obs, reward, terminated, result.rng[index]
+            )
             if found:
                 found += _where_nonfinite(harness, result, index, ("step_kernel", prev, batch.actions, streams))
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
@@ -158,8 +170,14 @@ def _first_difference(a: list, b: list, num_envs: int) -> str | None:
 def check_determinism(harness: EnvHarness, config: CheckConfig) -> str | None:
     """The same seed gives bitwise-identical trajectories; different seeds give different ones."""
 
-    @given(count=strategies.num_envs(harness.backend), seed=strategies.seeds(), other_seed=strategies.seeds(),
-           actions_seed=strategies.seeds(), steps=_rollout_steps(harness), limit=st.integers(1, 10))
+    @given(
+        count=strategies.num_envs(harness.backend),
+        seed=strategies.seeds(),
+        other_seed=strategies.seeds(),
+        actions_seed=strategies.seeds(),
+        steps=_rollout_steps(harness),
+        limit=st.integers(1, 10),
+    )
     def determinism(count, seed, other_seed, actions_seed, steps, limit):
         first = harness.make_env(count, seed, max_episode_steps=limit, fresh=True)
         second = harness.make_env(count, seed, max_episode_steps=limit, fresh=True)
@@ -189,8 +207,13 @@ def check_batch_invariance(harness: EnvHarness, config: CheckConfig) -> None:
     """Env i's trajectory (same seed, same actions) does not depend on the batch size."""
     sizes = strategies.NUM_ENVS[harness.backend]
 
-    @given(pair=st.lists(st.sampled_from(sizes), min_size=2, max_size=2, unique=True), seed=strategies.seeds(),
-           actions_seed=strategies.seeds(), steps=_rollout_steps(harness), limit=st.integers(1, 10))
+    @given(
+        pair=st.lists(st.sampled_from(sizes), min_size=2, max_size=2, unique=True),
+        seed=strategies.seeds(),
+        actions_seed=strategies.seeds(),
+        steps=_rollout_steps(harness),
+        limit=st.integers(1, 10),
+    )
     def batch_invariance(pair, seed, actions_seed, steps, limit):
         small, large = sorted(pair)
         small_env = harness.make_env(small, seed, max_episode_steps=limit)
@@ -221,9 +244,12 @@ def check_no_cross_talk(harness: EnvHarness, config: CheckConfig) -> None:
         other = batch.replace(
             changed,
             data.draw(states, label="its new state"),
-            data.draw(strategies.actions(harness.action_space) if not harness.agent_shape
-                      else strategies.batch_actions(harness.action_space, 1, harness.num_agents).map(lambda a: a[0]),
-                      label="its new action"),
+            data.draw(
+                strategies.actions(harness.action_space)
+                if not harness.agent_shape
+                else strategies.batch_actions(harness.action_space, 1, harness.num_agents).map(lambda a: a[0]),
+                label="its new action",
+            ),
             data.draw(st.booleans(), label="its new reset flag"),
         )
         env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
@@ -244,8 +270,14 @@ def check_no_cross_talk(harness: EnvHarness, config: CheckConfig) -> None:
 def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
     """Resets follow exactly the done step, counters restart, flags stay distinct, SAME_STEP keeps final obs."""
 
-    @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
-           limit=st.integers(1, 6), steps=_rollout_steps(harness), mode=st.sampled_from(["next_step", "same_step"]))
+    @given(
+        start=_batch_states(harness),
+        seed=strategies.seeds(),
+        actions_seed=strategies.seeds(),
+        limit=st.integers(1, 6),
+        steps=_rollout_steps(harness),
+        mode=st.sampled_from(["next_step", "same_step"]),
+    )
     def autoreset(start, seed, actions_seed, limit, steps, mode):
         count, start_states = start
         env = harness.make_env(count, seed, autoreset_mode=mode, max_episode_steps=limit)
@@ -257,8 +289,9 @@ def check_autoreset(harness: EnvHarness, config: CheckConfig) -> None:
             actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape), generator)
             prev, streams = env.get_state(), env.get_rng_states()
             result = harness.step(env, actions)
-            fail_on(model.step_problems(prev, streams, actions, result),
-                    f"step {step + 1} ({mode}, time limit {limit})")
+            fail_on(
+                model.step_problems(prev, streams, actions, result), f"step {step + 1} ({mode}, time limit {limit})"
+            )
 
     config.run(autoreset)
 
@@ -289,19 +322,30 @@ def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect)
         def launch(i):
             return ("reset_kernel" if pending[i] else "step_kernel", state, actions, streams)
 
-        return [harness.env_problem(i, found + _where_nonfinite(harness, result, i, launch(i)))
-                for i in range(result.obs.shape[0]) if (found := inspect(result, i))]
+        return [
+            harness.env_problem(i, found + _where_nonfinite(harness, result, i, launch(i)))
+            for i in range(result.obs.shape[0])
+            if (found := inspect(result, i))
+        ]
 
-    @given(start=_batch_states(harness), seed=strategies.seeds(), actions_seed=strategies.seeds(),
-           steps=_rollout_steps(harness))
+    @given(
+        start=_batch_states(harness),
+        seed=strategies.seeds(),
+        actions_seed=strategies.seeds(),
+        steps=_rollout_steps(harness),
+    )
     def rollout(start, seed, actions_seed, steps):
         count, start_states = start
         env = harness.make_env(count, seed)
-        first = _Reset(flat_obs(harness.observation_space, env.numpy().obs), env.get_state(), count, harness.agent_shape)
-        any_actions = strategies.random_actions(harness.action_space, (count, *harness.agent_shape),
-                                                np.random.default_rng(0))
-        fail_on(located(first, first.state, any_actions, rng.seed_streams(seed, count), np.ones(count, bool)),
-                "after reset")
+        first = _Reset(
+            flat_obs(harness.observation_space, env.numpy().obs), env.get_state(), count, harness.agent_shape
+        )
+        any_actions = strategies.random_actions(
+            harness.action_space, (count, *harness.agent_shape), np.random.default_rng(0)
+        )
+        fail_on(
+            located(first, first.state, any_actions, rng.seed_streams(seed, count), np.ones(count, bool)), "after reset"
+        )
         _start(harness, env, start_states)
         generator = np.random.default_rng(actions_seed)
         prev, streams = env.get_state(), env.get_rng_states()
@@ -338,8 +382,11 @@ def check_observations(harness: EnvHarness, config: CheckConfig) -> None:
             problems.append(f"observation shape {result.obs.shape[1:]}, expected {obs_shape}")
         if result.rewards.dtype != np.float32 or result.rewards.shape[1:] != harness.agent_shape:
             problems.append(f"rewards {result.rewards.dtype}{result.rewards.shape}, expected float32 per agent")
-        return (problems + harness.space_problems(result.obs[index], result.rewards[index])
-                + harness.nonfinite_state_problems(result.env_slice(index)))
+        return (
+            problems
+            + harness.space_problems(result.obs[index], result.rewards[index])
+            + harness.nonfinite_state_problems(result.env_slice(index))
+        )
 
     _rollout_check(harness, config, "observations", inspect)
 
@@ -379,8 +426,10 @@ def check_invalid_actions(harness: EnvHarness, config: CheckConfig) -> None:
 
     @given(batch=batches, seed=strategies.seeds(), data=st.data())
     def invalid_actions(batch, seed, data):
-        bad = data.draw(strategies.invalid_actions(harness.action_space, batch.num_envs, harness.num_agents),
-                        label="invalid actions")
+        bad = data.draw(
+            strategies.invalid_actions(harness.action_space, batch.num_envs, harness.num_agents),
+            label="invalid actions",
+        )
         env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
         if bad.expected == "clip":
             harness.load_batch(env, batch, seed)
@@ -399,8 +448,9 @@ def check_invalid_actions(harness: EnvHarness, config: CheckConfig) -> None:
         before = refusals.snapshot(env)
         outputs = refusals.refuse(env, bad, harness.action_space)
         # a "sync" refusal steps no env; a deferred one only the envs with a bad action
-        refused_envs = list(range(batch.num_envs)) if outputs is None else refusals.bad_envs(
-            harness.action_space, bad.actions)
+        refused_envs = (
+            list(range(batch.num_envs)) if outputs is None else refusals.bad_envs(harness.action_space, bad.actions)
+        )
         after = refusals.snapshot(env)
         for index in refused_envs:
             changed = refusals.changes(before, after, index)

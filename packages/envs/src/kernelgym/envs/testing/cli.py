@@ -14,8 +14,10 @@ def max_examples_help() -> str:
     """``--max-examples``'s help, from the kit's defaults (what a run without it uses)."""
     from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
-    return (f"hypothesis examples per check (default: {DEFAULT_MAX_EXAMPLES['cpu']}, {DEFAULT_MAX_EXAMPLES['sim']} "
-            "on sim, whose report then says it ran fewer than cpu)")
+    return (
+        f"hypothesis examples per check (default: {DEFAULT_MAX_EXAMPLES['cpu']}, {DEFAULT_MAX_EXAMPLES['sim']} "
+        "on sim, whose report then says it ran fewer than cpu)"
+    )
 
 
 def precision_problem(spec, precision: str | None) -> str | None:
@@ -23,8 +25,10 @@ def precision_problem(spec, precision: str | None) -> str | None:
     if precision is None or precision in spec.precisions:
         return None
     if not spec.precisions:
-        return (f"argument --precision: expected no --precision for {spec.id} (it declares no precision "
-                f"choice: its EnvSpec.precisions is empty), received {precision!r}")
+        return (
+            f"argument --precision: expected no --precision for {spec.id} (it declares no precision "
+            f"choice: its EnvSpec.precisions is empty), received {precision!r}"
+        )
     return f"argument --precision: expected one of {list(spec.precisions)} for {spec.id}, received {precision!r}"
 
 
@@ -36,20 +40,36 @@ def _parser() -> argparse.ArgumentParser:
         prog="kernelgym check",
         description="Property-test kernelgym envs against their CPU reference (hypothesis).",
     )
-    parser.add_argument("env_ids", nargs="+", metavar="ENV_ID",
-                        help="registered env ids, or 'module:attr' of an EnvSpec not registered yet")
-    parser.add_argument("--backend", default="auto", choices=["auto", "cpu", "sim", "cuda"],
-                        help="where the kernels run (default: auto, i.e. cuda if a GPU is usable, else cpu; "
-                             "sim re-runs the check under NUMBA_ENABLE_CUDASIM=1)")
+    parser.add_argument(
+        "env_ids",
+        nargs="+",
+        metavar="ENV_ID",
+        help="registered env ids, or 'module:attr' of an EnvSpec not registered yet",
+    )
+    parser.add_argument(
+        "--backend",
+        default="auto",
+        choices=["auto", "cpu", "sim", "cuda"],
+        help="where the kernels run (default: auto, i.e. cuda if a GPU is usable, else cpu; "
+        "sim re-runs the check under NUMBA_ENABLE_CUDASIM=1)",
+    )
     parser.add_argument("--max-examples", type=int, default=None, help=max_examples_help())
-    parser.add_argument("--checks", default=None,
-                        help=f"comma-separated subset of: {','.join(check_names())}, or the opt-in fast_math")
+    parser.add_argument(
+        "--checks", default=None, help=f"comma-separated subset of: {','.join(check_names())}, or the opt-in fast_math"
+    )
     parser.add_argument("--seed", type=int, default=None, help="reproduce a run (the report prints its seed)")
-    parser.add_argument("--precision", default=None, choices=list(PRECISIONS),
-                        help="for envs that declare the choice (default: the env's own)")
-    parser.add_argument("--fast-math", action="store_true",
-                        help="also check the fast-math build (FMA contraction on) against its stated tolerance, "
-                             "on the cpu's FMA-contracting twin")
+    parser.add_argument(
+        "--precision",
+        default=None,
+        choices=list(PRECISIONS),
+        help="for envs that declare the choice (default: the env's own)",
+    )
+    parser.add_argument(
+        "--fast-math",
+        action="store_true",
+        help="also check the fast-math build (FMA contraction on) against its stated tolerance, "
+        "on the cpu's FMA-contracting twin",
+    )
     return parser
 
 
@@ -80,9 +100,16 @@ def main_check(argv=None) -> int:
     exit_code = 0
     for env_id in args.env_ids:
         try:
-            report = check_env(_env(env_id), backend=args.backend, max_examples=args.max_examples,
-                               checks=checks, seed=args.seed, precision=args.precision, fast_math=args.fast_math,
-                               progress=True)
+            report = check_env(
+                _env(env_id),
+                backend=args.backend,
+                max_examples=args.max_examples,
+                checks=checks,
+                seed=args.seed,
+                precision=args.precision,
+                fast_math=args.fast_math,
+                progress=True,
+            )
         except (ImportError, AttributeError, KeyError, TypeError, ValueError, BackendUnavailableError) as error:
             message = error.args[0] if isinstance(error, KeyError) and error.args else error
             print(f"kernelgym check {env_id}: {message}", file=sys.stderr)
@@ -132,8 +159,12 @@ def _simulator_on() -> bool:
 
 def _rerun_in_simulator(argv) -> int:
     """The simulator must be on before numba is imported: run the check in a child process that sets it."""
-    print("kernelgym check: backend 'sim' needs NUMBA_ENABLE_CUDASIM=1 before numba is imported; "
-          "running the check in a child process with it set", file=sys.stderr, flush=True)
+    print(
+        "kernelgym check: backend 'sim' needs NUMBA_ENABLE_CUDASIM=1 before numba is imported; "
+        "running the check in a child process with it set",
+        file=sys.stderr,
+        flush=True,
+    )
     environment = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     arguments = sys.argv[1:] if argv is None else list(argv)
     command = [sys.executable, "-m", "kernelgym.envs.testing.cli", *arguments]

@@ -37,8 +37,7 @@ class EpisodeModel:
         The envs to follow (default all).
     """
 
-    def __init__(self, harness: EnvHarness, num_envs: int, max_episode_steps: int | None, same_step: bool,
-                 envs=None):
+    def __init__(self, harness: EnvHarness, num_envs: int, max_episode_steps: int | None, same_step: bool, envs=None):
         self.harness = harness
         self.envs = list(range(num_envs)) if envs is None else list(envs)
         self.max_episode_steps = max_episode_steps
@@ -76,8 +75,9 @@ class EpisodeModel:
                 found.append(harness.env_problem(index, problems))
         return found
 
-    def step_problems(self, prev: dict, streams: np.ndarray, actions: np.ndarray, result: StepResult,
-                      envs=None) -> list[str]:
+    def step_problems(
+        self, prev: dict, streams: np.ndarray, actions: np.ndarray, result: StepResult, envs=None
+    ) -> list[str]:
         """Check one step of every env against the model and the reference; advance the model.
 
         ``prev`` and ``streams`` are the state and RNG stream rows before the step.
@@ -99,9 +99,12 @@ class EpisodeModel:
         terminated, truncated = bool(result.terminated[index]), bool(result.truncated[index])
         if self.pending[index]:
             # NEXT_STEP: the step after the episode ended is the reset.
-            problems = ["pending reset: " + text for text in
-                        harness.reset_problems(new_state, obs, reward, terminated, stream, result.rng[index],
-                                               previous=prev)]
+            problems = [
+                "pending reset: " + text
+                for text in harness.reset_problems(
+                    new_state, obs, reward, terminated, stream, result.rng[index], previous=prev
+                )
+            ]
             if truncated:
                 problems.append("truncated True on a reset step, expected False")
             self.restart(index)
@@ -111,9 +114,7 @@ class EpisodeModel:
         problems = []
         expected_truncated = limit is not None and self.steps[index] >= limit
         if truncated != expected_truncated:
-            problems.append(
-                f"truncated {truncated} after {self.steps[index]} steps of the episode, time limit {limit}"
-            )
+            problems.append(f"truncated {truncated} after {self.steps[index]} steps of the episode, time limit {limit}")
         done = terminated or truncated
         if self.same_step and done:
             problems += self._same_step_reset(index, prev, stream, action, result)
@@ -131,8 +132,10 @@ class EpisodeModel:
         name = self.harness.spec.episode_step
         if name is None or int(state[name]) == self.steps[index]:
             return []
-        return [f"state {name!r} (the spec's episode_step) = {int(state[name])} after "
-                f"{self.steps[index]} steps of the episode"]
+        return [
+            f"state {name!r} (the spec's episode_step) = {int(state[name])} after "
+            f"{self.steps[index]} steps of the episode"
+        ]
 
     def _same_step_reset(self, index: int, prev: dict, stream, action, result: StepResult) -> list[str]:
         """SAME_STEP: the step's reward and flags, the final observation kept, the exact fresh start."""
@@ -141,12 +144,18 @@ class EpisodeModel:
         if not bool(result.final_mask[index]):
             problems.append("info['_final_obs'] False for an env whose episode ended (SAME_STEP)")
         else:
-            found, stream_after_step = harness.final_step_problems(prev, action, stream, result.final_obs[index],
-                                                                   result.rewards[index], result.terminated[index])
+            found, stream_after_step = harness.final_step_problems(
+                prev, action, stream, result.final_obs[index], result.rewards[index], result.terminated[index]
+            )
             problems += found
         new_state = result.env_slice(index)
-        start = [] if stream_after_step is None else harness.start_state_problems(
-            new_state, stream_after_step, result.rng[index], previous=prev)
-        problems += ["after the same-step reset: " + text
-                     for text in start + harness.observation_problems(result.obs[index], new_state)]
+        start = (
+            []
+            if stream_after_step is None
+            else harness.start_state_problems(new_state, stream_after_step, result.rng[index], previous=prev)
+        )
+        problems += [
+            "after the same-step reset: " + text
+            for text in start + harness.observation_problems(result.obs[index], new_state)
+        ]
         return problems

@@ -32,8 +32,16 @@ from kernelgym.envs.testing.checks import Check, CheckConfig
 from kernelgym.envs.testing.harness import EnvHarness, _fields, flat_obs
 from kernelgym.envs.testing.report import CheckSkipped
 
-__all__ = ["FAST_MATH_CHECK", "FAST_MATH_TOLERANCE", "HORIZON", "MAX_WARMUP_STEPS", "NO_FMA", "check_fast_math",
-           "cpu_fuses", "fast_math_tolerance"]
+__all__ = [
+    "FAST_MATH_CHECK",
+    "FAST_MATH_TOLERANCE",
+    "HORIZON",
+    "MAX_WARMUP_STEPS",
+    "NO_FMA",
+    "check_fast_math",
+    "cpu_fuses",
+    "fast_math_tolerance",
+]
 
 # (rtol, atol) per arithmetic precision: a fast-math value x and the default build's y agree
 # when |x - y| <= atol + rtol * |y|. Measured worst over the four classic envs, 10 steps from
@@ -46,9 +54,11 @@ HORIZON = 10
 # random steps of the default build before the comparison (drawn up to this many): states an agent reaches
 MAX_WARMUP_STEPS = 300
 NUM_ENVS = 1024
-NO_FMA = ("this CPU did not fuse a * b + c under numba's fastmath={'contract'} (no FMA hardware?): the "
-          "fast-math cpu twin rounds like the default build here and proves nothing about a GPU's fma.rn; "
-          "run the fast-math check on an x86-64 CPU with FMA (Haswell or later) or on arm64")
+NO_FMA = (
+    "this CPU did not fuse a * b + c under numba's fastmath={'contract'} (no FMA hardware?): the "
+    "fast-math cpu twin rounds like the default build here and proves nothing about a GPU's fma.rn; "
+    "run the fast-math check on an x86-64 CPU with FMA (Haswell or later) or on arm64"
+)
 
 _PROBE_SCALE, _PROBE_SHIFT = 1.1, -0.3
 _PROBES = np.linspace(-3.0, 3.0, 61)
@@ -92,9 +102,12 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
 
     precision, rtol, atol = fast_math_tolerance(harness)
     kwargs = harness.overrides if harness.overrides is not None else _fields(harness.params)
-    envs = {fast_math: KernelVectorEnv(harness.spec, NUM_ENVS, backend="cpu", seed=0, precision=harness.precision,
-                                       fast_math=fast_math, **kwargs)
-            for fast_math in (False, True)}
+    envs = {
+        fast_math: KernelVectorEnv(
+            harness.spec, NUM_ENVS, backend="cpu", seed=0, precision=harness.precision, fast_math=fast_math, **kwargs
+        )
+        for fast_math in (False, True)
+    }
     default = envs[False]
     prefix = (NUM_ENVS, *harness.agent_shape)
     seen = {"values": 0, "differing": 0, "worst": 0.0, "flips": 0}
@@ -112,12 +125,14 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
             raise AssertionError(
                 f"{what}: {int(outside.sum())} values outside the fast-math tolerance ({precision}: rtol {rtol}, "
                 f"atol {atol}); first: env {env}, index {first[1:]}: fast-math {fast[first]!r}, default "
-                f"{expected[first]!r}, |difference| {abs(float(fast[first]) - float(expected[first])):.3g}")
+                f"{expected[first]!r}, |difference| {abs(float(fast[first]) - float(expected[first])):.3g}"
+            )
 
     @given(seed=strategies.seeds(), warmup=st.integers(0, MAX_WARMUP_STEPS))
     def fast_math(seed, warmup):
-        resets = [flat_obs(harness.observation_space, env.reset(seed=seed, numpy=True)[0])
-                  for env in (envs[True], default)]
+        resets = [
+            flat_obs(harness.observation_space, env.reset(seed=seed, numpy=True)[0]) for env in (envs[True], default)
+        ]
         alive = np.ones(NUM_ENVS, bool)
         compare("reset observations", *resets, alive)
         generator = np.random.default_rng(seed)
@@ -130,9 +145,14 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
         for step in range(HORIZON):
             actions = strategies.random_actions(harness.action_space, prefix, generator)
             (obs, rewards, terminated, truncated, _), (want_obs, want_rewards, want_terminated, _, _) = (
-                env.step(actions, numpy=True) for env in (envs[True], default))
-            compare(f"step {step + 1} observations", flat_obs(harness.observation_space, obs),
-                    flat_obs(harness.observation_space, want_obs), alive)
+                env.step(actions, numpy=True) for env in (envs[True], default)
+            )
+            compare(
+                f"step {step + 1} observations",
+                flat_obs(harness.observation_space, obs),
+                flat_obs(harness.observation_space, want_obs),
+                alive,
+            )
             compare(f"step {step + 1} rewards", rewards, want_rewards, alive)
             # a state within the tolerance of a termination boundary may end in one build only:
             # compared no further (the next step resets it in one build)
@@ -140,8 +160,10 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
             alive &= ~(terminated | want_terminated | truncated)  # truncated: the same step counters
 
     config.run(fast_math)
-    return (f"cpu twin, {precision}: rtol {rtol}, atol {atol}; worst |difference| {seen['worst']:.3g} in "
-            f"{seen['values']} values, {seen['differing']} differed, {seen['flips']} terminations differed")
+    return (
+        f"cpu twin, {precision}: rtol {rtol}, atol {atol}; worst |difference| {seen['worst']:.3g} in "
+        f"{seen['values']} values, {seen['differing']} differed, {seen['flips']} terminations differed"
+    )
 
 
 FAST_MATH_CHECK = Check("fast_math", check_fast_math, (check_fast_math.__doc__ or "").strip())

@@ -81,8 +81,16 @@ class EnvCompileResult:
         return tuple(build for build in self.builds if build.problems)
 
 
-def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int = 4, steps: int = 3,
-                      seed: int = 0, keep_going: bool = False, precisions=None) -> None:
+def run_env_workloads(
+    recorder,
+    env,
+    params: dict | None = None,
+    num_envs: int = 4,
+    steps: int = 3,
+    seed: int = 0,
+    keep_going: bool = False,
+    precisions=None,
+) -> None:
     """Run ``env`` on the ``cpu`` backend under a `LauncherRecorder`, in both autoreset modes.
 
     Each mode (and precision): make, reset, ``steps`` steps with random valid actions.
@@ -100,12 +108,16 @@ def run_env_workloads(recorder, env, params: dict | None = None, num_envs: int =
     from kernelgym.envs.vector_env import KernelVectorEnv
 
     spec = get_spec(env) if isinstance(env, str) else env
-    variants = [(mode, precision) for precision in (spec.precisions if precisions is None else precisions) or [None]
-                for mode in AUTORESET_MODES]
+    variants = [
+        (mode, precision)
+        for precision in (spec.precisions if precisions is None else precisions) or [None]
+        for mode in AUTORESET_MODES
+    ]
     for mode, precision in variants:
         with recorder.workload(f"{spec.id} {mode}" + (f" {precision}" if precision else ""), keep_going):
-            vector_env = KernelVectorEnv(spec, num_envs, backend="cpu", seed=seed, autoreset_mode=mode,
-                                         precision=precision, **(params or {}))
+            vector_env = KernelVectorEnv(
+                spec, num_envs, backend="cpu", seed=seed, autoreset_mode=mode, precision=precision, **(params or {})
+            )
             vector_env.action_space.seed(seed)
             vector_env.reset(seed=seed)
             for _ in range(steps):
@@ -138,14 +150,24 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
     with tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-") as folder:
         request, result = os.path.join(folder, "request.pickle"), os.path.join(folder, "result.json")
         with open(request, "wb") as file:
-            pickle.dump({"env": _transportable(env), "params": params or {},
-                         "precisions": None if precisions is None else list(precisions)}, file)
+            pickle.dump(
+                {
+                    "env": _transportable(env),
+                    "params": params or {},
+                    "precisions": None if precisions is None else list(precisions),
+                },
+                file,
+            )
         environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
         # the child sees what this process imports (a test module's specs, for one)
         environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
         done = subprocess.run(
             [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
-            env=environment, capture_output=True, text=True, timeout=_CHILD_TIMEOUT_S, check=False,
+            env=environment,
+            capture_output=True,
+            text=True,
+            timeout=_CHILD_TIMEOUT_S,
+            check=False,
         )
         if done.returncode == _UNAVAILABLE_EXIT_CODE:
             return EnvCompileResult(unavailable=done.stderr.strip().splitlines()[-1])
@@ -183,12 +205,16 @@ def check_gpu_compile(harness, config) -> str:
     result = compile_env_for_gpu(harness.spec, harness.overrides)
     if result.unavailable is not None:
         raise CheckSkipped(f"needs NVIDIA's compilers: {EXTRA_HINT} ({result.unavailable})")
-    problems = [f"{build.kernel} for {build.target} with types {build.signature}:\n" + "\n".join(build.problems)
-                for build in result.problems]
+    problems = [
+        f"{build.kernel} for {build.target} with types {build.signature}:\n" + "\n".join(build.problems)
+        for build in result.problems
+    ]
     problems += [f"running the env on the cpu backend raised:\n{trace}" for trace in result.workload_errors]
     if problems:
-        raise AssertionError(f"{len(problems)} kernel(s) do not compile for the GPU, fail the PTX audit or do not "
-                             f"fit their launch:\n\n" + "\n\n".join(problems))
+        raise AssertionError(
+            f"{len(problems)} kernel(s) do not compile for the GPU, fail the PTX audit or do not "
+            f"fit their launch:\n\n" + "\n\n".join(problems)
+        )
     if not result.builds:
         raise AssertionError("the env launched no kernel on the cpu backend, so nothing was compiled")
     heaviest = max(result.builds, key=lambda build: build.registers)
@@ -197,11 +223,13 @@ def check_gpu_compile(harness, config) -> str:
     kernels = len({(build.kernel, build.signature) for build in result.builds})
     libdevice = sorted({call for build in result.builds for call in build.libdevice})
     occupancies = [build.occupancy for build in result.builds if build.occupancy is not None]
-    return (f"{kernels} kernels for {', '.join(targets)}; most registers {heaviest.registers} "
-            f"({heaviest.kernel}); {'no spills' if spills == 0 else f'{spills} bytes spilled'}; PTX audit clean"
-            + (f"; libdevice: {', '.join(libdevice)}" if libdevice else "")
-            + (f"; lowest occupancy {min(occupancies):.0%}" if occupancies else "")
-            + (f"; {fast} opt-in fast-math builds" if (fast := sum(build.contracted for build in result.builds)) else ""))
+    return (
+        f"{kernels} kernels for {', '.join(targets)}; most registers {heaviest.registers} "
+        f"({heaviest.kernel}); {'no spills' if spills == 0 else f'{spills} bytes spilled'}; PTX audit clean"
+        + (f"; libdevice: {', '.join(libdevice)}" if libdevice else "")
+        + (f"; lowest occupancy {min(occupancies):.0%}" if occupancies else "")
+        + (f"; {fast} opt-in fast-math builds" if (fast := sum(build.contracted for build in result.builds)) else "")
+    )
 
 
 def gpu_compile_test(harness, config) -> None:
@@ -242,8 +270,13 @@ def _child(argv=None) -> int:
     run_env_workloads(recorder, env, request["params"], keep_going=True, precisions=request["precisions"])
     builds = recorder.compile()
     with open(options.result, "w") as file:
-        json.dump({"builds": [dataclasses.asdict(build) for build in builds],
-                   "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures]}, file)
+        json.dump(
+            {
+                "builds": [dataclasses.asdict(build) for build in builds],
+                "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures],
+            },
+            file,
+        )
     return 0
 
 

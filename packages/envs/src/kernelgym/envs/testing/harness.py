@@ -84,7 +84,7 @@ def flat_obs(space, obs) -> np.ndarray:
     parts = []
     for leaf in leaves(space):
         value = np.asarray(leaf_arrays(space, obs)[leaf.name])
-        lead = value.shape[:value.ndim - len(leaf.shape)]
+        lead = value.shape[: value.ndim - len(leaf.shape)]
         parts.append(value.astype(np.float64).reshape(*lead, -1))
     return np.concatenate(parts, axis=-1)
 
@@ -141,8 +141,15 @@ class EnvHarness:
         run in (None: the env's default).
     """
 
-    def __init__(self, env, backend: str | None = "auto", params=None, rtol: float | None = None,
-                 atol: float | None = None, precision: str | None = None):
+    def __init__(
+        self,
+        env,
+        backend: str | None = "auto",
+        params=None,
+        rtol: float | None = None,
+        atol: float | None = None,
+        precision: str | None = None,
+    ):
         if isinstance(env, str):
             from kernelgym.envs.registry import get_spec
 
@@ -188,8 +195,14 @@ class EnvHarness:
         return f"EnvHarness({self.spec.id!r}, backend={self.backend!r})"
 
     # ------------------------------------------------------------------------ envs
-    def make_env(self, num_envs: int, seed: int = 0, autoreset_mode: str = "next_step",
-                 max_episode_steps: int | None = None, fresh: bool = False):
+    def make_env(
+        self,
+        num_envs: int,
+        seed: int = 0,
+        autoreset_mode: str = "next_step",
+        max_episode_steps: int | None = None,
+        fresh: bool = False,
+    ):
         """A `KernelVectorEnv` of this spec, reset with ``seed``.
 
         Envs are cached per (size, mode, time limit) unless ``fresh``; a cached env is
@@ -202,13 +215,23 @@ class EnvHarness:
         if env is None:
             # a complete params record is handed to the runtime field by field
             kwargs = self.overrides if self.overrides is not None else _fields(self.params)
-            env = KernelVectorEnv(self.spec, num_envs, backend=self.backend, seed=seed,
-                                  autoreset_mode=autoreset_mode, max_episode_steps=max_episode_steps,
-                                  precision=self.precision, **kwargs)
+            env = KernelVectorEnv(
+                self.spec,
+                num_envs,
+                backend=self.backend,
+                seed=seed,
+                autoreset_mode=autoreset_mode,
+                max_episode_steps=max_episode_steps,
+                precision=self.precision,
+                **kwargs,
+            )
             if not fresh:
                 self._envs[key] = env
-        kept = {array.name: np.full(env.state[array.name].shape, array.initial, array.dtype)
-                for array in self.spec.state if array.keep_on_reset}
+        kept = {
+            array.name: np.full(env.state[array.name].shape, array.initial, array.dtype)
+            for array in self.spec.state
+            if array.keep_on_reset
+        }
         if kept:  # a reset keeps them: a cached env starts anew only with them written back
             env.set_state(kept, keep_episode_step=True)
         env.reset(seed=seed)
@@ -284,8 +307,10 @@ class EnvHarness:
             raise AssertionError(f"the CPU reference's reset returned no {missing}; it returned {sorted(state)}")
         for name, shape in self.state_shapes.items():
             if np.shape(state[name]) != shape:
-                raise AssertionError(f"the CPU reference's reset returned {name!r} of shape "
-                                     f"{np.shape(state[name])}; the spec says {shape}")
+                raise AssertionError(
+                    f"the CPU reference's reset returned {name!r} of shape "
+                    f"{np.shape(state[name])}; the spec says {shape}"
+                )
         return state, stream.reshape(np.shape(rng_row))
 
     @property
@@ -302,8 +327,10 @@ class EnvHarness:
         space = self.observation_space
         agents = self.agent_shape if agent_shape is None else tuple(agent_shape)
         found = leaves(space) if is_structured(space) else [("", "obs", space)]
-        return {name: np.zeros((num_envs, *agents, *space_shape(leaf_space)), leaf_space.dtype)
-                for _, name, leaf_space in found}
+        return {
+            name: np.zeros((num_envs, *agents, *space_shape(leaf_space)), leaf_space.dtype)
+            for _, name, leaf_space in found
+        }
 
     def reference_observe(self, state: dict) -> np.ndarray:
         observed = self.reference.observe(self.params, state)
@@ -317,12 +344,16 @@ class EnvHarness:
         try:
             found = leaf_arrays(space, observed)
         except (KeyError, IndexError, TypeError) as error:
-            raise AssertionError(f"the CPU reference's observe returned {type(observed).__name__} {observed!r}; "
-                                 f"expected a tree shaped as {space} ({error!r})") from error
+            raise AssertionError(
+                f"the CPU reference's observe returned {type(observed).__name__} {observed!r}; "
+                f"expected a tree shaped as {space} ({error!r})"
+            ) from error
         for leaf in leaves(space):
             if np.shape(found[leaf.name]) != (*self.agent_shape, *leaf.shape):
-                raise AssertionError(f"the CPU reference's observe returned {leaf.name} of shape "
-                                     f"{np.shape(found[leaf.name])}; the space says {(*self.agent_shape, *leaf.shape)}")
+                raise AssertionError(
+                    f"the CPU reference's observe returned {leaf.name} of shape "
+                    f"{np.shape(found[leaf.name])}; the space says {(*self.agent_shape, *leaf.shape)}"
+                )
 
     def leaf_names_differing(self, obs, expected) -> list[str]:
         """For a Dict/Tuple space: the leaves whose flat parts of ``obs`` and ``expected`` differ."""
@@ -340,8 +371,11 @@ class EnvHarness:
         """Whether the reference draws start states at random (else every start is the same)."""
         rows = self.seed_streams(0, RANDOM_START_PROBES)
         starts = [self.reference_reset(row)[0] for row in rows]
-        return any(not _same_bits(np.asarray(start[name]), np.asarray(starts[0][name]))
-                   for start in starts[1:] for name in self.state_shapes)
+        return any(
+            not _same_bits(np.asarray(start[name]), np.asarray(starts[0][name]))
+            for start in starts[1:]
+            for name in self.state_shapes
+        )
 
     def seed_streams(self, seed, num_envs: int) -> np.ndarray:
         """The RNG streams ``make_env(num_envs, seed)`` starts with: ``(num_envs, 2)``, or one per
@@ -357,15 +391,20 @@ class EnvHarness:
         reset must keep (None: those of ``state`` are taken as kept).
         """
         expected, expected_rng = self.reference_reset(rng_row, self._kept(state if previous is None else previous))
-        problems = [text.replace(", reference ", " is no start state: reference reset gives ")
-                    for text in self.state_differences(state, expected)]
+        problems = [
+            text.replace(", reference ", " is no start state: reference reset gives ")
+            for text in self.state_differences(state, expected)
+        ]
         if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
-            problems.append(f"rng_states row {_show(rng_after)} after the reset, the reference's reset "
-                            f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})")
+            problems.append(
+                f"rng_states row {_show(rng_after)} after the reset, the reference's reset "
+                f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})"
+            )
         return problems
 
-    def step_problems(self, prev: dict, action, rng_row, new_state: dict, obs, reward, terminated,
-                      rng_after=None) -> list[str]:
+    def step_problems(
+        self, prev: dict, action, rng_row, new_state: dict, obs, reward, terminated, rng_after=None
+    ) -> list[str]:
         """Differences between a stepped env and ``reference.step`` from ``prev`` and ``rng_row``."""
         expected_state, expected_reward, expected_terminated, expected_rng = self.reference_step(prev, action, rng_row)
         problems = self.state_differences(new_state, expected_state)
@@ -373,8 +412,10 @@ class EnvHarness:
         if bool(terminated) != expected_terminated:
             problems.append(f"terminated {bool(terminated)}, reference {expected_terminated}")
         if rng_after is not None and not _same_bits(np.asarray(rng_after), expected_rng):
-            problems.append(f"rng_states row {_show(rng_after)} after the step, the reference's step "
-                            f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})")
+            problems.append(
+                f"rng_states row {_show(rng_after)} after the step, the reference's step "
+                f"leaves {_show(expected_rng)} ({self._stream_hint(rng_row, rng_after, expected_rng)})"
+            )
         return problems + self.observation_problems(obs, new_state)
 
     def final_step_problems(
@@ -407,8 +448,9 @@ class EnvHarness:
             return []
         return [f"reward {_show(reward)}, reference {_show(np.float32(expected))}"]
 
-    def reset_problems(self, new_state: dict, obs, reward, terminated, rng_row, rng_after=None,
-                       previous: dict | None = None) -> list[str]:
+    def reset_problems(
+        self, new_state: dict, obs, reward, terminated, rng_row, rng_after=None, previous: dict | None = None
+    ) -> list[str]:
         """What is wrong with an env that should have just been reset from stream row ``rng_row``
         (``previous``: its state before, see `start_state_problems`)."""
         problems = self.start_state_problems(new_state, rng_row, rng_after, previous)
@@ -464,10 +506,14 @@ class EnvHarness:
         for leaf in leaves(self.observation_space):
             size = int(np.prod(leaf.shape))
             for row in rows:
-                value = row[start:start + size].reshape(leaf.shape).astype(leaf.dtype)
-                if not leaf.space.contains(value) or not np.array_equal(value, row[start:start + size].reshape(leaf.shape)):
-                    problems.append(f"observation leaf {leaf.name} {_show(row[start:start + size])} outside its "
-                                    f"space {leaf.space}")
+                value = row[start : start + size].reshape(leaf.shape).astype(leaf.dtype)
+                if not leaf.space.contains(value) or not np.array_equal(
+                    value, row[start : start + size].reshape(leaf.shape)
+                ):
+                    problems.append(
+                        f"observation leaf {leaf.name} {_show(row[start : start + size])} outside its "
+                        f"space {leaf.space}"
+                    )
                     break
             start += size
         return problems

@@ -67,7 +67,8 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
     kernels = spec.load_kernels(kernel_field)
     num_envs = np.shape(actions)[0]
     buffers = {
-        "actions": np.array(actions), "rng_states": np.array(rng_states, dtype=np.uint64),
+        "actions": np.array(actions),
+        "rng_states": np.array(rng_states, dtype=np.uint64),
         **harness.obs_buffers(num_envs),
         "rewards": np.zeros((num_envs, *harness.agent_shape), np.float32),
         "terminated": np.zeros(num_envs, np.bool_),
@@ -75,13 +76,15 @@ def locate_nonfinite(harness, kernel_field: str, state: dict, actions, rng_state
     # A NaN already in the input would hide the line that writes one; the checks report the
     # first launch that shows a NaN, so its inputs are finite, except the state a reset
     # overwrites (the state it left, when the check saw only that): start those at 0.
-    arrays = {name: _finite_or_zero(np.array(state[name], dtype=dtype))
-              for name, dtype in harness.state_dtypes.items()}
+    arrays = {name: _finite_or_zero(np.array(state[name], dtype=dtype)) for name, dtype in harness.state_dtypes.items()}
     values = kernel_values(spec, harness.params, buffers, arrays, resolve_precision(spec, harness.precision))
     watched = {name: value for name, value in values.items() if isinstance(value, np.ndarray)}
     tracer = _Tracer(kernels, watched)
-    layouts = [(index,)] if spec.kernel_layout == "env" else [
-        (index, agent, harness.num_agents) for agent in range(harness.num_agents)]
+    layouts = (
+        [(index,)]
+        if spec.kernel_layout == "env"
+        else [(index, agent, harness.num_agents) for agent in range(harness.num_agents)]
+    )
     why = "the replay of their source for this env found no line"
     try:
         for kernel in kernels:  # phases in order, the agents of each in order (as the cpu build runs them)
@@ -151,8 +154,10 @@ class _Tracer:
     def _report(self, frame, line: int, what: str) -> None:
         kernel = self.codes[frame.f_code]
         source = linecache.getline(frame.f_code.co_filename, line).strip()
-        self.found = (f"{kernel.py_func.__qualname__} at {frame.f_code.co_filename}:{line}: `{source}` ({what}); "
-                      f"the kernel is {kernel_definition(kernel)}")
+        self.found = (
+            f"{kernel.py_func.__qualname__} at {frame.f_code.co_filename}:{line}: `{source}` ({what}); "
+            f"the kernel is {kernel_definition(kernel)}"
+        )
 
 
 def _is_nonfinite_scalar(value) -> bool:

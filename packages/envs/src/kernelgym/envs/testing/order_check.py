@@ -55,17 +55,21 @@ FIELDS = ("reset_kernel", "step_kernel")
 def check_agent_order(harness, config) -> str | None:
     """Agent kernels give bitwise the same results in any order of an env's agents (and envs reversed)."""
     if harness.spec.kernel_layout != "agent":
-        return ("env-layout kernels: one thread per env owns its rows and its RNG stream; "
-                "no agents to run in another order")
+        return (
+            "env-layout kernels: one thread per env owns its rows and its RNG stream; no agents to run in another order"
+        )
     if harness.out_of_bounds_found:
-        raise CheckSkipped("not run: the kernels write out of bounds, which corrupts memory on the cpu twin "
-                           "this check runs; fix out_of_bounds first")
+        raise CheckSkipped(
+            "not run: the kernels write out of bounds, which corrupts memory on the cpu twin "
+            "this check runs; fix out_of_bounds first"
+        )
     batches = strategies.batches(harness.spec, harness.params, "cpu")
 
     @given(batch=batches, seed=strategies.seeds(), order_seed=strategies.seeds())
     def agent_order(batch, seed, order_seed):
-        fail_on(order_problems(harness, batch, seed, order_seed),
-                "order-dependent kernels (their agents race on a GPU)")
+        fail_on(
+            order_problems(harness, batch, seed, order_seed), "order-dependent kernels (their agents race on a GPU)"
+        )
 
     config.run(agent_order)
     if harness.backend != "cpu":
@@ -98,8 +102,9 @@ def order_problems(harness, batch, seed: int, order_seed: int) -> list[str]:
         current = inputs
         for number, kernel in enumerate(kernels, 1):
             arrays = {name: value.copy() for name, value in current.items()}
-            launch = bind_env_programs(harness.spec, [[kernel]], arrays, "cpu", harness.params, harness.precision,
-                                       order=launch_order)
+            launch = bind_env_programs(
+                harness.spec, [[kernel]], arrays, "cpu", harness.params, harness.precision, order=launch_order
+            )
 
             def run(env_order, agent_order, turns=None):
                 for name, value in current.items():
@@ -117,7 +122,8 @@ def order_problems(harness, batch, seed: int, order_seed: int) -> list[str]:
                     problems.append(
                         f"{where}: {', '.join(map(repr, names))} {'differs' if len(names) == 1 else 'differ'} from "
                         f"the in-order run, first in env {env}, when the envs ran in reverse order and env {env}'s "
-                        f"agents in the order {agent_order[env].tolist()}")
+                        f"agents in the order {agent_order[env].tolist()}"
+                    )
                     break
             else:
                 found = _interleaving_problem(harness, kernel, current, expected, launch_order, alone=run)
@@ -133,8 +139,9 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
     without_atomics = _without_atomics(kernel)
     if without_atomics is not None:
         arrays = {name: value.copy() for name, value in inputs.items()}
-        launch = bind_env_programs(harness.spec, [[without_atomics]], arrays, "cpu", harness.params,
-                                   harness.precision, order=launch_order)
+        launch = bind_env_programs(
+            harness.spec, [[without_atomics]], arrays, "cpu", harness.params, harness.precision, order=launch_order
+        )
 
         def alone_without_adds(env_order, agent_order, turns):
             for name, value in inputs.items():
@@ -142,6 +149,7 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
             launch_order.set(env_order, agent_order, turns)
             launch()
             return {name: value.copy() for name, value in arrays.items()}
+
     rows = np.arange(num_agents)
     results, plain = [], []
     for agent in range(num_agents):
@@ -163,19 +171,27 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
             writers = np.flatnonzero(writes[every_kernel]).tolist()
             element = f"{name}[{', '.join(map(str, index))}]"
             if name == "rng_states" and len(writers) > 1:
-                how = (f"agents {writers} draw from one RNG stream (env {index[0]}'s row {index[1]}): each agent "
-                       "must draw from its own, rng.agent_stream(env, agent, num_agents)")
+                how = (
+                    f"agents {writers} draw from one RNG stream (env {index[0]}'s row {index[1]}): each agent "
+                    "must draw from its own, rng.agent_stream(env, agent, num_agents)"
+                )
             elif len(writers) > 1:
-                how = (f"agents {writers} write it (not through atomic_add); each alone leaves "
-                       f"{[_show(result[name][index]) for result in (results[a] for a in writers)]}, in order "
-                       f"{_show(value[index])}: a lost update or a last writer that wins on a GPU")
+                how = (
+                    f"agents {writers} write it (not through atomic_add); each alone leaves "
+                    f"{[_show(result[name][index]) for result in (results[a] for a in writers)]}, in order "
+                    f"{_show(value[index])}: a lost update or a last writer that wins on a GPU"
+                )
             elif writers:
-                how = (f"agent {writers[0]} alone leaves {_show(results[writers[0]][name][index])}, in order "
-                       f"{_show(value[index])}: it depends on what other agents do in the same phase")
+                how = (
+                    f"agent {writers[0]} alone leaves {_show(results[writers[0]][name][index])}, in order "
+                    f"{_show(value[index])}: it depends on what other agents do in the same phase"
+                )
             else:
                 how = f"no agent alone changes it, in order it becomes {_show(value[index])}"
-            return (f"{name!r} differs from the in-order run when the agents of env {index[0]} all read before "
-                    f"any of them writes (as a GPU may run them): {element}: {how}")
+            return (
+                f"{name!r} differs from the in-order run when the agents of env {index[0]} all read before "
+                f"any of them writes (as a GPU may run them): {element}: {how}"
+            )
     return None
 
 
@@ -217,8 +233,13 @@ def _replace_atomics(function, done: dict):
                 replaced[name] = type(value)(helper, targetoptions=value.targetoptions)
     if not replaced:
         return None
-    copy = types.FunctionType(function.__code__, {**function.__globals__, **replaced}, function.__name__,
-                              function.__defaults__, function.__closure__)
+    copy = types.FunctionType(
+        function.__code__,
+        {**function.__globals__, **replaced},
+        function.__name__,
+        function.__defaults__,
+        function.__closure__,
+    )
     copy.__qualname__, copy.__module__ = function.__qualname__, function.__module__
     done[function] = copy
     return copy

@@ -31,10 +31,12 @@ FACTORS = (0.8, 1.2)  # per-env values: the default times a factor in this range
 
 def per_env_values(params, fields, num_envs: int) -> st.SearchStrategy[dict]:
     """``{field: (num_envs,) float64 array}``: each field's value in ``params`` times a factor in `FACTORS`."""
+
     def column(name):
         base = float(getattr(params, name))
         return st.lists(st.floats(*FACTORS), min_size=num_envs, max_size=num_envs).map(
-            lambda factors: base * np.array(factors))
+            lambda factors: base * np.array(factors)
+        )
 
     return st.fixed_dictionaries({name: column(name) for name in fields})
 
@@ -54,18 +56,28 @@ def check_per_env_params(harness: EnvHarness, config) -> None:
         try:
             env.set_params(**data.draw(per_env_values(harness.params, spec.per_env_params, n), label="values"))
             prev = harness.load_batch(env, batch, seed)
-            fail_on(_step_problems(harness, env, batch, prev), "set_params: an env differs from the reference "
-                                                                "built with its own params")
+            fail_on(
+                _step_problems(harness, env, batch, prev),
+                "set_params: an env differs from the reference built with its own params",
+            )
         finally:
             env.close()
         if not randomize:
             return
         fields = data.draw(st.lists(st.sampled_from(spec.per_env_params), min_size=1, unique=True), label="fields")
-        ranges = {name: tuple(sorted(float(getattr(harness.params, name)) * factor for factor in
-                                     data.draw(st.tuples(st.floats(*FACTORS), st.floats(*FACTORS)), label=name)))
-                  for name in fields}
-        fail_on(_randomize_problems(harness, n, seed, ranges, batch.actions),
-                f"randomize={ranges}: an env's draw or dynamics differ from its reference's")
+        ranges = {
+            name: tuple(
+                sorted(
+                    float(getattr(harness.params, name)) * factor
+                    for factor in data.draw(st.tuples(st.floats(*FACTORS), st.floats(*FACTORS)), label=name)
+                )
+            )
+            for name in fields
+        }
+        fail_on(
+            _randomize_problems(harness, n, seed, ranges, batch.actions),
+            f"randomize={ranges}: an env's draw or dynamics differ from its reference's",
+        )
 
     config.run(per_env)
 
@@ -78,8 +90,9 @@ def _harness_for(harness: EnvHarness, params) -> EnvHarness:
 
 
 def _env_params(harness, env, index: int):
-    return dataclasses.replace(harness.params, **{name: float(values[index])
-                                                  for name, values in env.get_params().items()})
+    return dataclasses.replace(
+        harness.params, **{name: float(values[index]) for name, values in env.get_params().items()}
+    )
 
 
 def _step_problems(harness, env, batch, prev) -> list[str]:
@@ -91,11 +104,13 @@ def _step_problems(harness, env, batch, prev) -> list[str]:
         new_state, prev_env = result.env_slice(index), env_slice(prev, index)
         obs, reward, terminated = result.obs[index], result.rewards[index], result.terminated[index]
         if batch.pending[index]:
-            found = own.reset_problems(new_state, obs, reward, terminated, streams[index], result.rng[index],
-                                       previous=prev_env)
+            found = own.reset_problems(
+                new_state, obs, reward, terminated, streams[index], result.rng[index], previous=prev_env
+            )
         else:
-            found = own.step_problems(prev_env, batch.actions[index], streams[index], new_state, obs, reward,
-                                      terminated, result.rng[index])
+            found = own.step_problems(
+                prev_env, batch.actions[index], streams[index], new_state, obs, reward, terminated, result.rng[index]
+            )
         if found:
             problems.append(harness.env_problem(index, found + [f"its params {own.params}"], prev_env))
     return problems
@@ -104,10 +119,21 @@ def _step_problems(harness, env, batch, prev) -> list[str]:
 def _randomize_problems(harness, num_envs: int, seed: int, ranges: dict, actions) -> list[str]:
     from kernelgym.envs.vector_env import KernelVectorEnv
 
-    kwargs = harness.overrides if harness.overrides is not None else {
-        field.name: getattr(harness.params, field.name) for field in dataclasses.fields(harness.params)}
-    env = KernelVectorEnv(harness.spec, num_envs, backend=harness.backend, seed=seed, max_episode_steps=1,
-                          precision=harness.precision, randomize=ranges, **kwargs)
+    kwargs = (
+        harness.overrides
+        if harness.overrides is not None
+        else {field.name: getattr(harness.params, field.name) for field in dataclasses.fields(harness.params)}
+    )
+    env = KernelVectorEnv(
+        harness.spec,
+        num_envs,
+        backend=harness.backend,
+        seed=seed,
+        max_episode_steps=1,
+        precision=harness.precision,
+        randomize=ranges,
+        **kwargs,
+    )
     real = PRECISIONS[harness.precision] if harness.precision is not None else np.float64
     try:
         rows = harness.seed_streams(seed, num_envs)
@@ -127,8 +153,7 @@ def _randomize_problems(harness, num_envs: int, seed: int, ranges: dict, actions
                 problems.append(harness.env_problem(index, found))
         if problems:
             return problems
-        batch = strategies.Batch(tuple(env_slice(start, i) for i in range(num_envs)), actions,
-                                 (False,) * num_envs)
+        batch = strategies.Batch(tuple(env_slice(start, i) for i in range(num_envs)), actions, (False,) * num_envs)
         return _step_problems(harness, env, batch, start)
     finally:
         env.close()

@@ -86,8 +86,9 @@ def compile_progress(env_id: str, backend: str, phase: str, enabled: bool = True
     if not enabled:
         yield
         return
-    listener = _CompileListener(f"kernelgym check: compiling {env_id} kernels for {backend}, check {phase} "
-                                "(first run; cached afterwards)...")
+    listener = _CompileListener(
+        f"kernelgym check: compiling {env_id} kernels for {backend}, check {phase} (first run; cached afterwards)..."
+    )
     # numba's event bus, and on cuda numba-cuda's own (its dispatcher announces there, under
     # its own event kind, and it takes only listeners of its own Listener class)
     events = compile_events() if backend == "cuda" else compile_events()[:1]

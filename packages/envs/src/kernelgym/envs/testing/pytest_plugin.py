@@ -18,10 +18,21 @@ BACKENDS = ("cpu", "sim", "cuda")
 
 def pytest_addoption(parser):
     group = parser.getgroup("kernelgym", "kernelgym env property tests (EnvTestSuite)")
-    group.addoption("--kernelgym-backend", action="append", choices=BACKENDS, default=None,
-                    dest="kernelgym_backend", help="run EnvTestSuite tests on this backend only (repeatable)")
-    group.addoption("--kernelgym-max-examples", type=int, default=None, dest="kernelgym_max_examples",
-                    help="hypothesis examples per EnvTestSuite check")
+    group.addoption(
+        "--kernelgym-backend",
+        action="append",
+        choices=BACKENDS,
+        default=None,
+        dest="kernelgym_backend",
+        help="run EnvTestSuite tests on this backend only (repeatable)",
+    )
+    group.addoption(
+        "--kernelgym-max-examples",
+        type=int,
+        default=None,
+        dest="kernelgym_max_examples",
+        help="hypothesis examples per EnvTestSuite check",
+    )
 
 
 def pytest_configure(config):

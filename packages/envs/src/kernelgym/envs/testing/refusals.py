@@ -86,8 +86,10 @@ def refuse(env, bad, space: spaces.Space):
             env.check_actions()
     except bad.expected as error:
         if later and where == stepped:
-            raise AssertionError(f"{stepped} raised {type(error).__name__} in the step: {error}; a deferred "
-                                 "check must raise it at the next read of results") from error
+            raise AssertionError(
+                f"{stepped} raised {type(error).__name__} in the step: {error}; a deferred "
+                "check must raise it at the next read of results"
+            ) from error
         message = str(error)
         assert "actions" in message, f"the error does not name the argument 'actions': {message}"
         if value_fault:
@@ -95,8 +97,9 @@ def refuse(env, bad, space: spaces.Space):
             index = tuple(int(k) for k in np.unravel_index(first, np.shape(bad.actions)))
             assert f"at index {index}" in message, f"the error does not name the bad index {index}: {message}"
     except Exception as error:
-        raise AssertionError(f"{where} raised {type(error).__name__}: {error}; "
-                             f"expected {bad.expected.__name__}") from error
+        raise AssertionError(
+            f"{where} raised {type(error).__name__}: {error}; expected {bad.expected.__name__}"
+        ) from error
     else:
         raise AssertionError(f"{where} raised nothing; expected {bad.expected.__name__}")
     if not later:
@@ -112,8 +115,13 @@ def step_result(env, outputs) -> StepResult:
     """The `StepResult` of a deferred refusal's ``outputs`` (torch views, on the device on cuda)."""
     obs, rewards, terminated, truncated, info = outputs
     arrays = tuple(map_tree(_to_numpy, tensor) for tensor in (obs, rewards, terminated, truncated))
-    return StepResult(env, (*arrays, {key: map_tree(_to_numpy, value) for key, value in info.items()
-                                      if key in ("final_obs", "_final_obs")}))
+    return StepResult(
+        env,
+        (
+            *arrays,
+            {key: map_tree(_to_numpy, value) for key, value in info.items() if key in ("final_obs", "_final_obs")},
+        ),
+    )
 
 
 def _to_numpy(tensor) -> np.ndarray:
@@ -123,14 +131,20 @@ def _to_numpy(tensor) -> np.ndarray:
 def snapshot(env) -> tuple[dict, list, np.ndarray]:
     """Host copies of ``env``'s state, outputs and RNG streams (what a refusal leaves alone)."""
     views = env.numpy()
-    return (env.get_state(), [flat_obs(env.single_observation_space, views.obs), *map(np.array, views[1:])],
-            env.get_rng_states())
+    return (
+        env.get_state(),
+        [flat_obs(env.single_observation_space, views.obs), *map(np.array, views[1:])],
+        env.get_rng_states(),
+    )
 
 
 def changes(before: tuple, after: tuple, index: int) -> list[str]:
     """What differs for env ``index`` between two snapshots (`snapshot`)."""
     (state, outputs, streams), (new_state, new_outputs, new_streams) = before, after
     found = [name for name, value in new_state.items() if not np.array_equal(value[index], state[name][index])]
-    found += [name for name, old, new in zip(OUTPUTS, outputs, new_outputs)
-              if not np.array_equal(old[index], new[index], equal_nan=True)]
+    found += [
+        name
+        for name, old, new in zip(OUTPUTS, outputs, new_outputs)
+        if not np.array_equal(old[index], new[index], equal_nan=True)
+    ]
     return found + ([] if np.array_equal(new_streams[index], streams[index]) else ["rng stream"])

@@ -115,8 +115,10 @@ def format_report(report: Report) -> str:
     ]
     full = DEFAULT_MAX_EXAMPLES["cpu"]
     if report.backend == "sim" and report.max_examples < full:
-        lines.append(f"  sim: {report.max_examples} examples per check, fewer than cpu's {full} "
-                     f"(rare bugs may pass; --max-examples {full} runs as many)")
+        lines.append(
+            f"  sim: {report.max_examples} examples per check, fewer than cpu's {full} "
+            f"(rare bugs may pass; --max-examples {full} runs as many)"
+        )
     lines.append("")
     for result in report.results:
         mark = {PASSED: "ok  ", FAILED: "FAIL", ERROR: "ERR ", NOT_RUN: "--  ", SKIPPED: "skip"}[result.status]
@@ -137,8 +139,11 @@ def format_report(report: Report) -> str:
     if not report.passed:
         fast_math = " --fast-math" if any(result.name == "fast_math" for result in report.results) else ""
         precision = f" --precision {report.precision}" if report.precision else ""
-        lines += ["", f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
-                      f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}"]
+        lines += [
+            "",
+            f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
+            f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}",
+        ]
     return "\n".join(lines)
 
 
@@ -147,10 +152,13 @@ def _guarantee(report: Report) -> str:
     exactly = "ints, bools and RNG stream rows exactly; replays, batch sizes and agent orders bitwise"
     if report.rtol == report.atol == 0.0:
         return f"compared with the reference: floats exactly (NaN equal to NaN), {exactly}"
-    why = ("check_env's rtol/atol, by default the kit's CUDA_TOLERANCE: libdevice's transcendental functions "
-           "differ from libm" if report.backend == "cuda" else "check_env's rtol/atol; 0 for exact")
-    return (f"compared with the reference: floats within rtol {report.rtol:g}, atol {report.atol:g} "
-            f"({why}), {exactly}")
+    why = (
+        "check_env's rtol/atol, by default the kit's CUDA_TOLERANCE: libdevice's transcendental functions "
+        "differ from libm"
+        if report.backend == "cuda"
+        else "check_env's rtol/atol; 0 for exact"
+    )
+    return f"compared with the reference: floats within rtol {report.rtol:g}, atol {report.atol:g} ({why}), {exactly}"
 
 
 def _indent(text: str, spaces: int = 2) -> str:

@@ -32,9 +32,19 @@ def check_names() -> list[str]:
     return [check.name for check in CHECKS]
 
 
-def check_env(env, backend: str | None = "auto", max_examples: int | None = None, checks=None,
-              seed: int | None = None, params: dict | None = None, rtol: float = 1e-5, atol: float = 1e-6,
-              precision: str | None = None, fast_math: bool = False, progress: bool = False) -> Report:
+def check_env(
+    env,
+    backend: str | None = "auto",
+    max_examples: int | None = None,
+    checks=None,
+    seed: int | None = None,
+    params: dict | None = None,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    precision: str | None = None,
+    fast_math: bool = False,
+    progress: bool = False,
+) -> Report:
     """Property-test an env: every check of the kit, each a hypothesis search.
 
     Parameters
@@ -86,8 +96,9 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
             raise TypeError(f"{name}: expected True or False, got {type(value).__name__} {value!r}")
     if fast_math and FAST_MATH_CHECK not in selected:
         selected.append(FAST_MATH_CHECK)
-    if max_examples is not None and (isinstance(max_examples, bool) or not isinstance(max_examples, int)
-                                     or max_examples < 1):
+    if max_examples is not None and (
+        isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1
+    ):
         raise ValueError(f"max_examples: expected None or an int >= 1, got {max_examples!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValueError(f"seed: expected None or an int >= 0, got {seed!r}")
@@ -105,9 +116,18 @@ def check_env(env, backend: str | None = "auto", max_examples: int | None = None
             continue
         with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
             results.append(_run_one(check, harness, config))
-    return Report(harness.spec.id, harness.backend, examples, seed, tuple(results), time.perf_counter() - started,
-                  precision=harness.precision, fast_math=FAST_MATH_CHECK in selected, rtol=harness.rtol,
-                  atol=harness.atol)
+    return Report(
+        harness.spec.id,
+        harness.backend,
+        examples,
+        seed,
+        tuple(results),
+        time.perf_counter() - started,
+        precision=harness.precision,
+        fast_math=FAST_MATH_CHECK in selected,
+        rtol=harness.rtol,
+        atol=harness.atol,
+    )
 
 
 def _select(checks) -> list:
@@ -127,8 +147,10 @@ def _select(checks) -> list:
 
 
 def unsafe_message(backend: str) -> str:
-    return (f"not run: the kernels write out of bounds, which corrupts memory on the {backend} backend; "
-            "fix out_of_bounds first (backend 'sim' runs every check safely)")
+    return (
+        f"not run: the kernels write out of bounds, which corrupts memory on the {backend} backend; "
+        "fix out_of_bounds first (backend 'sim' runs every check safely)"
+    )
 
 
 def _run_one(check, harness, config) -> CheckResult:
@@ -147,8 +169,9 @@ def _run_one(check, harness, config) -> CheckResult:
         if not isinstance(first, AssertionError):
             raise
         message = _message(first) + "\n(this input did not fail every time: the env is not deterministic)"
-        return CheckResult(check.name, FAILED, time.perf_counter() - started, message,
-                           _example(group) or _example(first))
+        return CheckResult(
+            check.name, FAILED, time.perf_counter() - started, message, _example(group) or _example(first)
+        )
     except Exception as error:
         message = f"{type(error).__name__}: {error}\n" + _location(error)
         return CheckResult(check.name, ERROR, time.perf_counter() - started, message, _example(error))

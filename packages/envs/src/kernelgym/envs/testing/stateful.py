@@ -42,8 +42,9 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
             """After a reset that drew from ``streams`` (the rows before it)."""
             obs = flat_obs(harness.observation_space, self.env.numpy().obs)
             self.model.restart()
-            fail_on(self.model.start_problems(obs, self.env.get_state(), streams, self.env.get_rng_states()),
-                    "after reset")
+            fail_on(
+                self.model.start_problems(obs, self.env.get_state(), streams, self.env.get_rng_states()), "after reset"
+            )
 
         @rule(seed=st.none() | strategies.seeds())
         def reset(self, seed):
@@ -79,8 +80,10 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
                 stepped = [index for index in range(NUM_ENVS) if index not in refused]
                 result = refusals.step_result(self.env, outputs)
                 state, _, streams = before
-                fail_on(self.model.step_problems(state, streams, bad.actions, result, envs=stepped),
-                        "the envs with good actions in a deferred refused step")
+                fail_on(
+                    self.model.step_problems(state, streams, bad.actions, result, envs=stepped),
+                    "the envs with good actions in a deferred refused step",
+                )
 
         @invariant()
         def spec_invariants_hold(self):

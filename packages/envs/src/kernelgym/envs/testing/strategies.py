@@ -88,7 +88,8 @@ def actions(space: spaces.Space) -> st.SearchStrategy[np.ndarray]:
     if isinstance(space, spaces.MultiBinary):
         size = int(np.prod(space.shape))
         return st.lists(st.integers(0, 1), min_size=size, max_size=size).map(
-            lambda a: np.array(a, dtype=space.dtype).reshape(space.shape))
+            lambda a: np.array(a, dtype=space.dtype).reshape(space.shape)
+        )
     if isinstance(space, spaces.Box):
         low, high = _box_bounds(space)
         width = 32 if space.dtype == np.float32 else 64
@@ -185,11 +186,17 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
         out = st.builds(out_of_range, valid, position, st.booleans(), st.integers(1, farthest))
         non_finite = st.builds(
             lambda batch, where, value: InvalidAction(
-                "non_finite", poke(batch.astype(np.float32), where, value), TypeError),
-            valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
+                "non_finite", poke(batch.astype(np.float32), where, value), TypeError
+            ),
+            valid,
+            position,
+            st.sampled_from([np.nan, np.inf, -np.inf]),
+        )
         wrong_dtype = st.builds(
             lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
-            valid, st.sampled_from([np.float32, np.float64, np.bool_]))
+            valid,
+            st.sampled_from([np.float32, np.float64, np.bool_]),
+        )
     else:
         box = cast(spaces.Box, space)  # the one continuous kind
         lows = np.broadcast_to(box.low, shape).reshape(-1).astype(np.float64)
@@ -206,10 +213,15 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
         out = st.builds(out_of_bounds, valid, st.sampled_from(sides), st.floats(1e-3, 1e3)) if sides else st.nothing()
         non_finite = st.builds(
             lambda batch, where, value: InvalidAction("non_finite", poke(batch, where, value), ValueError),
-            valid, position, st.sampled_from([np.nan, np.inf, -np.inf]))
+            valid,
+            position,
+            st.sampled_from([np.nan, np.inf, -np.inf]),
+        )
         wrong_dtype = st.builds(
             lambda batch, dtype: InvalidAction("wrong_dtype", batch.astype(dtype), TypeError),
-            valid, st.sampled_from([np.int64, np.int32, np.bool_]))
+            valid,
+            st.sampled_from([np.int64, np.int32, np.bool_]),
+        )
 
     def reshape(batch, change):
         if change == "drop_env":
@@ -228,8 +240,9 @@ def invalid_actions(space: spaces.Space, num_envs: int, num_agents: int = 1) -> 
 
 
 # -------------------------------------------------------------------------- states
-def reached_states(reference, params, action_space: spaces.Space, num_agents: int = 1,
-                   max_steps: int = 40, num_streams: int = 1) -> st.SearchStrategy[dict]:
+def reached_states(
+    reference, params, action_space: spaces.Space, num_agents: int = 1, max_steps: int = 40, num_streams: int = 1
+) -> st.SearchStrategy[dict]:
     """Single-env states reached by a random rollout of the CPU reference.
 
     A rollout starts from ``reference.reset`` and takes up to ``max_steps`` random

@@ -39,22 +39,27 @@ def stream_hint(before, kernel_after, reference_after, per_agent: bool) -> str:
         drawn = _draws(before[row], kernel_after[row])
         expected = _draws(before[row], reference_after[row])
         if drawn is None:
-            hints.append(f"{stream} is in a state that no 0 to {MAX_REPLAYED_DRAWS} draws from it reach: the kernel "
-                         "wrote to it, or another thread drew from it (a wrong stream index)")
+            hints.append(
+                f"{stream} is in a state that no 0 to {MAX_REPLAYED_DRAWS} draws from it reach: the kernel "
+                "wrote to it, or another thread drew from it (a wrong stream index)"
+            )
             continue
         reference = "an unknown number of values" if expected is None else f"{expected}"
-        hints.append(f"the kernel drew a different number of values: {drawn} from {stream}, the reference "
-                     f"{reference}; " + _cause(drawn, expected))
+        hints.append(
+            f"the kernel drew a different number of values: {drawn} from {stream}, the reference "
+            f"{reference}; " + _cause(drawn, expected)
+        )
     return "; ".join(hints)
 
 
 def _cause(drawn: int, expected: int | None) -> str:
     if drawn == 0:
-        return ("a kernel that draws from a wrong stream index (another env's or agent's row) or from no "
-                "device stream at all (e.g. numpy's global RNG) leaves its own stream undrawn")
+        return (
+            "a kernel that draws from a wrong stream index (another env's or agent's row) or from no "
+            "device stream at all (e.g. numpy's global RNG) leaves its own stream undrawn"
+        )
     if expected is not None and drawn > expected:
-        return ("it drew too often, or another thread drew from this stream too (a wrong stream index "
-                "elsewhere)")
+        return "it drew too often, or another thread drew from this stream too (a wrong stream index elsewhere)"
     return "it drew too rarely, or drew part of its values from a wrong stream index"
 
 

@@ -68,8 +68,9 @@ class EnvTestSuite:
         reason = _unavailable(kernelgym_backend)
         if reason:
             pytest.skip(reason)
-        return EnvHarness(cls.env_id, kernelgym_backend, params=cls.params, rtol=cls.rtol, atol=cls.atol,
-                          precision=cls.precision)
+        return EnvHarness(
+            cls.env_id, kernelgym_backend, params=cls.params, rtol=cls.rtol, atol=cls.atol, precision=cls.precision
+        )
 
     @pytest.fixture(scope="class")
     @classmethod
