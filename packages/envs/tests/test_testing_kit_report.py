@@ -2,6 +2,7 @@
 
 import importlib
 import re
+import subprocess
 import sys
 
 import pytest
@@ -184,3 +185,12 @@ def test_compile_progress_is_silent_when_disabled_or_for_uncached_functions(tmp_
     with compile_progress("Walk-v0", "cpu", "parity"):
         assert uncached.twice(2) == 4
     assert capsys.readouterr().err == ""
+
+
+def test_the_kit_imports_under_python_oo_which_strips_the_docstrings_its_check_descriptions_come_from():
+    code = (
+        "from kernelgym.envs.testing import checks, fast_math\n"
+        "assert all(isinstance(check.description, str) for check in checks.CHECKS)"
+    )
+    result = subprocess.run([sys.executable, "-OO", "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
