@@ -94,6 +94,10 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
         200,
     )
     result = [*measured, kit, pytest]
+    if backend == "cuda":  # the README and docs blocks that need a GPU (a CUDA graph); CI has none
+        doc_examples = [str(ROOT / "tests" / "test_doc_examples.py"), "-q", "-p", "no:cacheprovider"]
+        gpu_blocks = ["env", "KERNELGYM_DOC_EXAMPLES=gpu", *python, "-m", "pytest", *doc_examples]
+        result.append(("doc-examples-gpu", [*gpu_blocks, "--rootdir", str(ROOT), "--timeout", "240"], 120))
     sanitizer = shutil.which("compute-sanitizer") or next(
         (str(path) for path in sorted(Path("/usr/local").glob("cuda*/bin/compute-sanitizer"))), None
     )
