@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -73,7 +74,14 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [name for name in chosen if name not in FOLDERS]
     if unknown:
         parser.error(f"--only: expected names among {sorted(FOLDERS)}, got {unknown}")
-    work = args.keep or Path(tempfile.mkdtemp(prefix="wheels-alone-"))
+    if args.keep:
+        return check(chosen, args.keep, keep=True)
+    with tempfile.TemporaryDirectory(prefix="wheels-alone-") as work:
+        return check(chosen, Path(work), keep=False)
+
+
+def check(chosen: list[str], work: Path, keep: bool) -> int:
+    """Build the wheels into ``work``, then install and run each chosen one alone; 0 if all ran."""
     wheels = work / "wheels"
     built = run(
         [
@@ -129,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
                 break
         else:
             print(f"ok   {name}: installed alone, README's first example ran ({time.perf_counter() - start:.0f} s)")
+        if not keep:  # a venv with torch is about 1 GB: one at a time on disk
+            shutil.rmtree(venv, ignore_errors=True)
     if failures:
         print(f"{len(failures)} of {len(chosen)} failed: {', '.join(failures)}", file=sys.stderr)
         return 1
