@@ -24,6 +24,10 @@ DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 MAX_SEED = 2**64 - 1
 # More envs than any one machine steps usefully; beyond, allocations fail deep in the run
 MAX_NUM_ENVS = 2**26
+MAX_BENCH_STEPS = 10**7  # steps per bench repeat
+MAX_REPEATS = 10**4
+MAX_EXAMPLES = 10**6  # hypothesis examples per kit check
+MAX_ENV_STEPS = 2**53  # a demo's env-step budget: every count a float64 holds exactly
 
 
 # ------------------------------------------------------------------- argument types
@@ -48,6 +52,11 @@ positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 seed_int = int_at_least(0, MAX_SEED)
 num_envs_int = int_at_least(1, MAX_NUM_ENVS)
+# Counts of work are bounded too: a mistyped 40-digit count would run for ever, not fail
+bench_steps_int = int_at_least(1, MAX_BENCH_STEPS)
+repeats_int = int_at_least(1, MAX_REPEATS)
+max_examples_int = int_at_least(1, MAX_EXAMPLES)
+env_steps_int = int_at_least(1, MAX_ENV_STEPS)
 
 
 def positive_float(text: str) -> float:
@@ -143,10 +152,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         help="kernelgym backend (default: %(default)s: cuda when a GPU is usable, else cpu)",
     )
-    bench.add_argument("--steps", type=positive_int, default=200, help="steps per repeat (default: %(default)s)")
+    bench.add_argument("--steps", type=bench_steps_int, default=200, help="steps per repeat (default: %(default)s)")
     bench.add_argument(
         "--repeats",
-        type=positive_int,
+        type=repeats_int,
         default=3,
         help="timed repeats; min, median and max are reported (default: %(default)s)",
     )
@@ -168,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="cpu",
         help="where the kernels run (default: %(default)s; sim re-runs under the simulator)",
     )
-    check.add_argument("--max-examples", type=positive_int, help=max_examples_help())
+    check.add_argument("--max-examples", type=max_examples_int, help=max_examples_help())
     check.add_argument(
         "--checks",
         type=comma_separated,
@@ -207,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--max-env-steps",
-        type=positive_int,
+        type=env_steps_int,
         default=3_000_000,
         help="stop after this many env steps (default: %(default)s)",
     )
