@@ -7,12 +7,17 @@ import pytest
 import torch
 from test_faults import pid_gone
 
+# isort: split
+# first: ray_testing skips this module when ray is not installed, and
+# kernelgym.collectors.ray imports ray
+from ray_testing import eventually, live_actor_names, ray, start_local_ray
+
+# isort: split
 import kernelgym.envs as kge
 from kernelgym.collectors import WorkerCrashedError, WorkerError, WorkerRestartWarning
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.ray import RayCollector
 from kernelgym.collectors.rollout import Actor, Fragment, suply
-from ray_testing import eventually, live_actor_names, ray, start_local_ray
 
 ENV, N_ENVS, N_STEPS, SEED, LIMIT = "CartPole-v1", 4, 12, 3, 15
 

@@ -14,6 +14,12 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from test_faults import HANG, RAISE, UNPICKLABLE, FaultSampler, pid_gone
 from test_vector_tasks import CounterSampler, sampler_specs
 
+# isort: split
+# first: ray_testing skips this module when ray is not installed, and
+# kernelgym.collectors.ray imports ray
+from ray_testing import eventually, live_actor_names, ray, start_local_ray
+
+# isort: split
 from kernelgym.collectors import (
     GymTaskSampler,
     SingleProcessVectorSampledTasks,
@@ -24,7 +30,6 @@ from kernelgym.collectors import (
     WorkerTimeoutError,
 )
 from kernelgym.collectors.ray import RayVectorSampledTasks
-from ray_testing import eventually, live_actor_names, ray, start_local_ray
 
 
 @pytest.fixture(scope="module", autouse=True)
