@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import core_gpu_only_bugs as bugs
 from core_test_kernels import affine
-from kernelgym.core import env_kernel, gpu_compile, launch_fit, ptx_audit
+from kernelgym.core import env_kernel, gpu_compile, kernels, launch_fit, ptx_audit
 from kernelgym.core.backends import simulator_enabled
 
 FLOAT_OPS = ["add.rn", "sub.rn", "mul.rn", "fma.rn", "div.rn", "neg", "abs", "min", "max", "setp.lt", "sqrt.rn"]
@@ -376,3 +376,29 @@ def test_libdevice_functions_keep_their_own_fmas_and_approximations(cc):
     assert "| ok; libdevice-internal " in table and "exp (1 ulp), expf (2 ulp), log (1 ulp)" in table
     # a kernel that calls no libdevice function may use no approximate instruction at all
     assert ptx_audit.audit_ptx("\tex2.approx.ftz.f32 %f1, %f2;", 0, frozenset())
+
+
+@given(registers=st.integers(1, 255), shared_bytes=st.sampled_from([0, 1024, 40 * 1024]))
+def test_packing_envs_into_blocks_never_leaves_an_sm_emptier(registers, shared_bytes):
+    """Issue 26: an agent kernel's launch packs whole envs into blocks, so a few agents per
+    env no longer leave most of an SM's thread slots idle; at 1,000 agents nothing changes."""
+    build = gpu_compile.KernelBuild(
+        kernel="step", target="sm_90a", signature="()", registers=registers, shared_bytes=shared_bytes, kind="agent"
+    )
+    for agents in (4, 11):
+        per_env = agents
+        envs_per_block, _ = launch_fit.agent_block(agents, kernels.MAX_AGENT_THREADS)
+        one_per_block = gpu_compile.busy_lanes(build, per_env, per_env)
+        packed = gpu_compile.busy_lanes(build, envs_per_block * per_env, envs_per_block * per_env)
+        assert packed >= one_per_block
+        assert one_per_block <= 32 * agents / 2048  # the 32-blocks-per-SM cap
+    assert gpu_compile.busy_lanes(build, 11, 11) < 0.2
+    table = gpu_compile.format_agent_packing([build])
+    assert table.count("\n") == 2 and "(23 per block)" in table and "(1 per block)" in table
+
+
+def test_tags_default_launch_fills_most_of_an_sm():
+    """Tag's 11 agents at 40 registers: one env per block kept 17% of an H100 SM's lanes busy."""
+    build = gpu_compile.KernelBuild(kernel="step", target="sm_90a", signature="()", registers=40, kind="agent")
+    assert gpu_compile.busy_lanes(build, 11, 11) == pytest.approx(32 * 11 / 2048)
+    assert gpu_compile.busy_lanes(build, 253, 253) == pytest.approx(6 * 253 / 2048)

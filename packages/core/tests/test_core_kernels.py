@@ -8,7 +8,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -186,9 +186,43 @@ def test_env_kernel_is_bit_identical_on_cpu_and_sim(x, scale, shift):
 
 
 @pytest.mark.sim
-@pytest.mark.parametrize("num_envs, num_agents, block", [(3, 5, 256), (2, 7, 3), (1, 1, 256), (4, 0, 256)])
-def test_agent_kernel_on_sim_including_agent_strided_blocks(monkeypatch, num_envs, num_agents, block):
-    monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", block)
+@settings(max_examples=15, deadline=None)
+@given(num_envs=st.integers(1, 9), num_agents=st.integers(0, 9), block=st.integers(1, 24))
+# packed blocks (several envs each, the last one partly empty), strided ones, edge counts
+@example(num_envs=3, num_agents=5, block=256)
+@example(num_envs=5, num_agents=3, block=8)
+@example(num_envs=7, num_agents=4, block=10)
+@example(num_envs=2, num_agents=7, block=3)
+@example(num_envs=1, num_agents=1, block=256)
+@example(num_envs=4, num_agents=0, block=256)
+def test_agent_kernel_on_sim_including_packed_and_agent_strided_blocks(num_envs, num_agents, block):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", block)
+        check_tally_on_sim(num_envs, num_agents)
+
+
+@settings(max_examples=200)
+@given(num_envs=st.integers(1, 10**6), num_agents=st.integers(1, 5000), cap=st.integers(1, 1024))
+def test_an_agent_grid_packs_whole_envs_into_blocks_of_at_most_the_cap(num_envs, num_agents, cap):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", cap)
+        blocks, threads = kernels.agent_grid(num_envs, num_agents)
+    per_env = min(num_agents, cap)
+    envs_per_block = threads // per_env
+    assert threads % per_env == 0 and 1 <= threads <= cap
+    # every env has a block, and no block is empty
+    assert (blocks - 1) * envs_per_block < num_envs <= blocks * envs_per_block
+    # a block is as full as whole envs can make it (the issue: 11 agents filled 11 of 32 lanes)
+    assert threads > cap - per_env or envs_per_block == num_envs
+
+
+def test_tags_eleven_agents_run_23_envs_in_a_block():
+    assert kernels.MAX_AGENT_THREADS == 256
+    assert kernels.agent_grid(2000, 11) == (87, 253)
+    assert kernels.agent_grid(2000, 1000) == (2000, 256)
+
+
+def check_tally_on_sim(num_envs, num_agents):
     for got, want in zip(_run_tally("sim", num_envs, num_agents), _run_tally("cpu", num_envs, num_agents)):
         np.testing.assert_array_equal(got, want)
     totals, visits, _ = _run_tally("sim", num_envs, num_agents)

@@ -9,7 +9,9 @@ twin does (no contracted fma, no unrounded add/sub/mul, no approximate instructi
 libdevice; :mod:`kernelgym.core.ptx_audit`), and the launch kernelgym configures for it must
 fit sm_80 and sm_90 (:mod:`kernelgym.core.launch_fit`). Prints a table (kernel, target,
 registers, stack, spills, float64 share, PTX audit, libdevice calls with NVIDIA's ulp
-bounds, occupancy) and exits 1 on any compile error, audit finding or launch that does not fit.
+bounds, occupancy), a table of how full the agent kernels keep an SM at a few agent counts
+(envs packed into blocks against one env per block), and exits 1 on any compile error, audit
+finding or launch that does not fit.
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
         TARGETS,
         GpuCompileUnavailableError,
         LauncherRecorder,
+        format_agent_packing,
         format_failures,
         format_table,
         require_toolchain,
@@ -109,6 +112,11 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
 
     builds = recorder.compile(progress=progress)
     print(format_table(builds))
+    print(
+        "\nAgent kernels: share of an SM's thread slots running an agent, one env per block -> "
+        "envs packed into blocks (kernelgym's launch)\n"
+    )
+    print(format_agent_packing(builds))
     signatures = len({(build.kernel, build.signature) for build in builds})
     print(
         f"\n{signatures} kernel signatures x {len(TARGETS)} targets "

@@ -670,7 +670,7 @@ def _bind_one(
         threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
         configuration = (math.ceil(num_envs / threads), threads)
     else:
-        configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
+        configuration = kernels.agent_grid(num_envs, num_agents)
     # the simulator's kernel[grid, block] configures the kernel object itself (shared by
     # every binding of this program): configure it anew at each launch
     simulator = simulator_enabled()

@@ -209,6 +209,8 @@ class FunctionManager:
             threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
             configuration = (math.ceil(num_envs / threads), threads)
         else:
+            # a raw cuda kernel written to WarpDrive's convention (env = blockIdx.x,
+            # agent = threadIdx.x): one block per env, unlike kernelgym's packed launchers
             configuration = (num_envs, min(kernels.MAX_AGENT_THREADS, num_agents))
         # on torch's current stream, read at each call; the simulator's kernel[grid, block]
         # configures the shared kernel object itself, so it is configured at each launch

@@ -57,7 +57,7 @@ from kernelgym.core import codegen, ptx_audit, rng
 from kernelgym.core.contraction import CONTRACTED_MARKER
 from kernelgym.core.device_functions import atomic_add
 from kernelgym.core.kernels import agent_kernel
-from kernelgym.core.launch_fit import configured_threads_per_block, launch_fit
+from kernelgym.core.launch_fit import agent_block, configured_threads_per_block, launch_fit
 
 __all__ = [
     "INSTALL_HINT",
@@ -69,6 +69,7 @@ __all__ = [
     "compile_kernel",
     "launched_signatures",
     "float64_share",
+    "format_agent_packing",
     "format_table",
     "imported_launchers",
     "launcher_name",
@@ -666,6 +667,39 @@ def format_table(builds) -> str:
         else:
             first_line = build.error.splitlines()[0][:120]
             rows.append(f"| {name} | {build.target} | FAILED: {first_line} | | | | | | | {build.origin} |")
+    return "\n".join(rows)
+
+
+# agent counts the packing table shows: a few agents, Tag's default 11 (1 tagger, 10 runners), many
+PACKING_AGENT_COUNTS = (4, 11, 100, 1000)
+
+
+def busy_lanes(build: KernelBuild, threads_per_block: int, busy_threads_per_block: int) -> float:
+    """The share of an SM's thread slots running an agent, with ``build``'s registers and shared
+    memory, at resident blocks of ``threads_per_block`` threads of which ``busy_threads_per_block`` work."""
+    fit = launch_fit(build.target, build.registers or 0, threads_per_block, build.shared_bytes or 0)
+    return fit.active_blocks * busy_threads_per_block / (fit.max_warps * 32)
+
+
+def format_agent_packing(builds, agent_counts=PACKING_AGENT_COUNTS) -> str:
+    """A markdown table: for each agent kernel, the share of an SM's thread slots that run an agent
+    with one env per block (``min(num_agents, cap)`` threads, the launch before issue 26) and with
+    kernelgym's launch, which packs whole envs into blocks of up to the cap (`launch_fit.agent_block`)."""
+    cap = configured_threads_per_block("agent")
+    rows = [
+        "| kernel | target | " + " | ".join(f"{count} agents" for count in agent_counts) + " |",
+        "|---|---|" + "---|" * len(agent_counts),
+    ]
+    for build in builds:
+        if build.kind != "agent" or not build.ok or build.fit:
+            continue
+        cells = []
+        for count in agent_counts:
+            envs_per_block, per_env = agent_block(count, cap)
+            before = busy_lanes(build, per_env, per_env)
+            after = busy_lanes(build, envs_per_block * per_env, envs_per_block * per_env)
+            cells.append(f"{before:.0%} -> {after:.0%} ({envs_per_block} per block)")
+        rows.append(f"| {build.kernel} | {build.target} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
 

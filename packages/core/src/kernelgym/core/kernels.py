@@ -43,10 +43,27 @@ __all__ = [
     "ENV_THREADS_PER_BLOCK",
     "MAX_AGENT_THREADS",
     "KernelTypingError",
+    "agent_grid",
 ]
 
 ENV_THREADS_PER_BLOCK = 128
 MAX_AGENT_THREADS = 256
+
+
+def agent_grid(num_envs: int, num_agents: int) -> tuple[int, int]:
+    """(blocks, threads per block) of an agent kernel's cuda launch (both counts >= 1).
+
+    One thread per agent, each env's agents consecutive, as many whole envs per block as
+    `MAX_AGENT_THREADS` threads hold (the generated launcher finds its env and agent from
+    the block size, see `kernelgym.core.codegen.AGENT_HEAD`): 11 agents run 23 envs in a
+    253-thread block, 1,000 agents one env in a 256-thread block that strides.
+    """
+    from kernelgym.core.launch_fit import agent_block
+
+    envs_per_block, per_env = agent_block(num_agents, MAX_AGENT_THREADS)
+    envs_per_block = min(envs_per_block, num_envs)
+    return math.ceil(num_envs / envs_per_block), envs_per_block * per_env
+
 
 SCALAR_TYPES = (bool, int, float, complex, np.generic)
 
@@ -299,14 +316,15 @@ class AgentKernel(_WriteOnceKernel):
         self._typed_call(self.cpu_launcher(len(args)), (num_envs, num_agents), args)
 
     def cuda(self, num_envs: int, num_agents: int, *args) -> None:
-        """Launch one block per env and one thread per agent, on torch's current stream (asynchronous)."""
+        """Launch one thread per agent, envs packed into blocks (`agent_grid`), on torch's current
+        stream (asynchronous)."""
         num_envs, num_agents = check_count("num_envs", num_envs), check_count("num_agents", num_agents)
         self._check(num_envs, num_agents, args)
         if num_envs == 0 or num_agents == 0:
             return
-        threads = min(MAX_AGENT_THREADS, num_agents)
+        blocks, threads = agent_grid(num_envs, num_agents)
         stream = streams.numba_stream(streams.current_stream())
-        self.cuda_launcher(len(args))[num_envs, threads, stream](num_envs, num_agents, *args)
+        self.cuda_launcher(len(args))[blocks, threads, stream](num_envs, num_agents, *args)
 
     def launch(self, backend: str | None, num_envs: int, num_agents: int, *args) -> None:
         """Run the body for every (env, agent) pair on ``backend``; see ``EnvKernel.launch``."""

@@ -4,9 +4,10 @@ A launch that asks for more than a streaming multiprocessor (SM) has fails on th
 "too many resources requested for launch", something neither the cpu backend nor the
 simulator can show. kernelgym configures every launch itself (see
 :mod:`kernelgym.core.kernels` and :mod:`kernelgym.core.binding`): env kernels run
-``min(ENV_THREADS_PER_BLOCK, num_envs)`` threads per block, agent kernels
-``min(MAX_AGENT_THREADS, num_agents)`` threads per block and one block per env. The largest
-block is the cap itself, so a kernel whose ptxas registers fit at the cap fits at any count.
+``min(ENV_THREADS_PER_BLOCK, num_envs)`` threads per block; agent kernels one thread per
+agent, as many whole envs per block as ``MAX_AGENT_THREADS`` threads hold (`agent_block`),
+or one env per block striding over its agents when it has more. No block is larger than
+the cap, so a kernel whose ptxas registers fit at the cap fits at any count.
 
 `launch_fit` applies NVIDIA's CUDA Occupancy Calculator arithmetic to ptxas's report:
 
@@ -25,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-__all__ = ["GPU_LIMITS", "GpuLimits", "LaunchFit", "configured_threads_per_block", "launch_fit"]
+__all__ = ["GPU_LIMITS", "GpuLimits", "LaunchFit", "agent_block", "configured_threads_per_block", "launch_fit"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +124,18 @@ def configured_threads_per_block(kind: str) -> int:
     if kind == "agent":
         return kernels.MAX_AGENT_THREADS
     raise ValueError(f"kind: expected 'env' or 'agent', received {kind!r}")
+
+
+def agent_block(num_agents: int, cap: int) -> tuple[int, int]:
+    """(envs per block, threads per env) of an agent kernel's launch with blocks of at most ``cap``.
+
+    Each env gets ``min(num_agents, cap)`` consecutive threads; a block holds as many whole
+    envs as fit in ``cap`` threads (at least one).
+    """
+    if num_agents < 1 or cap < 1:
+        raise ValueError(f"num_agents and cap: expected >= 1, received {num_agents} and {cap}")
+    per_env = min(num_agents, cap)
+    return cap // per_env, per_env
 
 
 def launch_fit(
