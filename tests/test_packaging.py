@@ -4,6 +4,7 @@ A wheel built from a package folder ships that folder's LICENSE and README (the 
 so both must stand on their own; siblings are pinned to the one shared VERSION.
 """
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -12,14 +13,19 @@ import tomllib
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
-DISTRIBUTIONS = {
-    "kernelgym": ROOT,
-    "kernelgym-core": ROOT / "packages" / "core",
-    "kernelgym-envs": ROOT / "packages" / "envs",
-    "kernelgym-collectors": ROOT / "packages" / "collectors",
-    "kernelgym-memory": ROOT / "packages" / "memory",
-    "kernelgym-minatar": ROOT / "packages" / "minatar",
-}
+
+
+def _wheels_alone():
+    """tests/packaging/wheels_alone.py, the script (by path: a folder named `packaging` would shadow
+    the `packaging` library)."""
+    spec = importlib.util.spec_from_file_location("wheels_alone", ROOT / "tests" / "packaging" / "wheels_alone.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# distribution name -> its folder, as the wheels check builds them
+DISTRIBUTIONS = _wheels_alone().FOLDERS
 VERSION = (ROOT / "VERSION").read_text().strip()
 
 

@@ -59,6 +59,17 @@ def observe(
         obs_nested_pair_1[i, k // 2, k % 2] = 0.5 * flags[i, k % 3]
 
 
+@device_function
+def walk(i, actions, rewards, terminated, position, count, flags, goal):
+    """The walker's move, flags, count, termination and reward (every step variant's)."""
+    position[i] += actions[i, 0] - actions[i, 1]
+    for k in range(3):
+        flags[i, k] = actions[i, k]
+    count[i] = min(count[i] + 1, 99)
+    terminated[i] = abs(position[i]) >= goal
+    rewards[i] = 1.0 if terminated[i] else -0.1
+
+
 @env_kernel
 def step(
     i,
@@ -75,12 +86,7 @@ def step(
     flags,
     goal,
 ):
-    position[i] += actions[i, 0] - actions[i, 1]
-    for k in range(3):
-        flags[i, k] = actions[i, k]
-    count[i] = min(count[i] + 1, 99)
-    terminated[i] = abs(position[i]) >= goal
-    rewards[i] = 1.0 if terminated[i] else -0.1
+    walk(i, actions, rewards, terminated, position, count, flags, goal)
     observe(
         i, obs_position, obs_flags, obs_nested_count, obs_nested_pair_0, obs_nested_pair_1, position, count, flags, goal
     )
@@ -102,12 +108,7 @@ def step_stale_pair(
     goal,
 ):
     """BUG: the step leaves the leaf ``obs_nested_pair_1`` as the reset wrote it."""
-    position[i] += actions[i, 0] - actions[i, 1]
-    for k in range(3):
-        flags[i, k] = actions[i, k]
-    count[i] = min(count[i] + 1, 99)
-    terminated[i] = abs(position[i]) >= goal
-    rewards[i] = 1.0 if terminated[i] else -0.1
+    walk(i, actions, rewards, terminated, position, count, flags, goal)
     obs_position[i, 0] = position[i]
     obs_nested_count[i] = count[i]
     obs_nested_pair_0[i, 0] = position[i] + goal
@@ -136,12 +137,7 @@ def step_nan_position(
     goal,
 ):
     """BUG: a NaN in the ``obs_position`` leaf where the walker stands on 0 after the step."""
-    position[i] += actions[i, 0] - actions[i, 1]
-    for k in range(3):
-        flags[i, k] = actions[i, k]
-    count[i] = min(count[i] + 1, 99)
-    terminated[i] = abs(position[i]) >= goal
-    rewards[i] = 1.0 if terminated[i] else -0.1
+    walk(i, actions, rewards, terminated, position, count, flags, goal)
     observe(
         i, obs_position, obs_flags, obs_nested_count, obs_nested_pair_0, obs_nested_pair_1, position, count, flags, goal
     )
