@@ -53,10 +53,11 @@ MAX_AGENT_THREADS = 256
 def agent_grid(num_envs: int, num_agents: int) -> tuple[int, int]:
     """(blocks, threads per block) of an agent kernel's cuda launch (both counts >= 1).
 
-    One thread per agent, each env's agents consecutive, as many whole envs per block as
-    `MAX_AGENT_THREADS` threads hold (the generated launcher finds its env and agent from
-    the block size, see `kernelgym.core.codegen.AGENT_HEAD`): 11 agents run 23 envs in a
-    253-thread block, 1,000 agents one env in a 256-thread block that strides.
+    One thread per agent, each env's agents consecutive, whole envs packed into blocks of at
+    most `MAX_AGENT_THREADS` threads (`launch_fit.agent_block` chooses how many; the generated
+    launcher finds its env and agent from the block size, `kernelgym.core.codegen.AGENT_HEAD`):
+    11 agents run 11 envs in a 121-thread block, 1,000 agents one env in a 256-thread block
+    that strides.
     """
     from kernelgym.core.launch_fit import agent_block
 
