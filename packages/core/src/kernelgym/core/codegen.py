@@ -102,8 +102,8 @@ def cuda_launcher(num_envs, num_agents, {args}):
 # `per_env` consecutive threads of one block, one thread per agent, and a block holds
 # blockDim.x // per_env whole envs (the launch sizes blocks as whole envs); an env with
 # more agents than a block has threads gets the whole block, which strides over them.
-# Packing envs keeps small agent counts from leaving warps mostly idle (issue 26: Tag's 11 agents filled 11 of 32 lanes, in
-# blocks of one warp, at most 32 blocks per SM).
+# Packing envs keeps small agent counts from leaving warps mostly idle (issue 26: Tag's
+# 11 agents filled 11 of 32 lanes, in blocks of one warp, at most 32 blocks per SM).
 AGENT_HEAD = """\
     per_env = min(num_agents, cuda.blockDim.x)
     envs_per_block = cuda.blockDim.x // per_env
