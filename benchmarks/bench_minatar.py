@@ -9,7 +9,7 @@ kept alive so that its cells take their turn in the same rounds). Each number is
 over the rounds, after a warm-up (and compile). Also reports the bytes each env step reads
 and writes at least (state, observation, action, reward and flags), and the machine's
 measured copy bandwidth, to set the cpu rates against it.
-Writes benchmarks/results/minatar.md and prints it.
+Writes benchmarks/results/minatar.md (or ``--out``) and prints it.
 
     python benchmarks/bench_minatar.py [--sizes 1 64 4096 65536] [--rounds 3] \
         [--gymnax-python /tmp/venv-gymnax/bin/python]
@@ -228,6 +228,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=1.0, help="per timed measurement")
     parser.add_argument("--games", nargs="+", default=list(GAMES), choices=list(GAMES))
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the markdown written (default: %(default)s)")
     parser.add_argument(
         "--gymnax-python",
         help="python of a venv with jax[cpu] and gymnax (benchmarks/README.md): adds gymnax's cells to the rounds",
@@ -261,8 +262,8 @@ def main(argv=None) -> None:
     step_bytes = {game: runs[(game, args.sizes[-1])].step_bytes for game in args.games}
     gymnax_info = None if gymnax is None else {**gymnax.versions, "scan_steps": gymnax.scan_steps}
     text = table(rates, args.games, args.sizes, step_bytes, bandwidth, args.rounds, args.seconds, gymnax_info)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text)
     print(text)
 
 
