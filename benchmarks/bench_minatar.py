@@ -172,12 +172,14 @@ def table(
     rounds: int,
     seconds: float,
     gymnax: dict | None = None,
+    load: tuple[float, float] | None = None,
 ) -> str:
     """The markdown table of medians.
 
     ``rates`` maps ``(game, "original")``, ``(game, N)`` (kernelgym) and, with gymnax,
     ``(game, "gymnax", N)`` to the rounds' env-steps/s (None for a cell not measured).
     ``gymnax``: its versions and ``scan_steps`` per N, or None for no gymnax columns.
+    ``load``: the 1-minute load average at the start and the end of the run.
     """
     ratio_size = 4096 if 4096 in sizes else sizes[-1]
     header = (
@@ -190,6 +192,9 @@ def table(
         "read and written, observation, action, reward and flags, per env step (a lower bound). Measured copy "
         f"bandwidth (numpy, read + write): {bandwidth / 1e9:.1f} GB/s."
     )
+    if load is not None:
+        # other jobs on the cores stall every parallel region's barrier (benchmarks/README.md)
+        caption += f" Load average (1 min) at the start and the end: {load[0]:.1f}, {load[1]:.1f}."
     columns = ["game", "original (1 env)", *(f"N = {n:,}" for n in sizes)]
     if gymnax is not None:
         steps = ", ".join(f"{gymnax['scan_steps'][n]:,} at N = {n:,}" for n in sizes if n in gymnax["scan_steps"])
@@ -238,6 +243,7 @@ def main(argv=None) -> None:
         parser.error(f"--gymnax-python: expected an executable python, got {args.gymnax_python!r} (not executable)")
     if min(args.sizes) < 1:
         parser.error(f"--sizes: expected env counts >= 1, got {args.sizes}")
+    load_at_start = os.getloadavg()[0]
     gymnax = GymnaxProcess(args.gymnax_python) if args.gymnax_python else None
     runs = {(game, n): KernelRun(game, n) for game in args.games for n in args.sizes}
     for run in runs.values():  # warm-up: compile and touch every buffer
@@ -261,7 +267,8 @@ def main(argv=None) -> None:
     bandwidth = copy_bandwidth()
     step_bytes = {game: runs[(game, args.sizes[-1])].step_bytes for game in args.games}
     gymnax_info = None if gymnax is None else {**gymnax.versions, "scan_steps": gymnax.scan_steps}
-    text = table(rates, args.games, args.sizes, step_bytes, bandwidth, args.rounds, args.seconds, gymnax_info)
+    load = (load_at_start, os.getloadavg()[0])
+    text = table(rates, args.games, args.sizes, step_bytes, bandwidth, args.rounds, args.seconds, gymnax_info, load)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)
     print(text)

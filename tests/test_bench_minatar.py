@@ -50,8 +50,10 @@ def test_a_gymnax_cell_not_measured_is_a_dash_and_without_gymnax_the_columns_are
     rates = {("Seaquest", "original"): [3e4], ("Seaquest", 64): [5e5], ("Seaquest", 4096): [6e5]}
     rates |= {("Seaquest", "gymnax", 64): [3e3], ("Seaquest", "gymnax", 4096): [None]}  # the process died
     info = {**GYMNAX, "scan_steps": {64: 1024}}
-    header, row = rows(bench.table(rates, ["Seaquest"], [64, 4096], {"Seaquest": 2834}, 5e9, 1, 1.0, info))
+    text = bench.table(rates, ["Seaquest"], [64, 4096], {"Seaquest": 2834}, 5e9, 1, 1.0, info, (0.24, 1.5))
+    header, row = rows(text)
     assert row[4:6] == ["3,000", "—"] and row[-1] == "—"
+    assert "Load average (1 min) at the start and the end: 0.2, 1.5." in text
     header, row = rows(bench.table(rates, ["Seaquest"], [64, 4096], {"Seaquest": 2834}, 5e9, 1, 1.0))
     assert header == [
         "game",
