@@ -137,7 +137,7 @@ class GymnaxProcess:
             return None
         reply = self._read()
         if reply is None:
-            print(f"gymnax process ended at {game}, N = {num_envs}: its cells are left out", file=sys.stderr)
+            print(f"gymnax process ended at {game}, N = {num_envs}: its remaining cells are left out", file=sys.stderr)
             return None
         self.scan_steps[num_envs] = reply["scan_steps"]
         if "compile_s" in reply:
