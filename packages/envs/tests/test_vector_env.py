@@ -265,8 +265,10 @@ def _small_tag(episode_length):
     return env
 
 
+# episode_length is compiled into the kernels (a build per value): a few lengths, 1 (every
+# step truncates) to 12, 5 also the next test's
 @settings(max_examples=10)
-@given(episode_length=st.integers(1, 12), data=st.data())
+@given(episode_length=st.sampled_from((1, 2, 5, 12)), data=st.data())
 def test_set_state_mid_episode_is_truncated_when_its_episode_ends(episode_length, data):
     # Regression: set_state used to restart the runtime's step counter at 0 whatever the
     # env's own timestep, so a Tag env set to step k ran to k + episode_length (t/T > 1).

@@ -24,6 +24,7 @@ from numba.core.registry import CPUDispatcher
 from numba.core.targetconfig import ConfigStack
 from numba.extending import overload
 
+from kernelgym.core import inline_copy
 from kernelgym.core.backends import in_simulator_thread, simulator_enabled
 
 __all__ = ["DeviceFunction", "device_function", "atomic_add", "register_cuda_overloads", "ATOMIC_ADD_DTYPES"]
@@ -31,6 +32,9 @@ __all__ = ["DeviceFunction", "device_function", "atomic_add", "register_cuda_ove
 # The array dtypes numba.cuda.atomic.add compiles for (numba-cuda's typing template in
 # numba/cuda/cudadecl.py, `all_numba_types`); the GPU has no atomic add for the others.
 ATOMIC_ADD_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
+
+# inlining a device function at each call site copies its IR: one scope per copy, not per block
+inline_copy.install()
 
 
 class DeviceFunction(CPUDispatcher):
