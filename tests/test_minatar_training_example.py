@@ -25,6 +25,7 @@ sys.path.remove(str(EXAMPLES))
 
 # two updates of 16 envs x 32 steps: random Breakout episodes last ~10-20 steps, so many end
 TINY = ["--total-frames", "1024", "--num-envs", "16", "--num-steps", "32", "--num-minibatches", "2", "--seed", "3"]
+TINY += ["--eval-episodes", "8", "--eval-max-steps", "200"]
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,9 @@ def test_the_example_trains_from_its_command_line(run):
     assert log.mean_returns[-1] == pytest.approx(sum(log.episode_returns[-100:]) / len(log.episode_returns[-100:]))
     # the entropy of a near-uniform 3-action policy after two small updates
     assert 0.5 < log.entropies[-1] <= math.log(3) + 1e-6
+    # one greedy episode per evaluation env, each ended or cut at 200 steps
+    assert len(log.greedy_returns) == 8
+    assert all(r >= 0 and float(r).is_integer() for r in log.greedy_returns)
 
 
 def test_progress_and_the_final_line_are_printed(run):
@@ -57,6 +61,7 @@ def test_progress_and_the_final_line_are_printed(run):
     fields = dict(item.split("=") for item in lines[-1].split())
     assert fields["frames"] == "1024"
     assert float(fields["mean_return_last_100"]) == pytest.approx(log.mean_returns[-1], abs=0.005)
+    assert float(fields["greedy_mean_return"]) == pytest.approx(sum(log.greedy_returns) / 8, abs=0.005)
     assert int(fields["episodes"]) == len(log.episode_returns)
 
 
