@@ -19,7 +19,7 @@ The score is the mean return of the last 100 episodes that ended during training
 stochastic policy that was being trained, sticky actions on: the paper's measure), and,
 after training, the mean greedy return over one episode in each of 100 fresh envs. Run it::
 
-    NUMBA_NUM_THREADS=1 python examples/minatar_breakout_ppo.py --total-frames 5000000
+    NUMBA_NUM_THREADS=1 python examples/minatar_breakout_ppo.py --total-frames 3000000
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class Args:
 
     env_id: str = "MinAtar-Breakout-v1"
     seed: int = 1
-    total_frames: int = 5_000_000  # env steps over all envs (one frame each, as the paper counts)
+    total_frames: int = 3_000_000  # env steps over all envs (one frame each, as the paper counts)
     num_envs: int = 64
     num_steps: int = 128  # transitions per env and fragment
     learning_rate: float = 5e-4

@@ -99,3 +99,17 @@ def test_an_episode_end_stops_the_bootstrap_and_the_advantage_flow():
     delta0, delta1 = 0.9 * 0.5 - 0.5, 1.0 - 0.5
     assert advantages[0, 0].item() == pytest.approx(delta0 + 0.9 * 0.95 * delta1)
     assert returns[2, 0].item() == pytest.approx(0.9 * 9.0)
+
+
+def test_the_memory_hands_back_the_log_probs_the_agent_recorded():
+    """Before any update the PPO ratio is exactly 1: obs, actions and log-probs stay aligned."""
+    args = example.Args(num_envs=16, num_steps=32, seed=5)
+    env, agent, _, collector, memory = example.setup(args)
+    try:
+        example.store_fragment(collector.collect(), agent, memory, args)
+        ((obs, actions, old_log_probs, _, _),) = memory.sample(example.NAMES, batch_size=16 * 32)
+        with torch.no_grad():
+            policy, _ = agent(obs)
+        assert torch.equal(policy.log_prob(actions.squeeze(-1)), old_log_probs.squeeze(-1))
+    finally:
+        env.close()
