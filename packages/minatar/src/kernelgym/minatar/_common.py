@@ -12,7 +12,10 @@ Every game is one thread per env (``kernel_layout="env"``). A step is
 4. the observation, ``(10, 10, channels)`` bool in the original's channel order.
 
 A game's rules live in ``@device_function`` helpers (``start``, ``play``, ``observe``)
-that take the env's state arrays and an env index. The kernels call them for env ``i``;
+that take the env's state arrays and an env index, each compiled once as a function of
+its own (``inline="never"``): Numba's IR inlining would copy a game's whole rules into every
+launcher and every kit variant that reaches them, which made one Seaquest launcher compile
+for minutes (issue 28); the bits are the same. The kernels call them for env ``i``;
 the exact reference (`reference_for`) calls the very same helpers on a batch of one env,
 binding their parameters BY NAME as the runtime does, so kernel and reference agree bit
 for bit on cpu and sim. The independent check is the side-by-side test against the

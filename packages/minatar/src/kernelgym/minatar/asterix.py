@@ -76,7 +76,7 @@ def _touch(i, slot, player_x, player_y, ent_x, ent_on, ent_gold):
     return 0, False
 
 
-@device_function
+@device_function(inline="never")
 def start(
     i,
     player_x,
@@ -109,7 +109,7 @@ def start(
     ramp_index[i] = 0
 
 
-@device_function
+@device_function(inline="never")
 def play(
     i,
     action,
@@ -173,7 +173,7 @@ def play(
     return reward, terminal
 
 
-@device_function
+@device_function(inline="never")
 def observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold):
     """The (10, 10, 4) bool observation of env ``i``."""
     for y in range(GRID):

@@ -42,7 +42,7 @@ def _refill_if_empty(i, brick):
             brick[i, y, x] = True
 
 
-@device_function
+@device_function(inline="never")
 def start(i, rng_states, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick):
     """A new episode for env ``i`` (one draw: which side the ball starts on)."""
     if rng.randint(rng_states, i, 2) == 0:
@@ -58,7 +58,7 @@ def start(i, rng_states, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, 
             brick[i, y, x] = _BRICK_ROWS[0] <= y < _BRICK_ROWS[1]
 
 
-@device_function
+@device_function(inline="never")
 def play(i, action, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick):
     """Env ``i`` plays game action ``action``: returns (reward, terminal). No random draws."""
     reward = 0
@@ -104,7 +104,7 @@ def play(i, action, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick
     return reward, terminal
 
 
-@device_function
+@device_function(inline="never")
 def observe(i, obs, ball_x, ball_y, pos, last_x, last_y, brick):
     """The (10, 10, 4) bool observation of env ``i``."""
     for y in range(GRID):

@@ -44,7 +44,7 @@ def _draw_speeds(i, rng_states, car_timer, car_speed):
         car_timer[i, car] = abs(car_speed[i, car])
 
 
-@device_function
+@device_function(inline="never")
 def start(i, rng_states, pos, move_timer, time_left, car_x, car_timer, car_speed):
     """A new episode for env ``i``: every car in column 0 with a new speed."""
     _draw_speeds(i, rng_states, car_timer, car_speed)
@@ -55,7 +55,7 @@ def start(i, rng_states, pos, move_timer, time_left, car_x, car_timer, car_speed
     time_left[i] = TIME_LIMIT
 
 
-@device_function
+@device_function(inline="never")
 def play(i, action, rng_states, pos, move_timer, time_left, car_x, car_timer, car_speed):
     """Env ``i`` plays game action ``action``: returns (reward, terminal)."""
     reward = 0
@@ -87,7 +87,7 @@ def play(i, action, rng_states, pos, move_timer, time_left, car_x, car_timer, ca
     return reward, time_left[i] < 0
 
 
-@device_function
+@device_function(inline="never")
 def observe(i, obs, pos, car_x, car_speed):
     """The (10, 10, 7) bool observation of env ``i``."""
     for y in range(GRID):

@@ -71,7 +71,7 @@ F_BULLETS, E_BULLETS, FISH, SUBS, DIVERS = range(len(CAPACITY))  # their rows in
 
 
 # ------------------------------------------------------------------ list emulation
-@device_function
+@device_function(inline="never")
 def _remove_at(i, table, counts, which, index):
     for row in range(index, counts[i, which] - 1):
         for field in range(table.shape[2]):
@@ -79,7 +79,7 @@ def _remove_at(i, table, counts, which, index):
     counts[i, which] -= 1
 
 
-@device_function
+@device_function(inline="never")
 def _remove_first_equal(i, table, counts, which, index):
     """``list.remove(table[index])``: delete the first row equal to row ``index``; returns its index."""
     for row in range(index + 1):
@@ -93,7 +93,7 @@ def _remove_first_equal(i, table, counts, which, index):
     return index  # unreachable: row ``index`` equals itself
 
 
-@device_function
+@device_function(inline="never")
 def _append(i, table, counts, which, x, y, rightward, timer, shot):
     row = counts[i, which]
     if row >= table.shape[1]:
@@ -108,7 +108,7 @@ def _append(i, table, counts, which, x, y, rightward, timer, shot):
     counts[i, which] = row + 1
 
 
-@device_function
+@device_function(inline="never")
 def _first_at(i, table, counts, which, x, y):
     """The index of the first row at cell (x, y), or -1."""
     for row in range(counts[i, which]):
@@ -124,7 +124,7 @@ def _step_x(i, table, row):
 
 
 # ------------------------------------------------------------------ the rules
-@device_function
+@device_function(inline="never")
 def _spawn_enemy(i, rng_states, fish, subs, counts, move_speed):
     rightward = rng.uniform(rng_states, i) < 1.0 / 2.0
     is_sub = rng.uniform(rng_states, i) < 1.0 / 3.0
@@ -143,14 +143,14 @@ def _spawn_enemy(i, rng_states, fish, subs, counts, move_speed):
         _append(i, fish, counts, FISH, x, y, rightward, move_speed[i], 0)
 
 
-@device_function
+@device_function(inline="never")
 def _spawn_diver(i, rng_states, divers, counts):
     rightward = rng.uniform(rng_states, i) < 1.0 / 2.0
     y = 1 + rng.randint(rng_states, i, 8)
     _append(i, divers, counts, DIVERS, 0 if rightward else GRID - 1, y, rightward, DIVER_MOVE_INTERVAL, 0)
 
 
-@device_function
+@device_function(inline="never")
 def _move_enemies(i, table, which, f_bullets, e_bullets, counts, sub_x, sub_y, move_speed, shoots):
     """The original's enemy-sub loop (``shoots``) or enemy-fish loop: returns (reward, terminal)."""
     reward = 0
@@ -210,14 +210,14 @@ def _move_enemies(i, table, which, f_bullets, e_bullets, counts, sub_x, sub_y, m
     return reward, terminal
 
 
-@device_function
+@device_function(inline="never")
 def _clear(i, table):
     for row in range(table.shape[1]):
         for field in range(table.shape[2]):
             table[i, row, field] = 0
 
 
-@device_function
+@device_function(inline="never")
 def start(
     i,
     oxygen,
@@ -265,7 +265,7 @@ def start(
     surface[i] = True
 
 
-@device_function
+@device_function(inline="never")
 def play(
     i,
     action,
@@ -400,7 +400,7 @@ def play(
     return reward, terminal
 
 
-@device_function
+@device_function(inline="never")
 def _mark_with_trail(i, obs, table, counts, which, channel):
     for row in range(counts[i, which]):
         x, y = table[i, row, X], table[i, row, Y]
@@ -410,7 +410,7 @@ def _mark_with_trail(i, obs, table, counts, which, channel):
             obs[i, y, back, 3] = True
 
 
-@device_function
+@device_function(inline="never")
 def observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts):
     """The (10, 10, 10) bool observation of env ``i``."""
     for y in range(GRID):

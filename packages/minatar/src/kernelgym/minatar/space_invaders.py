@@ -93,7 +93,7 @@ def _roll_columns(i, grid, shift):
             grid[i, y, GRID - 1] = first
 
 
-@device_function
+@device_function(inline="never")
 def start(
     i,
     pos,
@@ -122,7 +122,7 @@ def start(
     shot_timer[i] = 0
 
 
-@device_function
+@device_function(inline="never")
 def play(
     i,
     action,
@@ -205,7 +205,7 @@ def play(
     return reward, terminal
 
 
-@device_function
+@device_function(inline="never")
 def observe(i, obs, pos, alien, f_bullet, e_bullet, alien_dir):
     """The (10, 10, 6) bool observation of env ``i``."""
     for y in range(GRID):
