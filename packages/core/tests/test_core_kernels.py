@@ -143,10 +143,20 @@ HELPER_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.parametrize("helper_place", ["same module", "another module"])
-def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_place):
+@pytest.mark.parametrize(
+    "helper_place, decorator",
+    [
+        ("same module", "numba.njit(inline='always')"),
+        ("another module", "numba.njit(inline='always')"),
+        # compiled on its own and called: its machine code is linked into the cached launcher
+        ("another module", "device_function(inline='never')"),
+    ],
+)
+def test_editing_a_helper_the_body_calls_rebuilds_the_launcher(tmp_path, helper_place, decorator):
     # the disk cache once kept the old code: the key covered the body's own source only
-    helper = "import numba\n\n@numba.njit(inline='always')\ndef factor():\n    return {}\n"
+    helper = (
+        f"import numba\nfrom kernelgym.core import device_function\n\n@{decorator}\ndef factor():\n    return {{}}\n"
+    )
     body = "from kernelgym.core import env_kernel\n{}\n\n@env_kernel\ndef scale_all(i, x):\n    x[i] *= factor()\n"
     script = tmp_path / "run.py"
     script.write_text(HELPER_SCRIPT)
