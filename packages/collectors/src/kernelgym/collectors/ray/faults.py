@@ -175,10 +175,21 @@ def kill(host: Host, restart: bool = False) -> None:
 
 
 def wait_dead(hosts: Sequence[Host], timeout: float) -> None:
-    """Return once every killed actor is reported dead by Ray, or after ``timeout`` s."""
+    """Return once Ray reports every killed actor dead, or after ``timeout`` s.
+
+    ``ray.kill`` is asynchronous: until the kill reaches the actor's process a call can
+    still be answered (seen on a loaded machine), so each actor is asked until a call
+    fails with ``ActorDiedError``.
+    """
     deadline = deadline_after(timeout)
     for host in hosts:
-        try:
-            ray.get(host.actor.__ray_ready__.remote(), timeout=remaining(deadline))
-        except (rex.RayError, rex.GetTimeoutError):
-            continue
+        while time.monotonic() < deadline:
+            try:
+                ray.get(host.actor.__ray_ready__.remote(), timeout=remaining(deadline))
+            except rex.ActorDiedError:
+                break
+            except rex.ActorUnavailableError:
+                pass  # on its way down or restarting: ask again
+            except (rex.RayError, rex.GetTimeoutError):
+                break  # Ray shut down, or the deadline passed
+            time.sleep(0.05)
