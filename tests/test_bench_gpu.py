@@ -1,20 +1,13 @@
 """benchmarks/bench_gpu.py: the GPU benchmarks' code path on cpu with tiny N, and a clear
 refusal without a GPU (the numbers themselves need a GPU)."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gpu.py"
+from scripts import load_script
 
 
 @pytest.fixture(scope="module")
 def bench_gpu():
-    spec = importlib.util.spec_from_file_location("bench_gpu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_gpu.py")
 
 
 def test_tiny_run_on_cpu_writes_every_workload(bench_gpu, tmp_path):

@@ -1,25 +1,20 @@
 """benchmarks/bench_minatar.py: the table's gymnax columns from given cell results, and
 --gymnax-python refused clearly before any kernel runs (no jax here: gymnax runs in its own venv)."""
 
-import importlib.util
 import statistics
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scripts import load_script
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_minatar.py"
 SIZES = [1, 64, 4096, 65536]
 GYMNAX = {"gymnax": "1.0.1", "jax": "0.10.2", "scan_steps": {1: 1024, 64: 1024, 4096: 32, 65536: 2}}
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_minatar", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmarks/bench_minatar.py")
 
 
 def rows(text: str) -> list[list[str]]:

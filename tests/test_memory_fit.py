@@ -7,23 +7,18 @@ host bytes are the rest of what numpy allocated meanwhile (tracemalloc's peak), 
 what stays on the host when the buffers live on a GPU: spaces, host copies, temporaries.
 """
 
-import importlib.util
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
+from scripts import load_script
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 HOST_LIMIT, DEVICE_LIMIT = 64 * 2**30, 70 * 2**30
 GIB = 2**30
 
 
 def load(name):
-    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(f"benchmarks/{name}.py")
 
 
 def configurations():

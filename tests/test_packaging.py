@@ -4,13 +4,13 @@ A wheel built from a package folder ships that folder's LICENSE and README (the 
 so both must stand on their own; siblings are pinned to the one shared VERSION.
 """
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 import tomllib
 from packaging.requirements import Requirement
+from scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -18,10 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _wheels_alone():
     """tests/packaging/wheels_alone.py, the script (by path: a folder named `packaging` would shadow
     the `packaging` library)."""
-    spec = importlib.util.spec_from_file_location("wheels_alone", ROOT / "tests" / "packaging" / "wheels_alone.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tests/packaging/wheels_alone.py")
 
 
 # distribution name -> its folder, as the wheels check builds them

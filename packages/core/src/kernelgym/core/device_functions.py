@@ -91,7 +91,10 @@ def device_function(fn=None, *, inline: str = "always"):
         IR, with the helpers it inlines in turn, at every call site and in every launcher
         that reaches it, so a large helper called from several places, or reached from
         several launchers, compiles much faster with ``"never"`` (MinAtar Seaquest's step
-        launcher: 236 s to 30 s on 2 busy cores). The results are the same bits: the helper
+        launcher: 236 s to 30 s on 2 busy cores). The price is speed: each call passes
+        every array argument and ends the caller's optimizations at the call (MinAtar
+        Asterix's cpu env-steps/s halve with its three helpers ``"never"``), so keep it for
+        helpers whose compile time hurts. The results are the same bits: the helper
         keeps the numpy error model, and its integer and float operations are the same; only
         a fast-math launcher's ``contract`` flag does not reach into it on the cpu (the
         helper keeps the default, no contraction).

@@ -27,6 +27,7 @@ from kernelgym.minatar._common import (
     RIGHT,
     UP,
     action_mask,
+    clear_observation,
     full_action,
     make_specs,
     reference_for,
@@ -173,13 +174,10 @@ def play(
     return reward, terminal
 
 
-@device_function(inline="never")
+@device_function
 def observe(i, obs, player_x, player_y, ent_x, ent_on, ent_right, ent_gold):
     """The (10, 10, 4) bool observation of env ``i``."""
-    for y in range(GRID):
-        for x in range(GRID):
-            for channel in range(CHANNELS):
-                obs[i, y, x, channel] = False
+    clear_observation(i, obs)
     obs[i, player_y[i], player_x[i], 0] = True
     for slot in range(SLOTS):
         if ent_on[i, slot]:

@@ -20,7 +20,17 @@ import numpy as np
 from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import StateArray
-from kernelgym.minatar._common import GRID, LEFT, RIGHT, action_mask, full_action, make_specs, reference_for, sticky
+from kernelgym.minatar._common import (
+    GRID,
+    LEFT,
+    RIGHT,
+    action_mask,
+    clear_observation,
+    full_action,
+    make_specs,
+    reference_for,
+    sticky,
+)
 
 __all__ = ["CHANNELS", "MINIMAL_ACTIONS", "SPECS", "play", "reset", "start", "step"]
 
@@ -104,14 +114,13 @@ def play(i, action, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick
     return reward, terminal
 
 
-@device_function(inline="never")
+@device_function
 def observe(i, obs, ball_x, ball_y, pos, last_x, last_y, brick):
     """The (10, 10, 4) bool observation of env ``i``."""
-    for y in range(GRID):
+    clear_observation(i, obs)
+    # bricks are only ever placed in the brick rows (start, refill), so only they are copied
+    for y in range(_BRICK_ROWS[0], _BRICK_ROWS[1]):
         for x in range(GRID):
-            obs[i, y, x, 0] = False
-            obs[i, y, x, 1] = False
-            obs[i, y, x, 2] = False
             obs[i, y, x, 3] = brick[i, y, x]
     obs[i, GRID - 1, pos[i], 0] = True
     obs[i, ball_y[i], ball_x[i], 1] = True
@@ -173,11 +182,14 @@ REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)
 
 
 def check_invariants(params, state):
-    """The ball, its trail and the paddle stay on the grid; the ball moves diagonally."""
+    """The ball, its trail and the paddle stay on the grid; the ball moves diagonally; bricks
+    lie only in the brick rows (``observe`` copies only those)."""
     for name in ("ball_x", "ball_y", "pos", "last_x", "last_y"):
         assert 0 <= int(state[name]) < GRID, f"{name} {int(state[name])} off the grid"
     assert 0 <= int(state["ball_dir"]) <= 3, f"ball_dir {int(state['ball_dir'])} not a direction"
     assert 0 <= int(state["last_action"]) < 6, f"last_action {int(state['last_action'])} not an action"
+    outside = np.delete(np.asarray(state["brick"]), np.s_[_BRICK_ROWS[0] : _BRICK_ROWS[1]], axis=0)
+    assert not outside.any(), "a brick outside rows 1-3"
 
 
 SPECS = make_specs(

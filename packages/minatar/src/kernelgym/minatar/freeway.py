@@ -19,7 +19,17 @@ import numpy as np
 from kernelgym.core import device_function, env_kernel, rng
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import StateArray
-from kernelgym.minatar._common import DOWN, GRID, UP, action_mask, full_action, make_specs, reference_for, sticky
+from kernelgym.minatar._common import (
+    DOWN,
+    GRID,
+    UP,
+    action_mask,
+    clear_observation,
+    full_action,
+    make_specs,
+    reference_for,
+    sticky,
+)
 
 __all__ = ["CHANNELS", "MINIMAL_ACTIONS", "SPECS", "play", "reset", "start", "step"]
 
@@ -87,13 +97,10 @@ def play(i, action, rng_states, pos, move_timer, time_left, car_x, car_timer, ca
     return reward, time_left[i] < 0
 
 
-@device_function(inline="never")
+@device_function
 def observe(i, obs, pos, car_x, car_speed):
     """The (10, 10, 7) bool observation of env ``i``."""
-    for y in range(GRID):
-        for x in range(GRID):
-            for channel in range(CHANNELS):
-                obs[i, y, x, channel] = False
+    clear_observation(i, obs)
     obs[i, pos[i], CHICKEN_X, 0] = True
     for car in range(CARS):
         x = car_x[i, car]

@@ -37,6 +37,7 @@ from kernelgym.minatar._common import (
     RIGHT,
     UP,
     action_mask,
+    clear_observation,
     full_action,
     make_specs,
     reference_for,
@@ -413,10 +414,7 @@ def _mark_with_trail(i, obs, table, counts, which, channel):
 @device_function(inline="never")
 def observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts):
     """The (10, 10, 10) bool observation of env ``i``."""
-    for y in range(GRID):
-        for x in range(GRID):
-            for channel in range(CHANNELS):
-                obs[i, y, x, channel] = False
+    clear_observation(i, obs)
     obs[i, sub_y[i], sub_x[i], 0] = True
     back = sub_x[i] - 1 if sub_right[i] else sub_x[i] + 1
     obs[i, sub_y[i], back % GRID, 1] = True  # numpy's negative index, as the original (never off the grid)
