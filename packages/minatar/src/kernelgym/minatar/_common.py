@@ -12,12 +12,12 @@ Every game is one thread per env (``kernel_layout="env"``). A step is
 4. the observation, ``(10, 10, channels)`` bool in the original's channel order.
 
 A game's rules live in ``@device_function`` helpers (``start``, ``play``, ``observe``)
-that take the env's state arrays and an env index. ``start`` and ``play`` are compiled once
-each as functions of their own (``inline="never"``): inlined, a game's rules are copied into
-every launcher and kit variant (one Seaquest make compiled for over 2 minutes, issue 28).
-``observe`` writes the whole observation every step, and a call costs it dearly, so the
-four smaller games inline it (the default; Seaquest's is large and stays a call). The bits
-are the same either way. The kernels call them for env ``i``;
+that take the env's state arrays and an env index. Most are compiled once each as
+functions of their own (``inline="never"``): inlined, a game's rules are copied into every
+launcher and kit variant (one Seaquest make compiled for over 2 minutes, issue 28). A call
+costs speed, though, so the four smaller games inline ``observe``, which writes the whole
+observation every step, and SpaceInvaders, whose ``play`` moves two bullet grids every step,
+inlines all three (the default). The bits are the same either way. The kernels call them for env ``i``;
 the exact reference (`reference_for`) calls the very same helpers on a batch of one env,
 binding their parameters BY NAME as the runtime does, so kernel and reference agree bit
 for bit on cpu and sim. The independent check is the side-by-side test against the

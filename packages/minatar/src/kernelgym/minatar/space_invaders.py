@@ -69,6 +69,40 @@ def _any(i, grid):
 
 
 @device_function
+def _copy_row(i, grid, source, target):
+    """Row ``source`` copied onto row ``target``: all ten cells read before any is written, so
+    the compiler need not keep each store before the next load (the rows never overlap)."""
+    c0, c1, c2, c3, c4 = (
+        grid[i, source, 0],
+        grid[i, source, 1],
+        grid[i, source, 2],
+        grid[i, source, 3],
+        grid[i, source, 4],
+    )
+    c5, c6, c7, c8, c9 = (
+        grid[i, source, 5],
+        grid[i, source, 6],
+        grid[i, source, 7],
+        grid[i, source, 8],
+        grid[i, source, 9],
+    )
+    grid[i, target, 0], grid[i, target, 1], grid[i, target, 2], grid[i, target, 3], grid[i, target, 4] = (
+        c0,
+        c1,
+        c2,
+        c3,
+        c4,
+    )
+    grid[i, target, 5], grid[i, target, 6], grid[i, target, 7], grid[i, target, 8], grid[i, target, 9] = (
+        c5,
+        c6,
+        c7,
+        c8,
+        c9,
+    )
+
+
+@device_function
 def _column_has(i, grid, x):
     for y in range(GRID):
         if grid[i, y, x]:
@@ -102,7 +136,7 @@ def _roll_columns(i, grid, shift):
             grid[i, y, GRID - 1] = first
 
 
-@device_function(inline="never")
+@device_function
 def start(
     i,
     pos,
@@ -131,7 +165,7 @@ def start(
     shot_timer[i] = 0
 
 
-@device_function(inline="never")
+@device_function
 def play(
     i,
     action,
@@ -156,17 +190,13 @@ def play(
         pos[i] = max(0, pos[i] - 1)
     elif action == RIGHT:
         pos[i] = min(GRID - 1, pos[i] + 1)
-    # friendly bullets climb (the top row leaves), enemy bullets fall (the bottom row leaves);
-    # whole rows at a time, so that each row is one contiguous copy
+    # friendly bullets climb (the top row leaves), enemy bullets fall (the bottom row leaves)
     for y in range(GRID - 1):
-        for x in range(GRID):
-            f_bullet[i, y, x] = f_bullet[i, y + 1, x]
+        _copy_row(i, f_bullet, y + 1, y)
+    for y in range(GRID - 1, 0, -1):
+        _copy_row(i, e_bullet, y - 1, y)
     for x in range(GRID):
         f_bullet[i, GRID - 1, x] = False
-    for y in range(GRID - 1, 0, -1):
-        for x in range(GRID):
-            e_bullet[i, y, x] = e_bullet[i, y - 1, x]
-    for x in range(GRID):
         e_bullet[i, 0, x] = False
     if e_bullet[i, GRID - 1, pos[i]]:
         terminal = True
