@@ -15,12 +15,12 @@ A game's rules live in ``@device_function`` helpers (``start``, ``play``, ``obse
 that take the env's state arrays and an env index. Most are compiled once each as
 functions of their own (``inline="never"``): inlined, a game's rules are copied into every
 launcher and kit variant (one Seaquest make compiled for over 2 minutes, issue 28). A call
-costs speed, though, so the four smaller games inline ``observe``, which writes the whole
-observation every step, and SpaceInvaders, whose ``play`` moves two bullet grids every step,
-inlines all three (the default). The bits are the same either way. The kernels call them for env ``i``;
-the exact reference (`reference_for`) calls the very same helpers on a batch of one env,
-binding their parameters BY NAME as the runtime does, so kernel and reference agree bit
-for bit on cpu and sim. The independent check is the side-by-side test against the
+costs speed, though, so Asterix and Freeway inline ``observe``, which writes the whole
+observation every step, and Breakout and SpaceInvaders, the two closest to the 10x-gymnax
+bar, inline all three (the default). The bits are the same either way. The kernels call
+them for env ``i``; the exact reference (`reference_for`) calls the very same helpers on a
+batch of one env, binding their parameters BY NAME as the runtime does, so kernel and
+reference agree bit for bit on cpu and sim. The independent check is the side-by-side test against the
 original ``minatar`` package (tests/test_against_original.py).
 """
 

@@ -52,7 +52,7 @@ def _refill_if_empty(i, brick):
             brick[i, y, x] = True
 
 
-@device_function(inline="never")
+@device_function
 def start(i, rng_states, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick):
     """A new episode for env ``i`` (one draw: which side the ball starts on)."""
     if rng.randint(rng_states, i, 2) == 0:
@@ -68,7 +68,7 @@ def start(i, rng_states, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, 
             brick[i, y, x] = _BRICK_ROWS[0] <= y < _BRICK_ROWS[1]
 
 
-@device_function(inline="never")
+@device_function
 def play(i, action, ball_x, ball_y, ball_dir, pos, last_x, last_y, strike, brick):
     """Env ``i`` plays game action ``action``: returns (reward, terminal). No random draws."""
     reward = 0
