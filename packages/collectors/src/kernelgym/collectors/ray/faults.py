@@ -183,7 +183,7 @@ def wait_dead(hosts: Sequence[Host], timeout: float) -> None:
     """
     deadline = deadline_after(timeout)
     for host in hosts:
-        while time.monotonic() < deadline:
+        while deadline is None or time.monotonic() < deadline:
             try:
                 ray.get(host.actor.__ray_ready__.remote(), timeout=remaining(deadline))
             except rex.ActorDiedError:
