@@ -7,19 +7,23 @@
 script then runs each step in its own process with a time limit, appends every result
 to ``DIR/results.jsonl`` the moment it is measured (a step that crashes or times out
 keeps what it printed), keeps each step's log as ``DIR/logs/<step>.log`` (``--logs``), and
-prints a short table last (also ``DIR/summary.md``). The timed steps run alone, one after
-the other; the correctness steps 5-7 then run at the same time. The steps:
+prints a short table last (also ``DIR/summary.md``). Correctness comes first, throughput
+after it, so that a run cut short by ``--budget`` loses the numbers an earlier run already
+has, not the checks. The timed steps run alone, one after the other; the correctness steps
+of 4 run at the same time. The steps:
 
 1. ``info``: versions and the device; ``rounding``: each backend's affine kernel and
    float32 draws against numpy's two roundings, with fma counts and each launcher's LTO flag.
 2. ``parity``: cpu against cuda trajectories (4 classic envs, float64 and float32).
-3. ``sync``: host synchronizations per ``step()`` and per collector fragment.
-4. ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``tag``,
-   ``collector``: throughput.
-5. ``kit``: the property-test kit on the backend for every registered env.
-6. ``pytest``: the ``gpu``-marked tests of every package.
-7. ``memcheck``, ``racecheck``: compute-sanitizer over a short run of every env.
-8. ``demo``, ``demo-cpu``: ``kernelgym demo`` to a mean return of 475 on the backend, then
+3. ``sync``: host synchronizations per ``step()`` (classic, Tag, Dict observations, per-env
+   params, packed agent blocks, MinAtar) and per collector fragment.
+4. ``kit``: the property-test kit on the backend for every checked env
+   (``parts.checked_env_ids``); ``pytest``: the ``gpu``-marked tests of every package;
+   ``doc-examples-gpu``: the docs' GPU-only blocks; ``memcheck``, ``racecheck``:
+   compute-sanitizer over a short run of every checked env.
+5. ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
+   ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``collector``: throughput.
+6. ``demo``, ``demo-cpu``: ``kernelgym demo`` to a mean return of 475 on the backend, then
    on the cpu (not in ``--tiny``: the offline venv it proves has no matplotlib).
 
 The whole run stops starting new steps when ``--budget`` seconds are spent.
@@ -42,9 +46,9 @@ ROOT = HERE.parent.parent
 PARTS = HERE / "parts.py"
 
 
-# steps that only check correctness run at the same time (after the timed ones): they share
-# the CPU cores (compiling) and barely use the GPU
-TOGETHER = ("kit", "pytest", "memcheck", "racecheck", "short_run")
+# steps that only check correctness run at the same time (after the timed checks, before the
+# throughput): they share the CPU cores (compiling) and barely use the GPU
+TOGETHER = ("kit", "pytest", "doc-examples-gpu", "memcheck", "racecheck", "short_run")
 
 
 def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], int]]:
@@ -52,21 +56,13 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     python = [sys.executable, "-u"]
     part = [*python, str(PARTS)]
     flags = ["--backend", backend] + (["--tiny"] if tiny else [])
-    measured = [
-        (name, [*part, name, *flags], limit)
-        for name, limit in (
-            ("info", 60),
-            ("rounding", 60),
-            ("parity", 120),
-            ("sync", 60),
-            ("bandwidth", 30),
-            ("cartpole", 90),
-            ("launch", 60),
-            ("tag", 90),
-            ("collector", 60),
-        )
-    ]
-    kit = ("kit", [*part, "kit", *flags], 240)
+
+    def part_steps(*names_and_limits):
+        return [(name, [*part, name, *flags], limit) for name, limit in names_and_limits]
+
+    checks = part_steps(("info", 60), ("rounding", 60), ("parity", 120), ("sync", 120))
+    throughput = part_steps(("tag", 240), ("bandwidth", 30), ("cartpole", 90), ("launch", 60), ("collector", 60))
+    kit = ("kit", [*part, "kit", *flags], 300)
     if backend == "cuda":
         tests = [str(ROOT / "packages" / name / "tests") for name in ("core", "envs", "memory", "collectors")]
         marks = "gpu"
@@ -91,9 +87,9 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
             "240",
             *parallel,
         ],
-        200,
+        240,
     )
-    result = [*measured, kit, pytest]
+    result = [*checks, kit, pytest]
     if backend == "cuda":  # the README and docs blocks that need a GPU (a CUDA graph); CI has none
         doc_examples = [str(ROOT / "tests" / "test_doc_examples.py"), "-q", "-p", "no:cacheprovider"]
         gpu_blocks = ["env", "KERNELGYM_DOC_EXAMPLES=gpu", *python, "-m", "pytest", *doc_examples]
@@ -109,6 +105,7 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
             )
     else:
         result.append(("short_run", short_run, 120))
+    result += throughput
     demo = [
         *python,
         "-m",

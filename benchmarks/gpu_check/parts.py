@@ -12,6 +12,7 @@ step; each rate is the median of several runs after a warm-up.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -62,6 +63,18 @@ def sample_actions(env, count: int, seed: int):
 
     env.action_space.seed(seed)
     return [torch.as_tensor(env.action_space.sample(), device=env.device) for _ in range(count)]
+
+
+def checked_env_ids() -> list[str]:
+    """Every registered env id, MinAtar's games once each.
+
+    A game's ``MinAtar-<Game>-v0`` runs its ``-v1`` kernels with one params flag changed (all
+    six actions instead of the minimal set): checking both would double the compile time
+    the GPU minutes go to, for no new kernel code.
+    """
+    import kernelgym.envs as kge
+
+    return [env_id for env_id in kge.list_envs() if not (env_id.startswith("MinAtar-") and env_id.endswith("-v0"))]
 
 
 # ------------------------------------------------------------------------------ parts
@@ -175,7 +188,10 @@ def part_sync(backend: str, tiny: bool) -> None:
     if backend != "cuda":
         emit("sync", skipped="torch's sync debug mode counts CUDA synchronizations only")
         return
-    for env_id, params in (("CartPole-v1", {}), ("Acrobot-v1", {}), ("TagContinuous-v0", {}), ("TagGridWorld-v0", {})):
+    for label, env_id, params in sync_workloads():
+        if env_id not in kge.list_envs():  # a plugin this install lacks
+            emit("sync", workload=f"{label}.step()", skipped=f"{env_id} is not registered")
+            continue
         env = kge.make(env_id, 256, backend=backend, seed=0, **params)
         env.reset(seed=0)
         actions = sample_actions(env, 4, 0)
@@ -203,7 +219,7 @@ def part_sync(backend: str, tiny: bool) -> None:
             torch.cuda.set_sync_debug_mode("default")
         emit(
             "sync",
-            workload=f"{env_id}.step()",
+            workload=f"{label}.step()",
             check_action_values=env.check_action_values,
             steps=steps,
             syncs=len(syncs),
@@ -214,6 +230,28 @@ def part_sync(backend: str, tiny: bool) -> None:
         )
         env.close()
     _collector_sync()
+
+
+def sync_workloads() -> list[tuple[str, str, dict]]:
+    """(label, env id, make params) of each env whose ``step()`` `part_sync` counts: the
+    classic and Tag envs, and each path of the env contract that launches differently: a Dict
+    observation, per-env params that differ and are drawn at every reset, Tag envs packed
+    several to a block, a MinAtar game (bool observations, helper functions not inlined)."""
+    lengths = np.linspace(0.4, 0.6, 256)
+    return [
+        ("CartPole-v1", "CartPole-v1", {}),
+        ("Acrobot-v1", "Acrobot-v1", {}),
+        ("TagContinuous-v0", "TagContinuous-v0", {}),
+        ("TagGridWorld-v0", "TagGridWorld-v0", {}),
+        ("GridGoal-v0 (Dict observation)", "GridGoal-v0", {}),
+        (
+            "CartPole-v1 (per-env length, masspole drawn at reset)",
+            "CartPole-v1",
+            {"length": lengths, "randomize": {"masspole": (0.05, 0.15)}},
+        ),
+        ("TagContinuous-v0 (11 agents, 11 envs a block)", "TagContinuous-v0", {"num_taggers": 1, "num_runners": 10}),
+        ("MinAtar-Seaquest-v1", "MinAtar-Seaquest-v1", {}),
+    ]
 
 
 def _sync_warnings(caught) -> list[str]:
@@ -388,82 +426,113 @@ def _capture_by_hand(env, policy):
     return graph.replay
 
 
+def tag_workloads(tiny: bool) -> list[tuple]:
+    """``(workload, one env per block)`` of each Tag row `part_tag` measures.
+
+    At WarpDrive's scale (2,000 envs x 1,000 agents): bench_tag.py's rows (K = 2 and 10
+    nearest, all pairs and grid; TagGridWorld observing all) and TagContinuous observing all.
+    Then small agent counts, packed several envs to a block (issue 26), each also launched
+    one env per block, as before packing, for the ratio.
+    """
+    from bench_tag import Workload, workloads
+
+    if tiny:
+        scale, packed_envs = [w for w in workloads([4]) if "K=2, grid" in w.label], 64
+    else:
+        full = {"num_taggers": 1, "num_runners": 999}
+        scale = [Workload("TagContinuous-v0, full observation", "TagContinuous-v0", 2_000, 1_000, full)]
+        scale += workloads([2_000])
+        packed_envs = 2**15
+    rows = [(workload, False) for workload in scale]
+    for runners in (10, 3):
+        params = {"num_taggers": 1, "num_runners": runners}
+        label = f"TagContinuous-v0, {runners + 1} agents"
+        workload = Workload(label, "TagContinuous-v0", packed_envs, runners + 1, params)
+        rows += [(workload, False), (workload, True)]
+    return rows
+
+
+@contextlib.contextmanager
+def one_env_per_block():
+    """Agent kernels bound inside launch one env per block, the launch shape before issue
+    26's packing (WarpDrive's): the baseline of the packed rows. The generated launchers
+    read the envs per block from the block size, so the same code runs either way."""
+    from kernelgym.core import kernels
+
+    packed = kernels.agent_grid
+    kernels.agent_grid = lambda num_envs, num_agents: (num_envs, min(num_agents, kernels.MAX_AGENT_THREADS))
+    try:
+        yield
+    finally:
+        kernels.agent_grid = packed
+
+
 def part_tag(backend: str, tiny: bool) -> None:
-    """TagContinuous at WarpDrive's scale (2,000 envs x 1,000 agents) where it builds, and
-    with K = 2 nearest agents observed."""
+    """Tag env-steps/s at WarpDrive's scale (2,000 envs x 1,000 agents) in every configuration
+    that fits the device's free memory, and small agent counts packed against one env per block."""
+    import torch
+    from bench_tag import available_bytes, buffer_bytes
+
     import kernelgym.envs as kge
 
-    num_envs, runners = (4, 9) if tiny else (2000, 999)
-    configurations = [
-        ("full observation", {}),
-        ("K = 2 nearest observed", {"use_full_observation": False, "num_other_agents_observed": 2}),
-    ]
-    for label, extra in configurations:
-        started = time.perf_counter()
-        host_bytes = _batched_space_bytes(num_envs, runners, extra)
-        if host_bytes > 64 * 2**30:
-            # gymnasium's batched spaces hold N x A x obs bounds arrays on the host (issue 26)
-            emit(
-                "tag",
-                configuration=label,
-                envs=num_envs,
-                agents=runners + 1,
-                built=False,
-                error=f"not built: its batched spaces alone need {host_bytes / 2**30:.0f} GiB of host memory",
-            )
+    for workload, unpacked in tag_workloads(tiny):
+        row = {
+            "configuration": workload.label + (", one env per block" if unpacked else ""),
+            "envs": workload.num_envs,
+            "agents": workload.num_agents,
+        }
+        _release_device_memory(backend)
+        free = torch.cuda.mem_get_info()[0] if backend == "cuda" else available_bytes()
+        needed = buffer_bytes(workload)
+        if needed > 0.85 * free:  # the observations, with room for the state and the actions
+            error = f"its observations need {needed / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
+            emit("tag", **row, built=False, error=error)
             continue
-        try:
-            env = kge.make(
-                "TagContinuous-v0",
-                num_envs,
-                backend=backend,
-                seed=0,
-                check_action_values=False,
-                num_taggers=1,
-                num_runners=runners,
-                **extra,
-            )
-        except (MemoryError, ValueError, RuntimeError) as error:
-            emit(
-                "tag",
-                configuration=label,
-                envs=num_envs,
-                agents=runners + 1,
-                built=False,
-                error=f"{type(error).__name__}: {error}"[:300],
-                seconds=round(time.perf_counter() - started, 1),
-            )
-            continue
-        env.reset(seed=0)
-        actions = sample_actions(env, 2, 0)
-        steps = 3 if tiny else 10
-
-        def run():
-            for k in range(steps):
-                env.step(actions[k % 2])
-
-        seconds = timed_median(run, backend, 3)
-        rate = num_envs * steps / seconds
-        emit(
-            "tag",
-            configuration=label,
-            envs=num_envs,
-            agents=runners + 1,
-            built=True,
-            env_steps_per_s=rate,
-            vs_warpdrive_a100=rate / WARPDRIVE_TAG_RATE,
-        )
+        with one_env_per_block() if unpacked else contextlib.nullcontext():
+            try:
+                env = kge.make(
+                    workload.env_id,
+                    workload.num_envs,
+                    backend=backend,
+                    seed=0,
+                    check_action_values=False,
+                    **workload.params,
+                )
+            except (MemoryError, ValueError, RuntimeError) as error:
+                emit("tag", **row, built=False, error=f"{type(error).__name__}: {error}"[:300])
+                continue
+            steps = 3 if tiny else (10 if workload.num_agents >= 1_000 else 50)
+            rate = workload.num_envs * steps / _seconds_per_run(env, steps, backend)
+        if workload.num_agents >= 1_000:
+            row["vs_warpdrive_a100"] = rate / WARPDRIVE_TAG_RATE
+        emit("tag", **row, built=True, env_steps_per_s=rate)
         env.close()
+        del env
 
 
-def _batched_space_bytes(num_envs: int, runners: int, extra: dict) -> int:
-    """Host bytes of the Box bounds (low, high and two bounded masks) of the batched observation space."""
-    import kernelgym.envs as kge
+def _seconds_per_run(env, steps: int, backend: str) -> float:
+    """Median seconds of ``steps`` steps with two batches of actions made beforehand."""
+    env.reset(seed=0)
+    actions = sample_actions(env, 2, 0)
 
-    one = kge.make("TagContinuous-v0", 1, backend="cpu", seed=0, num_taggers=1, num_runners=runners, **extra)
-    per_env = int(np.prod(one.single_observation_space.shape)) * (runners + 1)
-    one.close()
-    return num_envs * per_env * (4 + 4 + 1 + 1)
+    def run():
+        for k in range(steps):
+            env.step(actions[k % 2])
+
+    return timed_median(run, backend, 3)
+
+
+def _release_device_memory(backend: str) -> None:
+    """Free what closed envs held (numba defers its frees; torch caches), before measuring what is free."""
+    import gc
+
+    gc.collect()
+    if backend == "cuda":
+        import torch
+        from numba import cuda
+
+        cuda.current_context().deallocations.clear()
+        torch.cuda.empty_cache()
 
 
 def part_collector(backend: str, tiny: bool) -> None:
@@ -479,8 +548,9 @@ def part_collector(backend: str, tiny: bool) -> None:
 
 
 def part_kit(backend: str, tiny: bool) -> None:
-    """The property-test kit's checks on ``backend`` for every registered env (the example
-    plugin's too), classic envs in both precisions; one process per env and precision."""
+    """The property-test kit's checks on ``backend`` for every checked env (`checked_env_ids`:
+    the example plugin's and MinAtar's too), classic envs in both precisions; one process per
+    env and precision."""
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
@@ -488,7 +558,7 @@ def part_kit(backend: str, tiny: bool) -> None:
 
     tasks = [
         (env_id, precision)
-        for env_id in kge.list_envs()
+        for env_id in checked_env_ids()
         for precision in (getattr(kge.get_spec(env_id), "precisions", None) or (None,))
     ]
     if tiny:  # the code path: the example plugin and one classic env
@@ -528,7 +598,7 @@ def part_short_run(backend: str, tiny: bool) -> None:
     """A short run of every env (what compute-sanitizer watches): make, reset, 5 steps."""
     import kernelgym.envs as kge
 
-    for env_id in ("CartPole-v1", "TagGridWorld-v0") if tiny else kge.list_envs():
+    for env_id in ("CartPole-v1", "TagGridWorld-v0") if tiny else checked_env_ids():
         env = kge.make(env_id, 32, backend=backend, seed=0)
         env.reset(seed=0)
         for actions in sample_actions(env, 5, 0):

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the wheelhouse an air-gapped GPU machine installs kernelgym from (a few MiB):
-# kernelgym's five wheels, the example plugin, and the pure-Python packages such a machine
-# lacks when its python holds torch, numba, numba-cuda, numpy, pytest and hypothesis.
+# kernelgym's six wheels (kernelgym-minatar's included), the example plugin, and the
+# pure-Python packages such a machine lacks when its python holds torch, numba, numba-cuda,
+# numpy, pytest and hypothesis.
 #   bash benchmarks/gpu_check/wheelhouse.sh [FOLDER]      (default: .whl in the repository)
 # NUMPY_FOR_PYTHON=3.12 also adds numpy 2.4.6 for that CPython on x86-64 Linux (16 MiB): the
 # lent H200 image's numpy 2.5.2 breaks numba-cuda 0.30.4's import (np.row_stack is gone).
@@ -12,7 +13,7 @@ python="${PYTHON:-python3}"
 mkdir -p "$out"
 rm -f "$out"/*.whl "$out"/*.py
 "$python" -m pip wheel --quiet --no-deps --wheel-dir "$out" \
-    "$root/packages/core" "$root/packages/envs" "$root/packages/collectors" "$root/packages/memory" "$root" \
+    "$root/packages/core" "$root/packages/envs" "$root/packages/collectors" "$root/packages/memory" "$root/packages/minatar" "$root" \
     "$root/examples/kernelgym-example-plugin"
 # pure Python, py3-none-any: one wheel serves every Python and platform; pinned to the versions CI tests
 "$python" -m pip download --quiet --no-deps --only-binary=:all: --dest "$out" \
