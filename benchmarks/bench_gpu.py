@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "gpu_check"))
-from parts import cartpole_collector, timed_median
+from parts import cartpole_collector, env_rate, timed_median
 
 # results/gpu.md holds the whole GPU check's section (benchmarks/gpu_check); this script's
 # narrower throughput table is a section of its own
@@ -32,7 +32,6 @@ CARTPOLE_EXPONENTS = range(12, 25)  # N = 2^12 .. 2^24
 TAG_ENVS, TAG_RUNNERS = 2_000, 999  # 1 tagger + 999 runners = 1,000 agents
 # WarpDrive's Tag run config observes the 10 nearest agents (use_full_observation False)
 TAG_NEAREST = 10
-ACTION_BATCHES = 4
 COLLECTOR_ENVS = 2**16
 
 
@@ -76,27 +75,6 @@ def workloads(tiny: bool) -> list[Workload]:
 def median_rate(step_all, env_steps: int, repeats: int, backend: str) -> float:
     """Median env-steps/s of ``step_all()`` over ``repeats`` runs, after one warm-up."""
     return env_steps / timed_median(step_all, backend, repeats)
-
-
-def env_rate(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, **params) -> float:
-    """Env-steps/s of ``env_id`` with random actions made on the env's device beforehand."""
-    import torch
-
-    import kernelgym.envs as kge
-
-    env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0, check_action_values=False, **params)
-    env.reset(seed=0)
-    env.action_space.seed(0)
-    actions = [torch.as_tensor(env.action_space.sample(), device=env.device) for _ in range(ACTION_BATCHES)]
-
-    def step_all():
-        for k in range(steps):
-            env.step(actions[k % ACTION_BATCHES])
-
-    try:
-        return median_rate(step_all, num_envs * steps, repeats, backend)
-    finally:
-        env.close()
 
 
 def collector_rate(num_envs: int, backend: str, n_steps: int, repeats: int) -> float:

@@ -77,6 +77,25 @@ def checked_env_ids() -> list[str]:
     return [env_id for env_id in kge.list_envs() if not (env_id.startswith("MinAtar-") and env_id.endswith("-v0"))]
 
 
+def env_rate(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, **params) -> float:
+    """Env-steps/s of ``env_id``: the median of ``repeats`` runs of ``steps`` steps after a
+    warm-up run, cycling through 4 batches of random actions made on the env's device beforehand."""
+    import kernelgym.envs as kge
+
+    env = kge.make(env_id, num_envs, backend=backend, seed=0, check_action_values=False, **params)
+    try:
+        env.reset(seed=0)
+        actions = sample_actions(env, 4, 0)
+
+        def run():
+            for k in range(steps):
+                env.step(actions[k % len(actions)])
+
+        return num_envs * steps / timed_median(run, backend, repeats)
+    finally:
+        env.close()
+
+
 # ------------------------------------------------------------------------------ parts
 def part_info(backend: str, tiny: bool) -> None:
     """Versions and the device (``rounding`` checks what the device computes)."""
@@ -188,11 +207,12 @@ def part_sync(backend: str, tiny: bool) -> None:
     if backend != "cuda":
         emit("sync", skipped="torch's sync debug mode counts CUDA synchronizations only")
         return
-    for label, env_id, params in sync_workloads():
-        if env_id not in kge.list_envs():  # a plugin this install lacks
+    num_envs, registered = 256, set(kge.list_envs())
+    for label, env_id, params in sync_workloads(num_envs):
+        if env_id not in registered:  # a plugin this install lacks
             emit("sync", workload=f"{label}.step()", skipped=f"{env_id} is not registered")
             continue
-        env = kge.make(env_id, 256, backend=backend, seed=0, **params)
+        env = kge.make(env_id, num_envs, backend=backend, seed=0, **params)
         env.reset(seed=0)
         actions = sample_actions(env, 4, 0)
         for k in range(4):
@@ -232,12 +252,12 @@ def part_sync(backend: str, tiny: bool) -> None:
     _collector_sync()
 
 
-def sync_workloads() -> list[tuple[str, str, dict]]:
+def sync_workloads(num_envs: int) -> list[tuple[str, str, dict]]:
     """(label, env id, make params) of each env whose ``step()`` `part_sync` counts: the
     classic and Tag envs, and each path of the env contract that launches differently: a Dict
     observation, per-env params that differ and are drawn at every reset, Tag envs packed
     several to a block, a MinAtar game (bool observations, helper functions not inlined)."""
-    lengths = np.linspace(0.4, 0.6, 256)
+    lengths = np.linspace(0.4, 0.6, num_envs)
     return [
         ("CartPole-v1", "CartPole-v1", {}),
         ("Acrobot-v1", "Acrobot-v1", {}),
@@ -316,22 +336,11 @@ def part_cartpole(backend: str, tiny: bool) -> None:
     """CartPole env-steps/s at N = 2^12 .. 2^24, and bytes moved against the bandwidth."""
     from bench_step import BYTES_PER_ENV_STEP
 
-    import kernelgym.envs as kge
-
     exponents = (6, 8) if tiny else range(12, 25)
     for exponent in exponents:
         num_envs = 2**exponent
-        env = kge.make("CartPole-v1", num_envs, backend=backend, seed=0, check_action_values=False)
-        env.reset(seed=0)
-        actions = sample_actions(env, 4, 0)
         steps = 5 if tiny else max(20, min(2000, 2**26 // num_envs))
-
-        def run():
-            for k in range(steps):
-                env.step(actions[k % 4])
-
-        seconds = timed_median(run, backend, 3 if tiny else 5)
-        rate = num_envs * steps / seconds
+        rate = env_rate("CartPole-v1", num_envs, backend, steps, 3 if tiny else 5)
         emit(
             "cartpole",
             envs=num_envs,
@@ -340,7 +349,6 @@ def part_cartpole(backend: str, tiny: bool) -> None:
             bytes_per_env_step=BYTES_PER_ENV_STEP,
             GBps_moved=rate * BYTES_PER_ENV_STEP / 1e9,
         )
-        env.close()
 
 
 def part_launch(backend: str, tiny: bool) -> None:
@@ -473,8 +481,6 @@ def part_tag(backend: str, tiny: bool) -> None:
     import torch
     from bench_tag import available_bytes, buffer_bytes
 
-    import kernelgym.envs as kge
-
     for workload, unpacked in tag_workloads(tiny):
         row = {
             "configuration": workload.label + (", one env per block" if unpacked else ""),
@@ -486,40 +492,18 @@ def part_tag(backend: str, tiny: bool) -> None:
         needed = buffer_bytes(workload)
         if needed > 0.85 * free:  # the observations, with room for the state and the actions
             error = f"its observations need {needed / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free"
-            emit("tag", **row, built=False, error=error)
+            emit("tag", **row, measured=False, error=error)
             continue
-        with one_env_per_block() if unpacked else contextlib.nullcontext():
-            try:
-                env = kge.make(
-                    workload.env_id,
-                    workload.num_envs,
-                    backend=backend,
-                    seed=0,
-                    check_action_values=False,
-                    **workload.params,
-                )
-            except (MemoryError, ValueError, RuntimeError) as error:
-                emit("tag", **row, built=False, error=f"{type(error).__name__}: {error}"[:300])
-                continue
-            steps = 3 if tiny else (10 if workload.num_agents >= 1_000 else 50)
-            rate = workload.num_envs * steps / _seconds_per_run(env, steps, backend)
+        steps = 3 if tiny else (10 if workload.num_agents >= 1_000 else 50)
+        try:
+            with one_env_per_block() if unpacked else contextlib.nullcontext():
+                rate = env_rate(workload.env_id, workload.num_envs, backend, steps, 3, **workload.params)
+        except (MemoryError, ValueError, RuntimeError) as error:
+            emit("tag", **row, measured=False, error=f"{type(error).__name__}: {error}"[:300])
+            continue
         if workload.num_agents >= 1_000:
             row["vs_warpdrive_a100"] = rate / WARPDRIVE_TAG_RATE
-        emit("tag", **row, built=True, env_steps_per_s=rate)
-        env.close()
-        del env
-
-
-def _seconds_per_run(env, steps: int, backend: str) -> float:
-    """Median seconds of ``steps`` steps with two batches of actions made beforehand."""
-    env.reset(seed=0)
-    actions = sample_actions(env, 2, 0)
-
-    def run():
-        for k in range(steps):
-            env.step(actions[k % 2])
-
-    return timed_median(run, backend, 3)
+        emit("tag", **row, measured=True, env_steps_per_s=rate)
 
 
 def _release_device_memory(backend: str) -> None:
