@@ -20,8 +20,8 @@ observation every step, and Breakout and SpaceInvaders, the two closest to the 1
 bar, inline all three (the default). The bits are the same either way. The kernels call
 them for env ``i``; the exact reference (`reference_for`) calls the very same helpers on a
 batch of one env, binding their parameters BY NAME as the runtime does, so kernel and
-reference agree bit for bit on cpu and sim. The independent check is the side-by-side test against the
-original ``minatar`` package (tests/test_against_original.py).
+reference agree bit for bit on cpu and sim. The independent check is the side-by-side test
+against the original ``minatar`` package (tests/test_against_original.py).
 """
 
 from __future__ import annotations
