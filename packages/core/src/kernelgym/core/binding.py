@@ -83,17 +83,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelgym.core import codegen, extents, kernels
+from kernelgym.core import codegen, extents, kernels, prebuilt_launch
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
-from kernelgym.core.streams import StreamLaunch
 
 __all__ = [
     "Branch",
     "BindingError",
     "BoundLaunch",
     "LaunchOrder",
+    "LaunchRecord",
     "PerEnvScalar",
     "Precondition",
     "bind",
@@ -256,6 +256,28 @@ def parameter_names(kernel) -> tuple[str, ...]:
     return tuple(inspect.signature(kernel.py_func).parameters)[leading:]
 
 
+class LaunchRecord(NamedTuple):
+    """What one bound launch hands a device kernel, on every backend (audits, host-path benchmarks).
+
+    Attributes
+    ----------
+    description : str
+        The bodies the launch runs.
+    griddim, blockdim : int or tuple
+        The launch configuration a device backend uses.
+    arguments : tuple
+        The leading launch arguments (the counts, then the bound values as the backend holds them).
+    per_call : tuple
+        Templates of the values passed at each call, in order.
+    """
+
+    description: str
+    griddim: int | tuple
+    blockdim: int | tuple
+    arguments: tuple
+    per_call: tuple
+
+
 class BoundLaunch:
     """Kernels bound to fixed values: call it to launch (no allocation; per-call rows and
     bound tensors checked, see the module docstring).
@@ -264,15 +286,22 @@ class BoundLaunch:
     ----------
     names : tuple of str
         Every value name the bound bodies use, in launcher order (per launch).
+    records : tuple of LaunchRecord
+        One per launch, in order.
+    launches : tuple
+        The launch objects themselves (on cuda, `kernelgym.core.prebuilt_launch.launch_path`
+        tells which launch path each takes).
     """
 
-    __slots__ = ("_calls", "names", "per_call", "_description")
+    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches")
 
-    def __init__(self, calls, names, description, per_call=()):
+    def __init__(self, calls, names, description, per_call=(), records=(), launches=()):
         self._calls = tuple(calls)
         self.names = tuple(names)
         self.per_call = tuple(per_call)
         self._description = description
+        self.records = tuple(records)
+        self.launches = tuple(launches)
 
     def __call__(self, *per_call) -> int:
         """Launch, passing the ``per_call`` values in order.
@@ -421,14 +450,16 @@ def bind_launches(
     checked: dict = {}
     written: set = set()
     needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
-    calls, names, descriptions = [], [], []
+    calls, names, descriptions, records = [], [], [], []
     for program in programs:
-        call, used, description = _bind_one(
+        call, used, description, record = _bind_one(
             program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order, written, needs
         )
         calls.append(call)
         names += used
         descriptions.append(description)
+        records.append(record)
+    launches = tuple(calls)
     arrays = {
         f"value {name!r}": value
         for name, value in checked.items()
@@ -451,7 +482,7 @@ def bind_launches(
     )
     if watch or per_call_needs:
         calls = [_guarded(call, watch, per_call_needs) for call in calls]
-    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
+    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches)
 
 
 def _guarded(call, watch, per_call_needs):
@@ -644,41 +675,49 @@ def _bind_one(
         if index not in constants
     )
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if kind == "env":
+        threads = max(1, min(kernels.ENV_THREADS_PER_BLOCK, num_envs))
+        configuration = (max(1, math.ceil(num_envs / threads)), threads)
+    else:
+        configuration = kernels.agent_grid(num_envs, num_agents) if num_envs and num_agents else (1, 1)
     if refusal is not None:
-        return _Refusal(refusal), names, description
+        return _Refusal(refusal), names, description, LaunchRecord(description, *configuration, (*counts, *args), ())
+    # a per-call value no body here reads is still passed: its template types the launcher
+    templates = {
+        name: checked[name] if name in checked else kernel_argument(backend, f"value {name!r}", values[name])
+        for name in per_call
+    }
+    record = LaunchRecord(description, *configuration, (*counts, *args), tuple(templates.values()))
     if order is not None:
-        return _permuted(module, kind, counts, args, order, statements, description), names, description
+        return _permuted(module, kind, counts, args, order, statements, description), names, description, record
     if backend == "cpu":
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
-        # a per-call value no body here reads is still passed: its template types the launcher
-        templates = {
-            name: checked[name] if name in checked else kernel_argument(backend, f"value {name!r}", values[name])
-            for name in per_call
-        }
         error = _type_check(
             launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
         )
         if error is not None:
-            return _Refusal(error), names, description
-        return functools.partial(launcher, *counts, *bound), names, description
+            return _Refusal(error), names, description, record
+        return functools.partial(launcher, *counts, *bound), names, description, record
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
-        return _nothing, names, description
-    if kind == "env":
-        threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
-        configuration = (math.ceil(num_envs / threads), threads)
-    else:
-        configuration = kernels.agent_grid(num_envs, num_agents)
+        return _nothing, names, description, record
     # the simulator's kernel[grid, block] configures the kernel object itself (shared by
     # every binding of this program): configure it anew at each launch
     simulator = simulator_enabled()
     if not simulator:
         register_cuda_overloads()
-    # on torch's current stream, read at each call (`kernelgym.core.streams`)
-    launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
-    return launch, names, description
+    # one prebuilt driver launch on torch's current stream, read at each call, where the
+    # prebuilt path applies (`kernelgym.core.prebuilt_launch`); numba-cuda's launch otherwise
+    launch = prebuilt_launch.device_launch(
+        module.cuda_launcher,
+        *configuration,
+        (*counts, *args),
+        tuple(_launch_value(value) for value in templates.values()),
+        simulator=simulator,
+    )
+    return launch, names, description, record
 
 
 def _type_check(launcher, arguments, names, checked, description):

@@ -1,0 +1,80 @@
+"""The host path of a prebuilt cuda step, on the CPU with the driver call stubbed.
+
+A CartPole env made on the cpu backend holds the same launches a cuda env binds (the
+bound records: configuration, counts, bound arrays, per-call templates). Each is prebuilt
+over stand-in device arrays of the env's own buffers (`prebuilt_launch.stand_in_device_array`)
+with ``cuLaunchKernel`` replaced by a counter: the Python of a cuda step, without a GPU.
+It must make one driver call per kernel and allocate no memory per step.
+"""
+
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import kernelgym.envs as kge
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1", reason="the simulator replaces numba-cuda's launch"
+)
+
+
+def stubbed_step(env):
+    """The env's step launches, prebuilt over stand-ins, the list the stub pops, the templates."""
+    from kernelgym.core.prebuilt_launch import PrebuiltLaunch, stand_in_device_array
+
+    calls = [None] * 100_000  # a call pops one: counting allocates nothing (appending would)
+    succeeded = (0,)
+
+    def launch_kernel(*arguments):
+        calls.pop()
+        return succeeded
+
+    def device(value):
+        return stand_in_device_array(value) if isinstance(value, np.ndarray) else value
+
+    launches, templates = [], ()
+    for record in env._step_launch.records:
+        templates = tuple(device(value) for value in record.per_call)
+        arguments = tuple(device(value) for value in record.arguments)
+        launches.append(
+            PrebuiltLaunch.for_values(
+                0, record.griddim, record.blockdim, arguments, templates, launch_kernel=launch_kernel
+            )
+        )
+    return launches, calls, templates
+
+
+@pytest.mark.parametrize("num_envs", [64, 4096])
+def test_a_stubbed_cartpole_step_makes_one_driver_call_per_kernel_and_allocates_nothing(num_envs):
+    env = kge.make("CartPole-v1", num_envs, backend="cpu", seed=0)
+    launches, calls, templates = stubbed_step(env)
+    # every array the step binds is a parameter: 30+ arrays, 5 + 2 x ndim parameters each
+    assert len(launches) == len(env._step_launch.records) >= 1
+    assert sum(launch.num_parameters for launch in launches) > 5 * 30
+
+    def step():  # a while loop: no iterator object of the test's own per step
+        index = 0
+        while index < len(launches):
+            launches[index](*templates)
+            index += 1
+
+    budget = len(calls)
+    step()
+    assert budget - len(calls) == len(launches)
+    tracemalloc.start()
+    try:
+        step()  # a first traced call may fill caches
+        before = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        remaining = 200  # small ints and a while loop: the test's own loop allocates nothing either
+        while remaining:
+            step()
+            remaining -= 1
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak - before == 0 and current <= before
+    assert budget - len(calls) == 202 * len(launches)
+    env.close()
