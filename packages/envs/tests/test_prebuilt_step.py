@@ -10,7 +10,6 @@ It must make one driver call per kernel and allocate no memory per step.
 import os
 import tracemalloc
 
-import numpy as np
 import pytest
 
 import kernelgym.envs as kge
@@ -21,8 +20,8 @@ pytestmark = pytest.mark.skipif(
 
 
 def stubbed_step(env):
-    """The env's step launches, prebuilt over stand-ins, the list the stub pops, the templates."""
-    from kernelgym.core.prebuilt_launch import PrebuiltLaunch, stand_in_device_array
+    """The env's step launches over stand-ins, their per-call templates, and the list the stub pops."""
+    from kernelgym.core.prebuilt_launch import stand_in_launches
 
     calls = [None] * 100_000  # a call pops one: counting allocates nothing (appending would)
     succeeded = (0,)
@@ -31,25 +30,14 @@ def stubbed_step(env):
         calls.pop()
         return succeeded
 
-    def device(value):
-        return stand_in_device_array(value) if isinstance(value, np.ndarray) else value
-
-    launches, templates = [], ()
-    for record in env._step_launch.records:
-        templates = tuple(device(value) for value in record.per_call)
-        arguments = tuple(device(value) for value in record.arguments)
-        launches.append(
-            PrebuiltLaunch.for_values(
-                0, record.griddim, record.blockdim, arguments, templates, launch_kernel=launch_kernel
-            )
-        )
-    return launches, calls, templates
+    launches, _, per_call = stand_in_launches(env._step_launch, launch_kernel)
+    return launches, calls, per_call
 
 
 @pytest.mark.parametrize("num_envs", [64, 4096])
 def test_a_stubbed_cartpole_step_makes_one_driver_call_per_kernel_and_allocates_nothing(num_envs):
     env = kge.make("CartPole-v1", num_envs, backend="cpu", seed=0)
-    launches, calls, templates = stubbed_step(env)
+    launches, calls, per_call = stubbed_step(env)
     # every array the step binds is a parameter: 30+ arrays, 5 + 2 x ndim parameters each
     assert len(launches) == len(env._step_launch.records) >= 1
     assert sum(launch.num_parameters for launch in launches) > 5 * 30
@@ -57,7 +45,7 @@ def test_a_stubbed_cartpole_step_makes_one_driver_call_per_kernel_and_allocates_
     def step():  # a while loop: no iterator object of the test's own per step
         index = 0
         while index < len(launches):
-            launches[index](*templates)
+            launches[index](*per_call[index])
             index += 1
 
     budget = len(calls)

@@ -24,8 +24,10 @@ everything else the prebuilt one unless it is unavailable, which is logged. `lau
 tells which path a launch object took.
 
 `stand_in_device_array` describes a host array's memory as a numba device array: the
-tests prove the layout against ``_prepare_args`` with it, and the host-path benchmark
-times the prebuilt path with the driver call replaced, all without a GPU.
+tests prove the layout against ``_prepare_args`` with it. `stand_in_launches` prebuilds a
+cpu binding's launches (`kernelgym.core.binding.LaunchRecord`: the same arguments a cuda
+binding passes) over such stand-ins with the driver call replaced: the Python of a cuda
+step, timed and counted without a GPU.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ __all__ = [
     "launch_path",
     "parameter_bytes",
     "stand_in_device_array",
+    "stand_in_launches",
 ]
 
 logger = logging.getLogger(__name__)
@@ -385,3 +388,41 @@ def stand_in_device_array(host: np.ndarray):
     if not isinstance(host, np.ndarray) or host.size == 0:
         raise ValueError(f"host: expected a numpy array of at least one element, got {host!r}")
     return DeviceNDArray(host.shape, host.strides, host.dtype, gpu_data=_HostMemory(host.ctypes.data))
+
+
+def stand_in_launches(bound, launch_kernel) -> tuple[list[PrebuiltLaunch], list[tuple], list[tuple]]:
+    """A cpu binding's launches prebuilt over stand-ins of its arrays, launching through ``launch_kernel``.
+
+    Parameters
+    ----------
+    bound : kernelgym.core.binding.BoundLaunch
+        Bound on the ``cpu`` backend (its records hold host arrays).
+    launch_kernel : callable
+        Takes ``cuLaunchKernel``'s arguments and returns a tuple whose first item is ignored.
+
+    Returns
+    -------
+    launches : list of PrebuiltLaunch
+    arguments : list of tuple
+        Each launch's bound arguments (stand-ins), as numba-cuda's launch would take them.
+    per_call : list of tuple
+        Each launch's per-call templates (stand-ins), to call it with.
+    """
+
+    def device(value):
+        if isinstance(value, np.ndarray):
+            return stand_in_device_array(value)
+        if isinstance(value, tuple):
+            return tuple(device(item) for item in value)
+        return value
+
+    launches, bound_arguments, per_call = [], [], []
+    for record in bound.records:
+        templates = tuple(device(value) for value in record.per_call)
+        arguments = tuple(device(value) for value in record.arguments)
+        launches.append(
+            PrebuiltLaunch.for_values(0, record.griddim, record.blockdim, arguments, templates, launch_kernel=launch_kernel)
+        )
+        bound_arguments.append(arguments)
+        per_call.append(templates)
+    return launches, bound_arguments, per_call
