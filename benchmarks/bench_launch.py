@@ -49,10 +49,11 @@ def median_seconds(run, repeats: int, calls: int) -> float:
 
 def stubbed_rows(sizes, repeats: int, calls: int):
     """The Python of a cuda CartPole step, driver call stubbed: one row per (N, path)."""
-    import kernelgym.envs as kge
-    from kernelgym.core.prebuilt_launch import stand_in_launches
     from numba.cuda.dispatcher import _Kernel
     from numba.cuda.typing.typeof import Purpose, typeof
+
+    import kernelgym.envs as kge
+    from kernelgym.core.prebuilt_launch import stand_in_launches
 
     succeeded = (0,)
 
@@ -81,7 +82,10 @@ def stubbed_rows(sizes, repeats: int, calls: int):
 
         parameters = sum(launch.num_parameters for launch in launches)
         num_arguments = sum(len(values) for values in arguments)
-        for path, run in (("prebuilt (driver stubbed)", prebuilt_step), ("numba typeof + _prepare_args", numba_arguments)):
+        for path, run in (
+            ("prebuilt (driver stubbed)", prebuilt_step),
+            ("numba typeof + _prepare_args", numba_arguments),
+        ):
             yield {
                 "envs": num_envs,
                 "path": path,

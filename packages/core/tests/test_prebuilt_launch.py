@@ -14,7 +14,6 @@ allocated per step.
 import ctypes
 import logging
 import struct
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -188,8 +187,15 @@ def test_a_per_call_array_rewrites_exactly_its_data_pointer(array):
     launch = PrebuiltLaunch.for_values(0, 1, 1, (7,), (first,), launch_kernel=launch_kernel)
     before = launch.parameters()
     launch(second)
-    assert launch.parameters() == PrebuiltLaunch.for_values(0, 1, 1, (7,), (second,), launch_kernel=launch_kernel).parameters()
-    changed = [i for i, (a, b) in enumerate(zip(slots(launch), [before[k : k + 8] for k in range(0, len(before), 8)])) if a != b]
+    assert (
+        launch.parameters()
+        == PrebuiltLaunch.for_values(0, 1, 1, (7,), (second,), launch_kernel=launch_kernel).parameters()
+    )
+    changed = [
+        i
+        for i, (a, b) in enumerate(zip(slots(launch), [before[k : k + 8] for k in range(0, len(before), 8)]))
+        if a != b
+    ]
     assert changed == [1 + 4]  # after the count: meminfo, parent, size, itemsize, then data
     launch(first)
     assert launch.parameters() == before
@@ -225,3 +231,40 @@ def test_a_bad_launch_configuration_is_refused_by_name(name, dims):
     kwargs = {"griddim": 1, "blockdim": 1, name: dims}
     with pytest.raises(ValueError, match=rf"{name}: expected 1 to 3 positive ints, got"):
         PrebuiltLaunch(0, kwargs["griddim"], kwargs["blockdim"], [0], launch_kernel=stub_launch()[0])
+
+
+# ------------------------------------------------------------------------------ on a GPU
+@pytest.mark.gpu
+def test_on_a_gpu_the_prebuilt_launch_is_taken_and_computes_what_numbas_launch_does(monkeypatch):
+    """Both paths over the same kernels: an env kernel with a per-call array swapped between
+    calls, and an agent kernel with atomics on a 2-D launch."""
+    torch = pytest.importorskip("torch")
+    from core_test_kernels import affine, tally
+    from kernelgym.core import bind
+
+    results = {}
+    for path in ("numba", "prebuilt"):
+        monkeypatch.setenv("KERNELGYM_LAUNCH", path)
+        xs = [torch.arange(600, dtype=torch.float64, device="cuda").reshape(300, 2) * k for k in (1, 3)]
+        out = torch.zeros_like(xs[0])
+        launch = bind(
+            affine, {"x": xs[0], "out": out, "scale": 2.0, "shift": 1.0}, backend="cuda", num_envs=300, per_call=("x",)
+        )
+        assert prebuilt_launch.launch_path(launch.launches[0]) == path
+        launch(xs[1])
+        first = out.clone()
+        launch(xs[0])
+        totals = torch.zeros(50, dtype=torch.float64, device="cuda")
+        visits = torch.zeros((50, 7), dtype=torch.int64, device="cuda")
+        per_agent = torch.zeros((50, 7), dtype=torch.int64, device="cuda")
+        values = {"totals": totals, "visits": visits, "per_agent": per_agent}
+        agents = bind(tally, values, backend="cuda", num_envs=50, num_agents=7)
+        assert prebuilt_launch.launch_path(agents.launches[0]) == path
+        agents()
+        torch.cuda.synchronize()
+        results[path] = [first, out, totals, visits, per_agent]
+    assert torch.equal(
+        results["prebuilt"][0], 2.0 * results["prebuilt"][0].new_tensor(range(600)).reshape(300, 2) * 3 + 1
+    )
+    for a, b in zip(results["numba"], results["prebuilt"]):
+        assert torch.equal(a, b)

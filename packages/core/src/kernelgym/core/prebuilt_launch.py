@@ -105,8 +105,11 @@ def device_launch(dispatcher, griddim, blockdim, arguments: tuple, per_call: tup
 
 
 def launch_path(launch) -> str:
-    """``"prebuilt"`` or ``"numba"``: which path a launch object made by `device_launch` takes."""
-    return "prebuilt" if isinstance(launch, PrebuiltLaunch) else "numba"
+    """Which path a bound launch takes: ``"prebuilt"`` or ``"numba"`` (cuda, `device_launch`),
+    ``"cpu"`` for anything else (a cpu launcher)."""
+    if isinstance(launch, PrebuiltLaunch):
+        return "prebuilt"
+    return "numba" if isinstance(launch, streams.StreamLaunch) else "cpu"
 
 
 def _slot_value(item):
@@ -220,7 +223,9 @@ class PrebuiltLaunch:
         "num_parameters",
     )
 
-    def __init__(self, function, griddim, blockdim, items, per_call_slots=(), per_call_templates=(), launch_kernel=None):
+    def __init__(
+        self, function, griddim, blockdim, items, per_call_slots=(), per_call_templates=(), launch_kernel=None
+    ):
         self._grid = _dim3("griddim", griddim)
         self._block = _dim3("blockdim", blockdim)
         slots = [_slot_value(item) for item in items]
@@ -274,7 +279,16 @@ class PrebuiltLaunch:
 
     @classmethod
     def for_values(
-        cls, function, griddim, blockdim, arguments, per_call=(), argument_types=None, *, kernel=None, launch_kernel=None
+        cls,
+        function,
+        griddim,
+        blockdim,
+        arguments,
+        per_call=(),
+        argument_types=None,
+        *,
+        kernel=None,
+        launch_kernel=None,
     ):
         """Prebuild the launch of the compiled kernel ``function`` for these values.
 
@@ -421,7 +435,9 @@ def stand_in_launches(bound, launch_kernel) -> tuple[list[PrebuiltLaunch], list[
         templates = tuple(device(value) for value in record.per_call)
         arguments = tuple(device(value) for value in record.arguments)
         launches.append(
-            PrebuiltLaunch.for_values(0, record.griddim, record.blockdim, arguments, templates, launch_kernel=launch_kernel)
+            PrebuiltLaunch.for_values(
+                0, record.griddim, record.blockdim, arguments, templates, launch_kernel=launch_kernel
+            )
         )
         bound_arguments.append(arguments)
         per_call.append(templates)
