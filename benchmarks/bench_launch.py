@@ -16,7 +16,8 @@ and the prebuilt one (the default), one ``cuLaunchKernel`` over parameters writt
   its cost, since the dispatcher's lookup and cuda.core's launch come on top.
 
 Each figure is the median of ``--repeats`` runs after a warm-up; JSON lines go to stdout as
-they are measured (``--json``), a table last.
+they are measured (``--json``), a table last, also written as the markdown section
+``benchmarks/results/launch.md`` (``launch_cuda.md`` for ``--backend cuda``).
 
     .venv/bin/python benchmarks/bench_launch.py                   # no GPU: the stubbed host path
     python benchmarks/bench_launch.py --backend cuda              # on a GPU
@@ -25,14 +26,17 @@ they are measured (``--json``), a table last.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import platform
 import statistics
 import sys
 import time
+from pathlib import Path
 
 SIZES = (64, 4_096, 65_536)
+RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def median_seconds(run, repeats: int, calls: int) -> float:
@@ -160,17 +164,34 @@ def main(argv=None) -> int:
         table.append(row)
         if args.json:
             print(json.dumps(row), flush=True)
-    load = os.getloadavg()[0]
-    print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {load:.2f}")
-    print("| envs | path | host us/step | " + ("us/step | check |" if args.backend == "cuda" else "arguments |"))
-    print("|---:|---|---:|---:|" + ("---|" if args.backend == "cuda" else ""))
+    cuda = args.backend == "cuda"
+    lines = [
+        "## Host time of a CartPole step by launch path (benchmarks/bench_launch.py)",
+        "",
+        f"{datetime.date.today()}, {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.2f} at the end; medians of {args.repeats} runs of {args.calls} steps. "
+        + (
+            "Real cuda steps, both paths and the action check on and off in one process."
+            if cuda
+            else "No GPU: the Python of a cuda step with `cuLaunchKernel` stubbed (prebuilt), against "
+            "the two calls numba-cuda's launch makes per argument (typeof, _prepare_args) on the same "
+            "stand-in arrays, a lower bound of its path."
+        ),
+        "",
+        "| envs | path | host us/step | " + ("us/step | check (paths taken) |" if cuda else "arguments |"),
+        "|---:|---|---:|---:|" + ("---|" if cuda else ""),
+    ]
     for row in table:
         extra = (
             f"{row['us_per_step']:.1f} | {row['check_action_values']} ({row['taken']}) |"
-            if args.backend == "cuda"
+            if cuda
             else f"{row['arguments']} |"
         )
-        print(f"| {row['envs']:,} | {row['path']} | {row['host_us_per_step']:.2f} | {extra}")
+        lines.append(f"| {row['envs']:,} | {row['path']} | {row['host_us_per_step']:.2f} | {extra}")
+    text = "\n".join(lines) + "\n"
+    print("\n" + text)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / ("launch_cuda.md" if cuda else "launch.md")).write_text(text)
     return 0
 
 
