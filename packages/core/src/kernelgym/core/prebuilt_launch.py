@@ -101,7 +101,9 @@ def device_launch(dispatcher, griddim, blockdim, arguments: tuple, per_call: tup
         return PrebuiltLaunch.compile(dispatcher, griddim, blockdim, arguments, per_call)
     except PrebuiltUnavailable as why:
         _log_once(str(why))
-        return streams.StreamLaunch(dispatcher, griddim, blockdim, arguments)
+    except Exception:
+        pass  # a kernel that does not compile: numba's launch raises that at its first call, as before
+    return streams.StreamLaunch(dispatcher, griddim, blockdim, arguments)
 
 
 def launch_path(launch) -> str:
