@@ -297,17 +297,20 @@ class BoundLaunch:
     launches : tuple
         The launch objects themselves (on cuda, `kernelgym.core.prebuilt_launch.launch_path`
         tells which launch path each takes).
+    programs : int
+        How many programs were bound: one launch each unless fused (`bind_launches`).
     """
 
-    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches")
+    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches", "programs")
 
-    def __init__(self, calls, names, description, per_call=(), records=(), launches=()):
+    def __init__(self, calls, names, description, per_call=(), records=(), launches=(), programs=None):
         self._calls = tuple(calls)
         self.names = tuple(names)
         self.per_call = tuple(per_call)
         self._description = description
         self.records = tuple(records)
         self.launches = tuple(launches)
+        self.programs = len(self._calls) if programs is None else programs
 
     def __call__(self, *per_call) -> int:
         """Launch, passing the ``per_call`` values in order.
@@ -459,7 +462,9 @@ def bind_launches(
         )
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
-    programs = _fused(list(programs), num_envs, num_agents)
+    programs = list(programs)
+    num_programs = len(programs)
+    programs = _fused(programs, num_envs, num_agents)
     checked: dict = {}
     written: set = set()
     needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
@@ -495,7 +500,7 @@ def bind_launches(
     )
     if watch or per_call_needs:
         calls = [_guarded(call, watch, per_call_needs) for call in calls]
-    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches)
+    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches, num_programs)
 
 
 def _fused(programs: list, num_envs: int, num_agents) -> list:
