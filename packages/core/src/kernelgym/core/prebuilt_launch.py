@@ -202,10 +202,13 @@ class PrebuiltLaunch:
     griddim, blockdim : int or tuple
     items : list
         numba-cuda's parameter list for the bound values and the per-call templates.
-    per_call_slots : sequence of int
-        For each per-call value, the index of its data pointer in ``items``.
-    per_call_templates : tuple
-        The templates (their pointers are in ``items``).
+    per_call : sequence of tuple
+        For each per-call value, ``(index of its first parameter in items, its numba type,
+        its template)``.
+    values : tuple
+        Everything the parameters point into: kept alive as long as the launch.
+    kernel : numba-cuda kernel or class, optional
+        Whose ``_prepare_args`` lays a new per-call value out (numba-cuda's own by default).
     launch_kernel : callable, optional
         ``cuLaunchKernel``'s signature; ``cuda.bindings.driver.cuLaunchKernel`` by default.
         The host-path benchmark passes a stand-in to time the Python around it.
@@ -219,32 +222,29 @@ class PrebuiltLaunch:
         "_pointers",
         "_params_address",
         "_per_call",
+        "_kernel",
+        "_values",
         "_launch_kernel",
         "_success",
         "_streams",
         "num_parameters",
     )
 
-    def __init__(
-        self, function, griddim, blockdim, items, per_call_slots=(), per_call_templates=(), launch_kernel=None
-    ):
+    def __init__(self, function, griddim, blockdim, items, per_call=(), values=(), kernel=None, launch_kernel=None):
         self._grid = _dim3("griddim", griddim)
         self._block = _dim3("blockdim", blockdim)
         slots = [_slot_value(item) for item in items]
         self.num_parameters = len(slots)
         # one 8-byte slot a parameter, and the void* array cuLaunchKernel reads them through
         self._storage = (ctypes.c_uint64 * max(1, len(slots)))()
+        self._write(0, slots)
         base = ctypes.addressof(self._storage)
-        for index, slot in enumerate(slots):
-            ctypes.memmove(base + _SLOT * index, ctypes.addressof(slot), ctypes.sizeof(slot))
         self._pointers = (ctypes.c_void_p * max(1, len(slots)))(*(base + _SLOT * i for i in range(len(slots))))
         self._params_address = ctypes.addressof(self._pointers)
-        self._check_layout(items, slots)
-        # per call: [slot view, value last written]; a different array rewrites its data pointer
-        self._per_call = tuple(
-            [ctypes.c_ssize_t.from_buffer(self._storage, _SLOT * slot), template]
-            for slot, template in zip(per_call_slots, per_call_templates)
-        )
+        _check_against_param_holder(items, slots)
+        # per call: [first parameter, numba type, value last written]; another value rewrites them
+        self._per_call = tuple([start, numba_type, template] for start, numba_type, template in per_call)
+        self._values, self._kernel = tuple(values), kernel
         if launch_kernel is None:
             from cuda.bindings import driver
 
@@ -255,8 +255,10 @@ class PrebuiltLaunch:
         self._launch_kernel = launch_kernel
         self._streams: dict = {}
 
-    def _check_layout(self, items, slots) -> None:
-        _check_against_param_holder(items, slots)
+    def _write(self, first: int, slots) -> None:
+        base = ctypes.addressof(self._storage) + _SLOT * first
+        for index, slot in enumerate(slots):
+            ctypes.memmove(base + _SLOT * index, ctypes.addressof(slot), ctypes.sizeof(slot))
 
     @classmethod
     def compile(cls, dispatcher, griddim, blockdim, arguments: tuple, per_call: tuple = ()):
@@ -314,18 +316,21 @@ class PrebuiltLaunch:
 
             argument_types = tuple(typeof(value, Purpose.argument) for value in values)
         items, starts = _numba_parameters(argument_types, values, kernel)
-        slots = _data_slots(argument_types, starts, len(arguments))
-        return cls(function, griddim, blockdim, items, slots, tuple(per_call), launch_kernel=launch_kernel)
+        per_call_entries = [
+            (start, argument_type, template)
+            for start, argument_type, template in zip(
+                starts[len(arguments) :], argument_types[len(arguments) :], per_call
+            )
+        ]
+        return cls(function, griddim, blockdim, items, per_call_entries, values, kernel, launch_kernel)
 
     def __call__(self, *per_call) -> None:
         """Launch on torch's current stream (asynchronous), ``per_call`` in template order."""
         entries = self._per_call
         index = 0
         while index < len(entries):  # no zip or range object: a launch allocates nothing
-            entry, value = entries[index], per_call[index]
-            if value is not entry[1]:
-                entry[0].value = _data_pointer(value)
-                entry[1] = value
+            if per_call[index] is not entries[index][2]:
+                self._rewrite(index, per_call[index])
             index += 1
         handle = streams.current_stream()
         stream = self._streams.get(handle)
@@ -349,32 +354,26 @@ class PrebuiltLaunch:
         self._streams[handle] = stream
         return stream
 
+    def _rewrite(self, index: int, value) -> None:
+        """Write a per-call value other than the last one: numba-cuda's own parameters for it."""
+        from numba.cuda.typing.typeof import Purpose, typeof
+
+        entry = self._per_call[index]
+        received = typeof(value, Purpose.argument)
+        if received != entry[1]:
+            raise TypeError(
+                f"per-call value {index}: expected {entry[1]} (the type the kernel was compiled for), got {received}"
+            )
+        items, _ = _numba_parameters((entry[1],), (value,), self._kernel)
+        self._write(entry[0], [_slot_value(item) for item in items])
+        entry[2] = value
+
     def parameters(self) -> bytes:
         """The parameter bytes the next launch passes, 8 per parameter (for tests and audits)."""
         return bytes(self._storage)[: _SLOT * self.num_parameters]
 
     def __repr__(self):
         return f"<PrebuiltLaunch {self.num_parameters} parameters, grid {self._grid}, block {self._block}>"
-
-
-def _data_slots(argument_types, starts, num_bound: int) -> list[int]:
-    """The parameter index of each per-call array's data pointer (an array's fifth parameter)."""
-    from numba.core import types
-
-    slots = []
-    for argument_type, start in zip(argument_types[num_bound:], starts[num_bound:]):
-        if not isinstance(argument_type, types.Array):
-            raise PrebuiltUnavailable(f"a per-call value of type {argument_type}: only arrays are passed per call")
-        slots.append(start + 4)
-    return slots
-
-
-def _data_pointer(value) -> int:
-    """A device array's or a CUDA tensor's data pointer."""
-    data_ptr = getattr(value, "data_ptr", None)
-    if data_ptr is not None:
-        return data_ptr()
-    return value.device_ctypes_pointer.value or 0
 
 
 def _dim3(name: str, dims) -> tuple[int, int, int]:
