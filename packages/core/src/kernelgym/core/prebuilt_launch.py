@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from typing import Any
 
 import numpy as np
 
@@ -132,8 +133,11 @@ def _numba_parameters(argument_types, values, kernel=None) -> tuple[list, list[i
     """numba-cuda's parameter list for ``values`` and where each value's parameters start."""
     try:
         if kernel is None:
-            from numba.cuda.dispatcher import _Kernel as kernel
-        prepare = kernel._prepare_args if isinstance(kernel, type) else type(kernel)._prepare_args
+            from numba.cuda.dispatcher import _Kernel
+
+            kernel = _Kernel
+        owner: Any = kernel if isinstance(kernel, type) else type(kernel)
+        prepare = owner._prepare_args
     except (ImportError, AttributeError):
         raise PrebuiltUnavailable("this numba-cuda's kernels have no _prepare_args") from None
     extensions = () if isinstance(kernel, type) else getattr(kernel, "extensions", None) or ()
@@ -161,7 +165,7 @@ def _check_against_param_holder(items, slots) -> None:
     holder = ParamHolder(items)
     pointers = (ctypes.c_void_p * len(items)).from_address(holder.ptr) if items else ()
     for index, (item, slot) in enumerate(zip(items, slots)):
-        expected = ctypes.string_at(pointers[index], ctypes.sizeof(slot))
+        expected = ctypes.string_at(pointers[index] or 0, ctypes.sizeof(slot))
         if expected != bytes(slot):
             raise PrebuiltUnavailable(
                 f"parameter {index} ({item!r}): cuda.core passes {expected.hex()}, the prebuilt layout "
@@ -380,7 +384,8 @@ def _dim3(name: str, dims) -> tuple[int, int, int]:
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     if not 1 <= len(dims) <= 3 or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise ValueError(f"{name}: expected 1 to 3 positive ints, got {dims!r}")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
+    return x, y, z
 
 
 class _HostMemory:

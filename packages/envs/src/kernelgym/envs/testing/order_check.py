@@ -8,10 +8,10 @@ several agents write without ``atomic_add`` (the last writer wins), an agent tha
 what another agent writes in the same phase.
 
 The check runs each phase of the env's reset and step kernels (each its own launch; the
-runtime's fused launch runs the same phases with barriers between them) on the cpu twin from one drawn input: in order, then with the
-envs in reverse order and the agents of every env in reversed and in random orders
-(`kernelgym.core.binding.LaunchOrder`). Every result must be bitwise the in-order one:
-each state array, ``obs``, ``rewards``, ``terminated`` and ``rng_states``.
+runtime's fused launch runs the same phases with barriers between them) on the cpu twin
+from one drawn input: in order, then with the envs in reverse order and the agents of
+every env in reversed and in random orders (`kernelgym.core.binding.LaunchOrder`). Every
+result must be bitwise the in-order one: each state array, ``obs``, ``rewards``, ``terminated`` and ``rng_states``.
 
 No order shows a read-modify-write of a shared value whose sequential result is the same
 in every order (``count[env] += 1`` from several agents, without ``atomic_add``): the
