@@ -146,7 +146,9 @@ def test_captured_fragments_equal_the_eager_ones_bit_for_bit(n_envs, n_steps, co
 
 def test_cartpole_fragments_replay_as_eager_ones_and_read_the_action_check_once_each():
     def make_env():
-        return kge.make("CartPole-v1", 6, backend="cpu", seed=3, autoreset_mode="same_step", check_action_values="deferred")
+        return kge.make(
+            "CartPole-v1", 6, backend="cpu", seed=3, autoreset_mode="same_step", check_action_values="deferred"
+        )
 
     with counting_fault_reads() as reads:
         want, _ = fragments(make_env, lambda: SamplingActor(4, 2), 5, 4, seed=9)

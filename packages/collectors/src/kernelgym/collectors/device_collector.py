@@ -47,6 +47,7 @@ __all__ = ["CaptureFallbackWarning", "DeviceCollector", "MEMORY_NAMES"]
 class CaptureFallbackWarning(RuntimeWarning):
     """A `DeviceCollector` asked to capture its fragments collects them eagerly; the message says why."""
 
+
 # which fragment field goes into which memory tensor in `DeviceCollector.add_to`
 MEMORY_NAMES = {
     "states": "obs",
