@@ -113,15 +113,19 @@ def test_episode_returns_match_the_step_by_step_sums(steps, envs, data):
     np.testing.assert_array_equal(running.numpy(), want_running)
 
 
-@pytest.mark.parametrize(("sms", "count"), [(1, 2), (108, 256), (132, 512), (144, 512)])
+@pytest.mark.parametrize(("sms", "count"), [(1, 64), (20, 64), (46, 64), (84, 128), (108, 128), (132, 256), (400, 256)])
 def test_the_env_count_on_a_gpu_follows_its_sm_count(monkeypatch, sms, count):
     class Properties:
         name, multi_processor_count = "NVIDIA Stand-in", sms
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Properties)
     got, reason = ppo.choose_num_envs(torch.device("cuda"))
-    assert got == count and got >= sms * ppo.ENVS_PER_SM
-    assert reason == f"NVIDIA Stand-in has {sms} SMs: {ppo.ENVS_PER_SM} envs per SM, up to a power of two"
+    assert got == count
+    low, high = ppo.GPU_NUM_ENVS
+    assert got == min(high, max(low, got)) and got & (got - 1) == 0  # a power of two within the bounds
+    assert got <= max(low, sms * ppo.ENVS_PER_SM)
+    assert reason.startswith(f"NVIDIA Stand-in has {sms} SMs: {ppo.ENVS_PER_SM} envs per SM, down to a power of two")
+    ppo.PPOConfig(num_envs=got)  # a valid config: its batch splits into the minibatches
 
 
 def run_demo(capsys, monkeypatch, backend, *argv):
