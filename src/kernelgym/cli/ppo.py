@@ -286,7 +286,10 @@ def episode_returns(rewards: torch.Tensor, episode_over: torch.Tensor, running: 
     ``T x N`` tensor: the episode's return where it ended, NaN elsewhere.
     """
     steps = len(rewards)
-    totals = running + rewards.cumsum(0)  # each env's rewards since its carried episode began
+    # each env's rewards since its carried episode began: a product with a lower-triangular
+    # matrix of ones, not cumsum, which torch's deterministic mode (train's) refuses on cuda
+    lower = torch.ones(steps, steps, dtype=rewards.dtype, device=rewards.device).tril_()
+    totals = running + lower @ rewards
     ended = episode_over.bool()
     rows = torch.arange(steps, device=rewards.device).unsqueeze(1).expand_as(ended)
     # the last row, at or before t, at which an episode ended (-1: none in this fragment)
