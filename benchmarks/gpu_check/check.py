@@ -14,19 +14,24 @@ of 4 run at the same time. The steps:
 
 1. ``info``: versions and the device; ``rounding``: each backend's affine kernel and
    float32 draws against numpy's two roundings, with fma counts and each launcher's LTO flag.
-2. ``parity``: cpu against cuda trajectories (4 classic envs, float64 and float32).
+2. ``parity``: cpu against cuda trajectories (4 classic envs, float64 and float32);
+   ``launch_parity``: numba-cuda's launch against the prebuilt one, bit for bit, with the
+   launch path each env took.
 3. ``sync``: host synchronizations per ``step()`` (classic, Tag, Dict observations, per-env
    params, packed agent blocks, MinAtar) and per collector fragment.
 4. ``kit``: the property-test kit on the backend for every checked env
    (``parts.checked_env_ids``); ``pytest``: the ``gpu``-marked tests of every package;
    ``doc-examples-gpu``: the docs' GPU-only blocks; ``memcheck``, ``racecheck``:
    compute-sanitizer over a short run of every checked env.
-5. ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
+5. ``launch_paths``: host us per CartPole step by launch path, check on and off
+   (benchmarks/bench_launch.py); ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
    ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``collector``: throughput.
 6. ``demo``, ``demo-cpu``: ``kernelgym demo`` to a mean return of 475 on the backend, then
    on the cpu (not in ``--tiny``: the offline venv it proves has no matplotlib).
 
-The whole run stops starting new steps when ``--budget`` seconds are spent.
+The whole run stops starting new steps when ``--budget`` seconds are spent. Every line of
+``results.jsonl`` carries the commit measured: ``KERNELGYM_COMMIT``, else the wheelhouse's
+``COMMIT`` file (wheelhouse.sh writes it; run.sh exports it), else ``git rev-parse``.
 """
 
 from __future__ import annotations
@@ -60,8 +65,15 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     def part_steps(*names_and_limits):
         return [(name, [*part, name, *flags], limit) for name, limit in names_and_limits]
 
-    checks = part_steps(("info", 60), ("rounding", 60), ("parity", 120), ("sync", 120))
-    throughput = part_steps(("tag", 240), ("bandwidth", 30), ("cartpole", 90), ("launch", 60), ("collector", 60))
+    checks = part_steps(("info", 60), ("rounding", 60), ("parity", 120), ("launch_parity", 120), ("sync", 120))
+    throughput = part_steps(
+        ("launch_paths", 120),
+        ("tag", 240),
+        ("bandwidth", 30),
+        ("cartpole", 90),
+        ("launch", 60),
+        ("collector", 60),
+    )
     kit = ("kit", [*part, "kit", *flags], 300)
     if backend == "cuda":
         tests = [str(ROOT / "packages" / name / "tests") for name in ("core", "envs", "memory", "collectors")]
@@ -182,6 +194,7 @@ def run_step(name: str, command: list[str], limit: float, logs: Path, results) -
     seconds = time.perf_counter() - started
     summary = {
         "part": "step",
+        "commit": os.environ["KERNELGYM_COMMIT"],
         "step": name,
         "exit_code": code,
         "timed_out": timed_out,
@@ -245,6 +258,20 @@ def _short(value) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
+def measured_commit() -> str:
+    """The commit this check measures: git's, where the tree is a clone, else "unknown"."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("-dirty" if dirty else "")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for results.jsonl and summary.md")
@@ -266,6 +293,7 @@ def main(argv=None) -> int:
     cache = out.parent / f".{out.name}-cache"
     os.environ.setdefault("NUMBA_CACHE_DIR", str(cache / "numba"))
     os.environ.setdefault("KERNELGYM_CACHE_DIR", str(cache / "kernelgym"))
+    os.environ.setdefault("KERNELGYM_COMMIT", measured_commit())
     wanted = {name.strip() for name in options.only.split(",") if name.strip()}
     results_path = out / "results.jsonl"
     os.environ["GPU_CHECK_JOBS"] = str(max(1, options.workers // 2))

@@ -32,9 +32,13 @@ PRECISIONS = ("float64", "float32")
 WARPDRIVE_TAG_RATE = 2.9e6  # env-steps/s, TagContinuous 2,000 envs x 1,000 agents, one A100
 
 
+# the commit measured, in every line (check.py sets it from git or the wheelhouse's COMMIT file)
+COMMIT = os.environ.get("KERNELGYM_COMMIT", "unknown")
+
+
 def emit(part: str, **fields) -> None:
-    """Print one result line (JSON), at once."""
-    print(json.dumps({"part": part, **fields}, default=str), flush=True)
+    """Print one result line (JSON), with the commit, at once."""
+    print(json.dumps({"part": part, "commit": COMMIT, **fields}, default=str), flush=True)
 
 
 def synchronize(backend: str) -> None:
@@ -189,6 +193,62 @@ def part_parity(backend: str, tiny: bool) -> None:
             )
             for env in envs:
                 env.close()
+
+
+def part_launch_parity(backend: str, tiny: bool) -> None:
+    """numba-cuda's launch against the prebuilt one (`kernelgym.core.prebuilt_launch`), same seed
+    and actions: the first step at which any output differs (None: bitwise equal), and the
+    launch path each env's step launches took (a fallback shows here)."""
+    import kernelgym.envs as kge
+    from kernelgym.core.prebuilt_launch import launch_path
+
+    num_envs, steps = (8, 10) if tiny else (512, 200)
+    workloads = [(env_id, {}) for env_id in CLASSIC]
+    workloads += [("TagGridWorld-v0", {}), ("TagContinuous-v0", {"num_runners": 20})]
+    for env_id, params in workloads[:1] if tiny else workloads:
+        envs, taken = [], []
+        for path in ("numba", "prebuilt"):
+            os.environ["KERNELGYM_LAUNCH"] = path  # read when the env binds
+            env = kge.make(env_id, num_envs, backend=backend, seed=3, **params)
+            envs.append(env)
+            taken.append("+".join(sorted({launch_path(launch) for launch in env._step_launch.launches})))
+        os.environ.pop("KERNELGYM_LAUNCH")
+        outputs = [env.reset(seed=3)[0] for env in envs]
+        first_difference = None if _equal(*outputs) else 0
+        envs[0].action_space.seed(11)
+        for step in range(1, steps + 1):
+            actions = envs[0].action_space.sample()
+            results = [env.step(_on(env, actions))[:4] for env in envs]
+            if first_difference is None and not all(_equal(a, b) for a, b in zip(*results)):
+                first_difference = step
+        emit(
+            "launch_parity",
+            env=env_id,
+            envs=num_envs,
+            steps=steps,
+            numba_env_took=taken[0],
+            prebuilt_env_took=taken[1],
+            first_differing_step=first_difference,
+            ok=first_difference is None and (backend != "cuda" or taken == ["numba", "prebuilt"]),
+        )
+        for env in envs:
+            env.close()
+
+
+def _equal(a, b) -> bool:
+    return np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)
+
+
+def part_launch_paths(backend: str, tiny: bool) -> None:
+    """Host microseconds per CartPole step by launch path, check on and off (bench_launch.py):
+    real steps on cuda, the stubbed host path on cpu."""
+    import bench_launch
+
+    sizes = (64,) if tiny else bench_launch.SIZES
+    repeats, calls = (2, 20) if tiny else (5, 1000)
+    rows = bench_launch.cuda_rows if backend == "cuda" else bench_launch.stubbed_rows
+    for row in rows(sizes, repeats, calls):
+        emit("launch_paths", backend=backend, **row)
 
 
 def _on(env, actions):

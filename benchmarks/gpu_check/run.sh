@@ -11,6 +11,8 @@ if [[ $# -gt 0 && $1 != -* ]]; then out="$1"; shift; fi
 python="${PYTHON:-python3}"
 site="$(mktemp -d)/site"
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheelhouse"/*.whl
+# the commit the wheels were built from (wheelhouse.sh), in every result line
+if [[ -f "$wheelhouse/COMMIT" ]]; then export KERNELGYM_COMMIT="${KERNELGYM_COMMIT:-$(cat "$wheelhouse/COMMIT")}"; fi
 export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
 export PATH="$site/bin:$PATH"
 exec "$python" "$root/benchmarks/gpu_check/check.py" --out "$out" "$@"

@@ -11,7 +11,11 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 out="${1:-$root/.whl}"
 python="${PYTHON:-python3}"
 mkdir -p "$out"
-rm -f "$out"/*.whl "$out"/*.py
+rm -f "$out"/*.whl "$out"/*.py "$out"/COMMIT
+# the commit built (run.sh puts it in every result line; the GPU machine's copy has no .git)
+commit="$(git -C "$root" rev-parse --short=12 HEAD)"
+if [[ -n "$(git -C "$root" status --porcelain --untracked-files=no)" ]]; then commit="$commit-dirty"; fi
+echo "$commit" > "$out/COMMIT"
 "$python" -m pip wheel --quiet --no-deps --wheel-dir "$out" \
     "$root/packages/core" "$root/packages/envs" "$root/packages/collectors" "$root/packages/memory" "$root/packages/minatar" "$root" \
     "$root/examples/kernelgym-example-plugin"

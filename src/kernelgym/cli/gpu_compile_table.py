@@ -10,7 +10,8 @@ libdevice; :mod:`kernelgym.core.ptx_audit`), and the launch kernelgym configures
 fit sm_80 and sm_90 (:mod:`kernelgym.core.launch_fit`). Prints a table (kernel, target,
 registers, stack, spills, float64 share, PTX audit, libdevice calls with NVIDIA's ulp
 bounds, occupancy), a table of how full the agent kernels keep an SM at a few agent counts
-(envs packed into blocks against one env per block), and exits 1 on any compile error, audit
+(envs packed into blocks against one env per block), a table of the launches per env step
+and the parameter bytes of each, and exits 1 on any compile error, audit
 finding or launch that does not fit.
 """
 
@@ -90,6 +91,7 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
         LauncherRecorder,
         format_agent_packing,
         format_failures,
+        format_step_launches,
         format_table,
         require_toolchain,
         target_name,
@@ -117,6 +119,8 @@ def run_gpu_compile(env_ids=None, verbose: bool = False) -> int:
         "envs packed into blocks (kernelgym's launch)\n"
     )
     print(format_agent_packing(builds))
+    print("\nLaunches per env step, and the kernel-parameter bytes each passes (one driver call each)\n")
+    print(format_step_launches(recorder.steps))
     signatures = len({(build.kernel, build.signature) for build in builds})
     print(
         f"\n{signatures} kernel signatures x {len(TARGETS)} targets "

@@ -83,17 +83,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelgym.core import codegen, extents, kernels
+from kernelgym.core import codegen, extents, kernels, prebuilt_launch
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
-from kernelgym.core.streams import StreamLaunch
 
 __all__ = [
     "Branch",
     "BindingError",
     "BoundLaunch",
     "LaunchOrder",
+    "LaunchRecord",
     "PerEnvScalar",
     "Precondition",
     "bind",
@@ -148,6 +148,12 @@ class Precondition(NamedTuple):
     check: object
     fault: str
     record: object = None
+
+
+class _Phases(NamedTuple):
+    """Programs fused into one launch, a barrier between them (see `bind_launches`)."""
+
+    programs: tuple
 
 
 class PerEnvScalar:
@@ -256,6 +262,28 @@ def parameter_names(kernel) -> tuple[str, ...]:
     return tuple(inspect.signature(kernel.py_func).parameters)[leading:]
 
 
+class LaunchRecord(NamedTuple):
+    """What one bound launch hands a device kernel, on every backend (audits, host-path benchmarks).
+
+    Attributes
+    ----------
+    description : str
+        The bodies the launch runs.
+    griddim, blockdim : int or tuple
+        The launch configuration a device backend uses.
+    arguments : tuple
+        The leading launch arguments (the counts, then the bound values as the backend holds them).
+    per_call : tuple
+        Templates of the values passed at each call, in order.
+    """
+
+    description: str
+    griddim: int | tuple
+    blockdim: int | tuple
+    arguments: tuple
+    per_call: tuple
+
+
 class BoundLaunch:
     """Kernels bound to fixed values: call it to launch (no allocation; per-call rows and
     bound tensors checked, see the module docstring).
@@ -264,15 +292,25 @@ class BoundLaunch:
     ----------
     names : tuple of str
         Every value name the bound bodies use, in launcher order (per launch).
+    records : tuple of LaunchRecord
+        One per launch, in order.
+    launches : tuple
+        The launch objects themselves (on cuda, `kernelgym.core.prebuilt_launch.launch_path`
+        tells which launch path each takes).
+    programs : int
+        How many programs were bound: one launch each unless fused (`bind_launches`).
     """
 
-    __slots__ = ("_calls", "names", "per_call", "_description")
+    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches", "programs")
 
-    def __init__(self, calls, names, description, per_call=()):
+    def __init__(self, calls, names, description, per_call=(), records=(), launches=(), programs=None):
         self._calls = tuple(calls)
         self.names = tuple(names)
         self.per_call = tuple(per_call)
         self._description = description
+        self.records = tuple(records)
+        self.launches = tuple(launches)
+        self.programs = len(self._calls) if programs is None else programs
 
     def __call__(self, *per_call) -> int:
         """Launch, passing the ``per_call`` values in order.
@@ -385,10 +423,16 @@ def bind_launches(
     fast_math: bool = False,
     order: LaunchOrder | None = None,
 ) -> BoundLaunch:
-    """Bind several programs (see `bind`) that run as separate launches, in order.
+    """Bind several programs (see `bind`) that run in order, a barrier between each two.
 
-    A launch boundary is a barrier over all agents of all envs: use one launch per
-    phase of a multi-agent step whose agents read what other agents wrote.
+    A barrier covers all agents of an env: use one program per phase of a multi-agent step
+    whose agents read what other agents wrote. Where every env's agents fit one block
+    (``num_agents`` <= `kernelgym.core.kernels.MAX_AGENT_THREADS`) and the programs include
+    agent kernels, they run as ONE launch: on cuda a block barrier (``syncthreads``) between
+    phases, on cpu each phase over an env's agents before the next, env programs once per
+    env (cuda: in its agent-0 thread). Envs are independent, so this equals one launch per
+    program bit for bit. Otherwise each program is its own launch (a launch boundary is
+    the barrier).
     """
     backend = resolve_backend(backend)
     fast_math = check_fast_math(fast_math)
@@ -418,17 +462,22 @@ def bind_launches(
         )
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
+    programs = list(programs)
+    num_programs = len(programs)
+    programs = _fused(programs, num_envs, num_agents)
     checked: dict = {}
     written: set = set()
     needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
-    calls, names, descriptions = [], [], []
+    calls, names, descriptions, records = [], [], [], []
     for program in programs:
-        call, used, description = _bind_one(
+        call, used, description, record = _bind_one(
             program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order, written, needs
         )
         calls.append(call)
         names += used
         descriptions.append(description)
+        records.append(record)
+    launches = tuple(calls)
     arrays = {
         f"value {name!r}": value
         for name, value in checked.items()
@@ -451,7 +500,34 @@ def bind_launches(
     )
     if watch or per_call_needs:
         calls = [_guarded(call, watch, per_call_needs) for call in calls]
-    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call)
+    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches, num_programs)
+
+
+def _fused(programs: list, num_envs: int, num_agents) -> list:
+    """``programs`` as one phased program where one launch can run them (see `bind_launches`):
+    agent kernels among them, each env's agents in one block without striding, and the same
+    Precondition (or none) heading each, which then heads the fused program once."""
+    if len(programs) < 2 or num_agents is None or not 1 <= num_agents <= kernels.MAX_AGENT_THREADS:
+        return programs
+    if kernels.agent_grid(max(1, num_envs), num_agents)[1] < num_agents:
+        return programs
+    items = [_items(program) for program in programs]
+    heads = {id(program[0]) if program and isinstance(program[0], Precondition) else None for program in items}
+    if len(heads) > 1 or not any(_has_agent_kernel(program) for program in items):
+        return programs
+    head = [items[0][0]] if heads != {None} else []
+    return [[*head, _Phases(tuple(program[len(head) :] for program in items))]]
+
+
+def _has_agent_kernel(items) -> bool:
+    for item in items:
+        if isinstance(item, AgentKernel):
+            return True
+        if isinstance(item, Branch) and (
+            _has_agent_kernel(_items(item.then)) or _has_agent_kernel(_items(item.otherwise))
+        ):
+            return True
+    return False
 
 
 def _guarded(call, watch, per_call_needs):
@@ -570,6 +646,15 @@ def _bind_one(
                 record = None if item.record is None else body_call(item.record)
                 statements.append(("require", body, positions, position_of(item.fault, "Precondition"), record))
                 continue
+            if isinstance(item, _Phases):
+                for phase in item.programs:
+                    outer = set(kinds)
+                    kinds.clear()
+                    block = compile_block(phase)
+                    statements.append(("phase", "agent" if "agent" in kinds else "env", block))
+                    kinds.update(outer)
+                kinds.add("phased")
+                continue
             if isinstance(item, Branch):
                 if not isinstance(item.mask, str):
                     raise BindingError(f"Branch mask: expected a value name, got {item.mask!r}")
@@ -590,6 +675,8 @@ def _bind_one(
     if not bodies:
         raise BindingError("program: expected at least one kernel, got none")
     kinds = kinds or {"env"}  # a lone Precondition runs per env
+    if "phased" in kinds:  # env and agent phases in one agent launch
+        kinds = {"agent"}
     if len(kinds) > 1:
         raise BindingError(
             f"program: one launch runs kernels of one layout, got env and agent kernels "
@@ -644,41 +731,49 @@ def _bind_one(
         if index not in constants
     )
     counts = (num_envs,) if kind == "env" else (num_envs, num_agents)
+    if kind == "env":
+        threads = max(1, min(kernels.ENV_THREADS_PER_BLOCK, num_envs))
+        configuration = (max(1, math.ceil(num_envs / threads)), threads)
+    else:
+        configuration = kernels.agent_grid(num_envs, num_agents) if num_envs and num_agents else (1, 1)
     if refusal is not None:
-        return _Refusal(refusal), names, description
+        return _Refusal(refusal), names, description, LaunchRecord(description, *configuration, (*counts, *args), ())
+    # a per-call value no body here reads is still passed: its template types the launcher
+    templates = {
+        name: checked[name] if name in checked else kernel_argument(backend, f"value {name!r}", values[name])
+        for name in per_call
+    }
+    record = LaunchRecord(description, *configuration, (*counts, *args), tuple(templates.values()))
     if order is not None:
-        return _permuted(module, kind, counts, args, order, statements, description), names, description
+        return _permuted(module, kind, counts, args, order, statements, description), names, description, record
     if backend == "cpu":
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
         parallel = math.prod(counts) >= PARALLEL_FROM
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
-        # a per-call value no body here reads is still passed: its template types the launcher
-        templates = {
-            name: checked[name] if name in checked else kernel_argument(backend, f"value {name!r}", values[name])
-            for name in per_call
-        }
         error = _type_check(
             launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
         )
         if error is not None:
-            return _Refusal(error), names, description
-        return functools.partial(launcher, *counts, *bound), names, description
+            return _Refusal(error), names, description, record
+        return functools.partial(launcher, *counts, *bound), names, description, record
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
-        return _nothing, names, description
-    if kind == "env":
-        threads = min(kernels.ENV_THREADS_PER_BLOCK, num_envs)
-        configuration = (math.ceil(num_envs / threads), threads)
-    else:
-        configuration = kernels.agent_grid(num_envs, num_agents)
+        return _nothing, names, description, record
     # the simulator's kernel[grid, block] configures the kernel object itself (shared by
     # every binding of this program): configure it anew at each launch
     simulator = simulator_enabled()
     if not simulator:
         register_cuda_overloads()
-    # on torch's current stream, read at each call (`kernelgym.core.streams`)
-    launch = StreamLaunch(module.cuda_launcher, *configuration, (*counts, *args), reconfigure=simulator)
-    return launch, names, description
+    # one prebuilt driver launch on torch's current stream, read at each call, where the
+    # prebuilt path applies (`kernelgym.core.prebuilt_launch`); numba-cuda's launch otherwise
+    launch = prebuilt_launch.device_launch(
+        module.cuda_launcher,
+        *configuration,
+        (*counts, *args),
+        tuple(_launch_value(value) for value in templates.values()),
+        simulator=simulator,
+    )
+    return launch, names, description, record
 
 
 def _type_check(launcher, arguments, names, checked, description):
@@ -782,6 +877,8 @@ def _positions(statements, index_of) -> list:
             if record is not None:
                 record = (record[0], tuple(index_of[name] for name in record[1]))
             out.append(("require", check, tuple(index_of[name] for name in names), index_of[fault], record))
+        elif statement[0] == "phase":
+            out.append(("phase", statement[1], _positions(statement[2], index_of)))
         else:
             _, mask, then, otherwise = statement
             out.append(("if", index_of[mask], _positions(then, index_of), _positions(otherwise, index_of)))

@@ -141,6 +141,7 @@ class ActionLoader:
         # a cpu caller's array can go straight to the kernel; a device buffer takes a copy
         self._host_buffer = to_numpy(actions) if backend != "cuda" else None
         self._direct = backend == "cpu"
+        self._device_copy = backend == "cuda"  # the buffer's torch view is the device memory itself
         # the action buffer's strides: a caller's array with these and its shape is C-contiguous
         self._strides = self._host_buffer.strides if self._direct else None
         self._fault = _backend_array(np.array([NO_FAULT], np.int64), backend)
@@ -195,6 +196,15 @@ class ActionLoader:
                 if array is not None and array.strides == self._strides and array.shape == self.shape:
                     self._host_buffer[...] = array
                     return self._buffer_arguments
+        elif (
+            self._device_copy
+            and type(actions) is torch.Tensor
+            and actions.dtype is self._torch_dtype
+            and actions.shape == self.shape
+            and actions.device == self.device
+        ):  # a device tensor exactly like the buffer: one device copy, no further checks needed
+            self._buffer_t.copy_(actions)
+            return self._buffer_arguments
         if self._column_shape is not None and tuple(getattr(actions, "shape", ())) == self._column_shape:
             return self.arguments(actions.reshape(self.shape))
         self._check_type(actions)

@@ -162,6 +162,7 @@ class KernelVectorEnv(StateIO):
     """
 
     # the bound launches (`_bind`); close() drops them, and every use follows `_check_open`
+    _step_launch: BoundLaunch
     _launch_step: Callable[..., Any]
     _launch_reset: BoundLaunch
     _launch_check: Callable[..., Any] | None
@@ -352,7 +353,9 @@ class KernelVectorEnv(StateIO):
             programs = [[check, *program] for program in programs]
         elif check is not None:  # sync on a device: check, read the record, then step
             self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
-        self._launch_step = bind_launches(programs, values, per_call=actions.per_call, **counts).as_function()
+        # the bound step (its launch records and paths), and its fastest callable for the hot path
+        self._step_launch = bind_launches(programs, values, per_call=actions.per_call, **counts)
+        self._launch_step = self._step_launch.as_function()
         resets = reset_programs(reset, spec.kernel_layout, restores, statistics, self.multi_agent)
         self._launch_reset = bind_launches(resets, values, **counts)
 
@@ -538,6 +541,7 @@ class KernelVectorEnv(StateIO):
             self._state = StateBuffers({})
             # dropped, not kept for the type: every later use raises at _check_open first
             self._launch_step = self._launch_reset = self._launch_check = None  # type: ignore[assignment]
+            self._step_launch = None  # type: ignore[assignment]
             self._numpy_views = None
 
     def __repr__(self):

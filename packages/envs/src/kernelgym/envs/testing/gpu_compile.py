@@ -118,6 +118,7 @@ def run_env_workloads(
             vector_env = KernelVectorEnv(
                 spec, num_envs, backend="cpu", seed=seed, autoreset_mode=mode, precision=precision, **(params or {})
             )
+            recorder.record_step(f"{spec.id} {mode}" + (f" {precision}" if precision else ""), vector_env._step_launch)
             vector_env.action_space.seed(seed)
             vector_env.reset(seed=seed)
             for _ in range(steps):
