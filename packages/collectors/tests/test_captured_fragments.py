@@ -233,3 +233,8 @@ def test_captured_cartpole_fragments_equal_eager_ones_on_a_gpu():
         got, collector = fragments(make_env, lambda: SamplingActor(4, 2).cuda(), 16, 4, seed=9, capture=True)
     assert collector.captured
     assert_equal_fragments(got, want)
+
+
+def test_graphs_without_capture_are_refused():
+    with pytest.raises(ValueError, match="graphs: streams and graphs for a capture, expected with capture=True"):
+        DeviceCollector(TorchCounterVectorEnv(2, 3, 3), SamplingActor(), 2, graphs=Recorder())

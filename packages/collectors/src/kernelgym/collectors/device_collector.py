@@ -171,6 +171,8 @@ class DeviceCollector:
         check_positive("n_steps", n_steps)
         if not isinstance(capture, bool):
             raise TypeError(f"capture: expected True or False, got {capture!r}")
+        if graphs is not None and not capture:
+            raise ValueError("graphs: streams and graphs for a capture, expected with capture=True, got capture=False")
         if n_steps >= 2**62:  # torch sizes are int64: beyond, its own error names no argument
             raise ValueError(f"n_steps: expected a positive int below 2**62, got {n_steps}")
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
@@ -261,7 +263,7 @@ class DeviceCollector:
     def _cannot_capture(self, default_graphs: bool) -> str | None:
         """Why the env cannot be captured, known before any fragment (None: it may be)."""
         backend = getattr(self.env, "backend", None)
-        if default_graphs and (backend != "cuda" or not torch.cuda.is_available()):
+        if default_graphs and backend != "cuda":
             return f"the env's backend is {backend!r}: CUDA graphs capture cuda work only"
         check = getattr(self.env, "check_action_values", None)
         if check == "sync" or (check is True and backend == "cpu"):
