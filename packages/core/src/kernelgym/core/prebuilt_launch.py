@@ -345,7 +345,22 @@ class PrebuiltLaunch:
             self._function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, self._params_address, 0
         )
         if self._success is not None and result[0] != self._success:
-            raise RuntimeError(f"cuLaunchKernel failed: {result[0]!r}")
+            self._retry_or_raise(result[0], stream)
+
+    def _retry_or_raise(self, error, stream) -> None:
+        """A thread without numba's context current (its first launch there): make it current
+        as numba's own launch does, then launch once more; any other error raises."""
+        from cuda.bindings import driver
+
+        if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            from numba import cuda
+
+            cuda.current_context()
+            grid, block = self._grid, self._block
+            error = self._launch_kernel(self._function, *grid, *block, 0, stream, self._params_address, 0)[0]
+            if error == self._success:
+                return
+        raise RuntimeError(f"cuLaunchKernel: expected CUDA_SUCCESS, got {error!r}")
 
     def _stream(self, handle: int):
         """The driver's stream object for a raw handle, made once per handle."""
