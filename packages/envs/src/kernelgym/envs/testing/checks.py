@@ -111,11 +111,17 @@ def _start(harness: EnvHarness, env, start_states) -> dict | None:
 
 # ------------------------------------------------------------------------ parity
 def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
-    """One step from drawn states matches the exact reference; flagged envs reset exactly as it does."""
-    batches = strategies.batches(harness.spec, harness.params, harness.backend)
+    """One step from drawn states (and params, where the spec declares ranges) matches the exact
+    reference; flagged envs reset exactly as it does."""
+    base = harness
+    fixed = () if harness.overrides is None else tuple(harness.overrides)
+    # with no ranges this is st.just({}): the batches are drawn as before
+    overrides = strategies.param_overrides(harness.spec, fixed) if harness.spec.param_ranges else st.just({})
 
-    @given(batch=batches, seed=strategies.seeds())
-    def parity(batch, seed):
+    @given(drawn=overrides, seed=strategies.seeds(), data=st.data())
+    def parity(drawn, seed, data):
+        harness = base.with_params(drawn)
+        batch = data.draw(strategies.batches(harness.spec, harness.params, harness.backend), label="batch")
         env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
         prev = harness.load_batch(env, batch, seed)
         streams = env.get_rng_states()
@@ -142,7 +148,8 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
             if found:
                 found += _where_nonfinite(harness, result, index, ("step_kernel", prev, batch.actions, streams))
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
-        fail_on(problems, "kernel and CPU reference disagree")
+        drawn_text = f" with the params drawn from EnvSpec.param_ranges {drawn}" if drawn else ""
+        fail_on(problems, f"kernel and CPU reference disagree{drawn_text}")
 
     config.run(parity)
 

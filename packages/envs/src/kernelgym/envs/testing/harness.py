@@ -185,6 +185,7 @@ class EnvHarness:
         # other checks would then use, so they must not run
         self.out_of_bounds_found = False
         self._envs: dict = {}
+        self._variants: dict = {}
 
     @property
     def memory_unsafe(self) -> bool:
@@ -193,6 +194,25 @@ class EnvHarness:
 
     def __repr__(self):
         return f"EnvHarness({self.spec.id!r}, backend={self.backend!r})"
+
+    def with_params(self, drawn: dict) -> EnvHarness:
+        """This harness with the params overrides ``drawn`` added to its own (cached per overrides).
+
+        ``drawn`` is what the kit drew from `EnvSpec.param_ranges`; the harness's own
+        overrides (``--param``) win, as the user fixed them.
+        """
+        if not drawn:
+            return self
+        if self.overrides is None:
+            raise TypeError(f"{self!r}.with_params: the harness was built from a complete params record")
+        overrides = {**drawn, **self.overrides}
+        key = tuple(sorted(overrides.items()))
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._variants[key] = EnvHarness(
+                self.spec, self.backend, params=overrides, rtol=self.rtol, atol=self.atol, precision=self.precision
+            )
+        return variant
 
     # ------------------------------------------------------------------------ envs
     def make_env(

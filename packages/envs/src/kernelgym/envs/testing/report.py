@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import platform
 
+import numpy as np
+
 __all__ = ["DEFAULT_MAX_EXAMPLES", "CheckResult", "CheckSkipped", "Report", "format_report"]
 
 # Hypothesis examples per check (the simulator runs every thread as Python, so fewer);
@@ -71,6 +73,9 @@ class Report:
         Whether the opt-in ``fast_math`` check ran.
     rtol, atol : float
         The tolerances of float comparisons with the reference (0: exact).
+    params : dict
+        The params overrides the run was given (``--param``), which the ``reproduce:``
+        line repeats.
     """
 
     env_id: str
@@ -83,6 +88,7 @@ class Report:
     fast_math: bool = False
     rtol: float = 0.0
     atol: float = 0.0
+    params: dict = dataclasses.field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
@@ -142,9 +148,19 @@ def format_report(report: Report) -> str:
         lines += [
             "",
             f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
-            f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}",
+            f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}"
+            + "".join(f" --param {name}={format_param(value)}" for name, value in report.params.items()),
         ]
     return "\n".join(lines)
+
+
+def format_param(value) -> str:
+    """A param value as ``--param NAME=VALUE`` takes it back (`repr` of a float keeps every bit)."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return repr(float(value))
 
 
 def _guarantee(report: Report) -> str:

@@ -127,6 +127,7 @@ def check_env(
         fast_math=FAST_MATH_CHECK in selected,
         rtol=harness.rtol,
         atol=harness.atol,
+        params=dict(params or {}),
     )
 
 
