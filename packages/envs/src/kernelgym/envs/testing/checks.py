@@ -23,7 +23,8 @@ from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
-from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
+from kernelgym.envs.testing.long_horizon import check_long_horizon
+from kernelgym.envs.testing.nonfinite import locate_differences, locate_nonfinite, nonfinite_arrays
 from kernelgym.envs.testing.order_check import check_agent_order
 from kernelgym.envs.testing.per_env import check_per_env_params
 
@@ -139,14 +140,16 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
                 if found:
-                    found += _where_nonfinite(harness, result, index, ("reset_kernel", prev, batch.actions, streams))
+                    found += _where_different(
+                        harness, result, index, ("reset_kernel", prev, batch.actions, streams), found
+                    )
                     problems.append(harness.env_problem(index, found, prev_env))
                 continue
             found = harness.step_problems(
                 prev_env, batch.actions[index], streams[index], new_state, obs, reward, terminated, result.rng[index]
             )
             if found:
-                found += _where_nonfinite(harness, result, index, ("step_kernel", prev, batch.actions, streams))
+                found += _where_different(harness, result, index, ("step_kernel", prev, batch.actions, streams), found)
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
         drawn_text = f" with the params drawn from EnvSpec.param_ranges {drawn}" if drawn else ""
         fail_on(problems, f"kernel and CPU reference disagree{drawn_text}")
@@ -319,6 +322,11 @@ def _where_nonfinite(harness: EnvHarness, result, index: int, launch: tuple[str,
     if not nonfinite_arrays(outputs):
         return []
     return [locate_nonfinite(harness, *launch, index)]
+
+
+def _where_different(harness: EnvHarness, result, index: int, launch: tuple, found: list[str]) -> list[str]:
+    """`_where_nonfinite`, or else the kernel lines that last wrote what ``found`` says differs."""
+    return _where_nonfinite(harness, result, index, launch) or locate_differences(harness, *launch, index, found)
 
 
 def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:
@@ -530,6 +538,7 @@ CHECKS: tuple[Check, ...] = tuple(
         ("autoreset", check_autoreset),
         ("observations", check_observations),
         ("invariants", check_invariants),
+        ("long_horizon", check_long_horizon),
         ("invalid_actions", check_invalid_actions),
         ("stateful", check_stateful),
         ("gpu_compile", check_gpu_compile),
