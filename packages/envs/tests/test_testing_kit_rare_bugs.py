@@ -139,3 +139,20 @@ def test_bad_param_ranges_are_refused_naming_the_field(ranges, expected):
     with pytest.raises(ValueError, match=r"param_ranges") as error:
         dataclasses.replace(rare_walk.GUST, param_ranges=ranges)
     assert expected in str(error.value)
+
+
+def test_a_spec_with_a_lambda_reaches_the_gpu_compile_child_by_module_and_name():
+    from kernelgym.envs.spec import load_reference
+    from kernelgym.envs.testing.gpu_compile import _transportable
+
+    name = _transportable(rare_walk.GUST_LAMBDA_AGENTS)  # not picklable, not from an entry point
+    assert name == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
+    assert load_reference(name) is rare_walk.GUST_LAMBDA_AGENTS
+
+
+def test_check_env_takes_the_module_attr_form_and_the_report_gives_it_back():
+    report = check_env(
+        "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS", backend="cpu", max_examples=3, seed=SEED, checks=["parity"]
+    )
+    assert report.passed, format_report(report)
+    assert report.env_id == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"

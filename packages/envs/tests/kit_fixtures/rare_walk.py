@@ -137,3 +137,7 @@ FUEL = EnvSpec(
     description="A tank that leaks in one env of 200 (the kit's test fixture)",
 )
 GAUGE_LINE = "return math.sqrt(fuel)"
+
+# a spec that cannot be pickled (a lambda, as the Ring template has): the GPU-compile child
+# imports it as "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
+GUST_LAMBDA_AGENTS = dataclasses.replace(GUST_NO_RANGE, id="GustWalkLambdaAgents-v0", num_agents=lambda params: 1)

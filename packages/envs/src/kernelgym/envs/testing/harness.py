@@ -127,7 +127,7 @@ class EnvHarness:
     Parameters
     ----------
     env : str or EnvSpec
-        A registered env id or a spec (registered or not).
+        A registered env id, ``"module:attr"`` of a spec, or a spec (registered or not).
     backend : {"auto", "cpu", "sim", "cuda"}
     params : dict, params record or None
         Overrides of the spec's params (a dict), a complete params record, or None
@@ -150,7 +150,13 @@ class EnvHarness:
         atol: float | None = None,
         precision: str | None = None,
     ):
-        if isinstance(env, str):
+        # "module:attr" names a spec not registered (yet); the GPU-compile child imports it by that name
+        self.importable = env if isinstance(env, str) and ":" in env else None
+        if self.importable is not None:
+            from kernelgym.envs.spec import load_reference
+
+            env = load_reference(env)
+        elif isinstance(env, str):
             from kernelgym.envs.registry import get_spec
 
             env = get_spec(env)

@@ -117,7 +117,7 @@ def check_env(
         with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
             results.append(_run_one(check, harness, config))
     return Report(
-        harness.spec.id,
+        harness.importable or harness.spec.id,  # what `kernelgym check` takes back
         harness.backend,
         examples,
         seed,
