@@ -156,3 +156,13 @@ def test_check_env_takes_the_module_attr_form_and_the_report_gives_it_back():
     )
     assert report.passed, format_report(report)
     assert report.env_id == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
+
+
+def test_the_determinism_note_does_not_call_a_drawn_start_fixed():
+    # LeakyFuel's reset draws whether the env leaks (1 in 200): every probe starts alike
+    note = check_env(rare_walk.FUEL, backend="cpu", max_examples=2, seed=SEED, checks=["determinism"])[
+        "determinism"
+    ].note
+    assert "draws from its stream but gave one start state" in note and "fixed" not in note, note
+    fixed = check_env(rare_walk.GUST, backend="cpu", max_examples=2, seed=SEED, checks=["determinism"])["determinism"]
+    assert fixed.note == "the reference's start state is fixed, so different seeds may give the same trajectory"

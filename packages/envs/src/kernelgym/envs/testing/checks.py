@@ -22,7 +22,7 @@ from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
-from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
+from kernelgym.envs.testing.harness import RANDOM_START_PROBES, EnvHarness, env_slice, fail_on, flat_obs
 from kernelgym.envs.testing.long_horizon import check_long_horizon
 from kernelgym.envs.testing.nonfinite import locate_differences, locate_nonfinite, nonfinite_arrays
 from kernelgym.envs.testing.order_check import check_agent_order
@@ -208,6 +208,11 @@ def check_determinism(harness: EnvHarness, config: CheckConfig) -> str | None:
             )
 
     config.run(determinism)
+    if not harness.random_start and harness.reset_draws:
+        return (
+            f"the reference's reset draws from its stream but gave one start state for {RANDOM_START_PROBES} "
+            "seeds, so whether different seeds give different starts was not checked"
+        )
     if not harness.random_start:
         return "the reference's start state is fixed, so different seeds may give the same trajectory"
     return None

@@ -403,6 +403,13 @@ class EnvHarness:
             for name in self.state_shapes
         )
 
+    @functools.cached_property
+    def reset_draws(self) -> bool:
+        """Whether the reference's reset draws from its stream (its start may be random even when
+        `random_start` saw the same start from every probe)."""
+        rows = self.seed_streams(0, RANDOM_START_PROBES)
+        return any(not _same_bits(self.reference_reset(row)[1], np.asarray(row)) for row in rows)
+
     def seed_streams(self, seed, num_envs: int) -> np.ndarray:
         """The RNG streams ``make_env(num_envs, seed)`` starts with: ``(num_envs, 2)``, or one per
         (env, agent) for agent-layout envs (`kernelgym.envs.runtime.streams`)."""
