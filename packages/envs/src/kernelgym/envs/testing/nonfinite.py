@@ -26,9 +26,17 @@ from kernelgym.core import binding
 from kernelgym.core.device_functions import DeviceFunction
 from kernelgym.core.python_semantics import numba_semantics
 from kernelgym.envs.runtime.names import kernel_values
+from kernelgym.envs.runtime.streams import stream_table
 from kernelgym.envs.spec import resolve_precision
 
-__all__ = ["kernel_definition", "locate_differences", "locate_nonfinite", "locate_writes", "nonfinite_arrays"]
+__all__ = [
+    "agent_writers",
+    "kernel_definition",
+    "locate_differences",
+    "locate_nonfinite",
+    "locate_writes",
+    "nonfinite_arrays",
+]
 
 
 def nonfinite_arrays(arrays: dict) -> list[str]:
@@ -53,7 +61,8 @@ def _replay_inputs(harness, kernel_field: str, state: dict, actions, rng_states)
     num_envs = np.shape(actions)[0]
     buffers = {
         "actions": np.array(actions),
-        "rng_states": np.array(rng_states, dtype=np.uint64),
+        # bound as kernels bind it: one row per stream (an agent-layout env's (envs, agents, 2) flattened)
+        "rng_states": stream_table(np.array(rng_states, dtype=np.uint64)),
         **harness.obs_buffers(num_envs),
         "rewards": np.zeros((num_envs, *harness.agent_shape), np.float32),
         "terminated": np.zeros(num_envs, np.bool_),
@@ -163,6 +172,27 @@ def locate_differences(harness, kernel_field: str, state: dict, actions, rng_sta
         kernels = harness.spec.load_kernels(kernel_field)
         return [f"written by {' or '.join(kernel_definition(kernel) for kernel in kernels)}"]
     return [f"{name} last written by {line}" for name, line in writers.items()]
+
+
+def agent_writers(harness, kernel, arrays: dict, env: int, name: str, element: tuple | None = None) -> list[str]:
+    """The lines of an agent kernel (or its device functions) that write env ``env``'s row of array
+    ``name`` (or its ``element``), replaying each of the env's agents in order from ``arrays``
+    (host copies, by the names kernels bind; copied here). Empty when the replay raised."""
+    copies = {key: np.array(value) for key, value in arrays.items()}
+    watched = {name: copies[name]}  # in the shape ``element`` indexes; the kernels write it through a view
+    copies["rng_states"] = stream_table(copies["rng_states"])  # as kernels bind it (a compiled draw indexes it)
+    values = kernel_values(harness.spec, harness.params, copies, {}, resolve_precision(harness.spec, harness.precision))
+    arguments = [
+        np.float64(value) if type(value) is float else value
+        for value in (values[key] for key in binding.parameter_names(kernel))
+    ]
+    tracer = _WriteTracer(watched, env if element is None else element, every=True)
+    try:
+        for agent in range(harness.num_agents):
+            tracer.run(kernel, env, agent, harness.num_agents, *arguments)
+    except Exception:  # an unreplayable kernel: the caller names the kernel alone
+        return []
+    return tracer.lines
 
 
 # ------------------------------------------------------------------ source replays
@@ -282,13 +312,15 @@ class _Tracer(_SourceTracer):
 
 
 class _WriteTracer(_SourceTracer):
-    """Records, per watched array, the last line that changed env ``index``'s row of it."""
+    """Records, per watched array, the last line that changed its part ``index`` (an env's row, or an
+    element); with ``every``, each distinct line that did, in order, in ``lines``."""
 
-    def __init__(self, arrays: dict, index: int):
+    def __init__(self, arrays: dict, index, every: bool = False):
         super().__init__()
-        self.arrays, self.index = arrays, index
+        self.arrays, self.index, self.every = arrays, index, every
         self.rows = {name: self._row(name) for name in arrays}
         self.writers: dict[str, str] = {}
+        self.lines: list[str] = []
 
     def _row(self, name: str) -> bytes:
         return np.asarray(self.arrays[name][self.index]).tobytes()
@@ -298,7 +330,9 @@ class _WriteTracer(_SourceTracer):
             row = self._row(name)
             if row != self.rows[name]:
                 self.rows[name] = row
-                self.writers[name] = self._where(frame, line)
+                self.writers[name] = where = self._where(frame, line)
+                if self.every and where not in self.lines:
+                    self.lines.append(where)
 
 
 def _is_nonfinite_scalar(value) -> bool:
