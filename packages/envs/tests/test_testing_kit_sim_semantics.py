@@ -66,3 +66,18 @@ def test_the_simulator_and_the_cpu_give_the_same_bits_with_clipped_actions():
         for name, left, right in zip(("obs", "rewards"), cpu[:2], sim[:2]):
             assert np.asarray(left).tobytes() == np.asarray(right).tobytes(), (name, left, right)
         assert envs[0].get_state()["speed"].tobytes() == envs[1].get_state()["speed"].tobytes()
+
+
+@pytest.mark.sim
+def test_a_simulator_out_of_bounds_write_is_reported_at_the_kernel_line():
+    from kit_fixtures import walk
+
+    function = walk.step_off_by_one.py_func
+    lines, first = inspect.getsourcelines(function)
+    line = first + next(k for k, text in enumerate(lines) if "obs[i, 2] = energy[i]" in text)
+    report = check_env(walk.OFF_BY_ONE, backend="sim", max_examples=3, seed=SEED, checks=["out_of_bounds"])
+    result = report["out_of_bounds"]
+    assert result.status == "failed", result.message
+    # the simulator raises in numba's devicearray.py; the report names the kernel's line
+    site = f"at {inspect.getsourcefile(function)}:{line} in step_off_by_one: `obs[i, 2] = energy[i]`"
+    assert site in result.message, result.message

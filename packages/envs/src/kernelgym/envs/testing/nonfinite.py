@@ -16,9 +16,12 @@ that last wrote an array that differs from the reference.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import linecache
+import os
 import sys
+import traceback
 
 import numpy as np
 
@@ -193,6 +196,36 @@ def agent_writers(harness, kernel, arrays: dict, env: int, name: str, element: t
     except Exception:  # an unreplayable kernel: the caller names the kernel alone
         return []
     return tracer.lines
+
+
+def user_frame(error: BaseException) -> str | None:
+    """``"<file>:<line> in <function>: `<source>`"`` of the innermost frame of ``error``'s traceback
+    outside numba, numpy, hypothesis and kernelgym's runtime and kit: the user's kernel line
+    where the simulator's own bounds check (in numba's ``devicearray.py``) raised, for one.
+    None when every frame is theirs."""
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in reversed(frames):
+        if not frame.filename.startswith(_library_folders()):
+            return f"{frame.filename}:{frame.lineno} in {frame.name}: `{(frame.line or '').strip()}`"
+    return None
+
+
+@functools.cache
+def _library_folders() -> tuple[str, ...]:
+    """Folders of the code between a user's kernel and an error: numba (numba-cuda's simulator
+    too, which numba.cuda redirects to), numpy, hypothesis, kernelgym's runtime and this kit."""
+    import hypothesis
+    import numba
+    import numba.cuda
+
+    import kernelgym.core
+    import kernelgym.envs.runtime
+    import kernelgym.envs.testing
+
+    modules = (numba, numba.cuda, np, hypothesis, kernelgym.envs.runtime, kernelgym.envs.testing)
+    folders = [os.path.dirname(module.__file__) for module in modules if module.__file__]
+    folders += list(kernelgym.core.__path__)
+    return tuple(os.path.join(folder, "") for folder in folders)
 
 
 # ------------------------------------------------------------------ source replays
