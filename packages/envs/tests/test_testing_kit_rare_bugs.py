@@ -166,3 +166,14 @@ def test_the_determinism_note_does_not_call_a_drawn_start_fixed():
     assert "draws from its stream but gave one start state" in note and "fixed" not in note, note
     fixed = check_env(rare_walk.GUST, backend="cpu", max_examples=2, seed=SEED, checks=["determinism"])["determinism"]
     assert fixed.note == "the reference's start state is fixed, so different seeds may give the same trajectory"
+
+
+def test_the_check_command_takes_params_and_refuses_a_bad_one_naming_it(capsys):
+    from kernelgym.envs.testing.cli import main_check
+
+    name = "kit_fixtures.rare_walk:GUST_NO_RANGE"
+    common = [name, "--backend", "cpu", "--checks", "parity", "--max-examples", "2", "--seed", "1"]
+    assert main_check([*common, "--param", "limit=3"]) == 0
+    assert f"kernelgym check {name} on backend 'cpu': PASSED" in capsys.readouterr().out
+    assert main_check([*common, "--param", "limit=wide"]) == 1
+    assert "argument --param: expected limit=<int>, received limit=wide" in capsys.readouterr().err

@@ -157,10 +157,10 @@ def main_check(argv=None) -> int:
     exit_code = 0
     for env_id in args.env_ids:
         try:
-            spec = _spec(_env(env_id))
+            overrides = param_overrides(_spec(_env(env_id)), args.param)
             report = check_env(
-                spec,
-                params=param_overrides(spec, args.param) or None,
+                env_id,  # an id or "module:attr", which the report gives back
+                params=overrides or None,
                 backend=args.backend,
                 max_examples=args.max_examples,
                 checks=checks,
