@@ -150,12 +150,12 @@ def test_a_spec_with_a_lambda_reaches_the_gpu_compile_child_by_module_and_name()
     assert load_reference(name) is rare_walk.GUST_LAMBDA_AGENTS
 
 
-def test_check_env_takes_the_module_attr_form_and_the_report_gives_it_back():
+def test_check_env_takes_the_module_attr_form_and_the_report_keeps_it_to_reproduce():
     report = check_env(
         "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS", backend="cpu", max_examples=3, seed=SEED, checks=["parity"]
     )
     assert report.passed, format_report(report)
-    assert report.env_id == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
+    assert report.env_id == "GustWalkLambdaAgents-v0" and report.source == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
 
 
 def test_the_determinism_note_does_not_call_a_drawn_start_fixed():
@@ -174,6 +174,6 @@ def test_the_check_command_takes_params_and_refuses_a_bad_one_naming_it(capsys):
     name = "kit_fixtures.rare_walk:GUST_NO_RANGE"
     common = [name, "--backend", "cpu", "--checks", "parity", "--max-examples", "2", "--seed", "1"]
     assert main_check([*common, "--param", "limit=3"]) == 0
-    assert f"kernelgym check {name} on backend 'cpu': PASSED" in capsys.readouterr().out
+    assert "kernelgym check GustWalkNoRange-v0 on backend 'cpu': PASSED" in capsys.readouterr().out
     assert main_check([*common, "--param", "limit=wide"]) == 1
     assert "argument --param: expected limit=<int>, received limit=wide" in capsys.readouterr().err

@@ -76,6 +76,9 @@ class Report:
     params : dict
         The params overrides the run was given (``--param``), which the ``reproduce:``
         line repeats.
+    source : str
+        What ``kernelgym check`` takes back to reproduce the run: the env id, or the
+        ``"module:attr"`` it was given (default: ``env_id``).
     """
 
     env_id: str
@@ -89,6 +92,7 @@ class Report:
     rtol: float = 0.0
     atol: float = 0.0
     params: dict = dataclasses.field(default_factory=dict)
+    source: str = ""
 
     @property
     def passed(self) -> bool:
@@ -147,7 +151,7 @@ def format_report(report: Report) -> str:
         precision = f" --precision {report.precision}" if report.precision else ""
         lines += [
             "",
-            f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
+            f"reproduce: kernelgym check {report.source or report.env_id} --backend {report.backend} "
             f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}"
             + "".join(f" --param {name}={format_param(value)}" for name, value in report.params.items()),
         ]

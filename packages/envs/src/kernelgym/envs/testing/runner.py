@@ -118,7 +118,7 @@ def check_env(
         with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
             results.append(_run_one(check, harness, config))
     return Report(
-        harness.importable or harness.spec.id,  # what `kernelgym check` takes back
+        harness.spec.id,
         harness.backend,
         examples,
         seed,
@@ -129,6 +129,7 @@ def check_env(
         rtol=harness.rtol,
         atol=harness.atol,
         params=dict(params or {}),
+        source=harness.importable or harness.spec.id,
     )
 
 
