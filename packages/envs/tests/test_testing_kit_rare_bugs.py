@@ -96,9 +96,9 @@ def test_the_reproduce_line_carries_every_param_override_exactly(value, goal):
     assert type(overrides["goal"]) is int and type(overrides["step_cost"]) is float
 
 
-def test_a_failing_report_repeats_the_params_it_was_given():
+def test_a_failing_report_repeats_the_env_and_the_params_it_was_given():
     report = check_env(
-        walk.REWARD_IGNORES_TERMINATION,
+        "kit_fixtures.walk:REWARD_IGNORES_TERMINATION",
         backend="cpu",
         max_examples=10,
         seed=SEED,
@@ -106,7 +106,9 @@ def test_a_failing_report_repeats_the_params_it_was_given():
         params={"goal": 2, "step_cost": 0.25},
     )
     assert not report.passed
-    assert format_report(report).endswith("--param goal=2 --param step_cost=0.25")
+    reproduce = format_report(report).splitlines()[-1]
+    assert reproduce.startswith("reproduce: kernelgym check kit_fixtures.walk:REWARD_IGNORES_TERMINATION --backend cpu")
+    assert reproduce.endswith("--param goal=2 --param step_cost=0.25")
 
 
 @pytest.mark.parametrize(
