@@ -5,6 +5,7 @@ that runs the agents in index order, as the cpu twin does, so the in-order check
 (parity here) pass them; only running the agents in other orders shows them.
 """
 
+import inspect
 import re
 
 import numpy as np
@@ -17,6 +18,12 @@ from kernelgym.envs.testing.strategies import Batch
 from kit_fixtures import agent_walk
 
 SEED = 20261122  # fixed: the test is reproducible; any seed finds these races
+
+
+def _site(kernel, text: str) -> str:
+    """``<file>:<line>`` of the line of ``kernel`` holding ``text``."""
+    lines, first = inspect.getsourcelines(kernel.py_func)
+    return f"{inspect.getsourcefile(kernel.py_func)}:{first + next(k for k, line in enumerate(lines) if text in line)}"
 
 
 def _run(spec, examples=10):
@@ -55,6 +62,8 @@ def test_agents_writing_a_shared_per_env_value_fail_naming_the_kernel_and_the_ar
         "finish_shared_write (step_kernel phase 2 of 2): 'terminated' differs from the in-order run" in order.message
     ), order.message
     assert "move " not in order.message
+    site = _site(agent_walk.finish_shared_write, "terminated[env] = position[env, agent] >= goal")
+    assert f"written at finish_shared_write at {site}" in order.message, order.message
 
 
 def test_a_shared_counter_updated_without_atomic_add_fails_naming_the_kernel_and_the_array():
@@ -67,6 +76,8 @@ def test_a_shared_counter_updated_without_atomic_add_fails_naming_the_kernel_and
         "move_lost_update (step_kernel phase 1 of 2): 'arrived' differs from the in-order run when the agents of env"
     ) in order.message, order.message
     assert "(not through atomic_add)" in order.message and "a lost update" in order.message, order.message
+    site = _site(agent_walk.move_lost_update, "arrived[env] += 1")
+    assert f"written at move_lost_update at {site}: `arrived[env] += 1`" in order.message, order.message
 
 
 def test_atomic_add_through_a_device_function_is_told_apart_from_a_plain_write():

@@ -124,7 +124,7 @@ def png_path(text: str) -> str:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``kernelgym`` command and its subcommands."""
-    from kernelgym.envs.testing.cli import max_examples_help
+    from kernelgym.envs.testing.cli import PARAM_HELP, max_examples_help
 
     parser = argparse.ArgumentParser(
         prog="kernelgym",
@@ -205,6 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also check the fast-math build (FMA contraction on) within its stated tolerance",
     )
+    check.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=PARAM_HELP)
 
     demo = commands.add_parser(
         "demo",
@@ -365,6 +366,8 @@ def run_check(args, parser) -> int:
         forwarded += ["--precision", args.precision]
     if args.fast_math:
         forwarded.append("--fast-math")
+    for text in args.param:
+        forwarded += ["--param", text]
     return main_check(forwarded)
 
 

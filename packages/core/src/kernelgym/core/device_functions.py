@@ -12,7 +12,9 @@ numba-cuda's default): a float division by zero gives inf or NaN, an integer one
 0, and nothing raises. The cpu launchers are compiled with that error model (see
 `kernelgym.core.codegen`); in the simulator the Python source runs with numpy's
 floating-point errors ignored, its float arguments as numpy scalars, and the ``njit``
-helpers it calls compiled with the numpy error model.
+helpers it calls compiled with the numpy error model; its float literals, ``min``, ``max``
+and ``math`` are typed as numba types them, and ``math.sqrt`` of a negative is NaN there
+too (`kernelgym.core.python_semantics`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from numba.extending import overload
 
 from kernelgym.core import inline_copy
 from kernelgym.core.backends import in_simulator_thread, simulator_enabled
+from kernelgym.core.python_semantics import numba_semantics
 
 __all__ = ["DeviceFunction", "device_function", "atomic_add", "register_cuda_overloads", "ATOMIC_ADD_DTYPES"]
 
@@ -48,8 +51,10 @@ class DeviceFunction(CPUDispatcher):
             # float (a constant bound into the launcher) becomes a float64, as numba types
             # it, so that dividing it by zero gives inf rather than ZeroDivisionError.
             args = tuple(np.float64(arg) if type(arg) is float else arg for arg in args)
+            # numba's typing of float literals, min/max and math, and NaN for math's domain errors
+            function = numba_semantics(self.py_func)
             with np.errstate(all="ignore"), ConfigStack().enter(_numpy_error_model_flags()):
-                return self.py_func(*args, **kwargs)
+                return function(*args, **kwargs)
         return super().__call__(*args, **kwargs)
 
 

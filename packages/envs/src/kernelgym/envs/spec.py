@@ -233,6 +233,13 @@ class EnvSpec:
         Leave out fields that other parts of the spec depend on (spaces, shapes, time
         limit: those are computed from the scalar params). Empty (default): every field
         is a compile-time constant.
+    param_ranges : dict of str to (low, high)
+        The values of int and float ``params`` fields the env accepts, both ends included,
+        e.g. ``{"wind": (0.0, 0.5)}``. The kit (`kernelgym.envs.testing`) draws params from
+        them as it draws states and actions, the ends too, so that a branch guarded by a
+        param is reached; a scalar field compiled into the kernels is drawn at its default
+        or an end (each value compiles the kernels once), a `per_env_params` field anywhere
+        in its range. Empty (the default): the kit checks the params it is given.
     precisions : tuple of {"float64", "float32"}
         The arithmetic precisions the env's kernels can be compiled for, the default
         first; ``make(..., precision=...)`` picks one. An env that declares them writes
@@ -270,6 +277,8 @@ class EnvSpec:
     description: str = ""
     distribution: str | None = None
     plugin: str | None = None
+    # a dict: left out of the hash (a frozen dataclass hashes every field)
+    param_ranges: dict = dataclasses.field(default_factory=dict, hash=False)
 
     def __post_init__(self):
         if not isinstance(self.id, str) or not self.id or "/" in self.id or self.id != self.id.strip():
@@ -297,6 +306,7 @@ class EnvSpec:
             _check_params_record(where, self.params)
         _check_episode_step(where, self.episode_step, state)
         object.__setattr__(self, "per_env_params", _check_per_env_params(where, self.per_env_params, self.params))
+        object.__setattr__(self, "param_ranges", _check_param_ranges(where, self.param_ranges, self.params))
         object.__setattr__(self, "precisions", _check_precisions(where, self.precisions))
         # Resolve the params-dependent parts once, so a broken spec fails at registration.
         self.resolve(self.params)
@@ -561,6 +571,45 @@ def _check_per_env_params(where, names, params) -> tuple[str, ...]:
             f"{where} per_env_params: expected distinct names of float params fields (from {floats}), got {names!r}"
         )
     return tuple(name for name in floats if name in names)  # the record's order: the randomize draw order
+
+
+def _check_param_ranges(where, ranges, params) -> dict:
+    """``{field: (low, high)}`` of int or float fields of ``params``, ``low <= high``, both finite."""
+    if not isinstance(ranges, dict):
+        raise TypeError(f"{where} param_ranges: expected a dict of field -> (low, high), got {type(ranges).__name__}")
+    numbers = (
+        {
+            field.name: type(getattr(params, field.name))
+            for field in dataclasses.fields(params)
+            if isinstance(getattr(params, field.name), (int, float, np.integer, np.floating))
+            and not isinstance(getattr(params, field.name), (bool, np.bool_))
+        }
+        if params is not None
+        else {}
+    )
+    checked = {}
+    for name, bounds in ranges.items():
+        if name not in numbers:
+            raise ValueError(
+                f"{where} param_ranges: expected names of int or float params fields (from {sorted(numbers)}), "
+                f"got {name!r}"
+            )
+        kind = int if issubclass(numbers[name], (int, np.integer)) else float
+        valid = (
+            isinstance(bounds, tuple)
+            and len(bounds) == 2
+            and all(isinstance(v, (int, np.integer) if kind is int else (int, float, np.number)) for v in bounds)
+            and not any(isinstance(v, (bool, np.bool_)) for v in bounds)
+            and all(math.isfinite(v) for v in bounds)
+            and bounds[0] <= bounds[1]
+        )
+        if not valid:
+            raise ValueError(
+                f"{where} param_ranges[{name!r}]: expected a tuple (low, high) of finite {kind.__name__}s with "
+                f"low <= high, got {bounds!r}"
+            )
+        checked[name] = (kind(bounds[0]), kind(bounds[1]))
+    return checked
 
 
 def _check_precisions(where, precisions) -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernelgym.envs.runtime.names import bind_env_programs
+from kernelgym.envs.testing.nonfinite import user_frame
 
 __all__ = ["CANARY", "PAD_ROWS", "launch_padded"]
 
@@ -91,6 +92,7 @@ def launch_padded(harness, kernel_field: str, state: dict, actions: np.ndarray, 
     )
     try:
         launch()
-    except IndexError as error:  # the simulator's own bounds check
-        return [f"{kernel_field} indexed out of bounds: {error}"]
+    except IndexError as error:  # the simulator's own bounds check, raised in numba's devicearray.py
+        where = user_frame(error)
+        return [f"{kernel_field} indexed out of bounds: {error}" + (f", at {where}" if where else "")]
     return [f"{kernel_field} wrote outside its rows: {text}" for buffer in buffers for text in buffer.touched_pads()]

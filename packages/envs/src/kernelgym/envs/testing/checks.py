@@ -22,8 +22,9 @@ from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.canary import launch_padded
 from kernelgym.envs.testing.episodes import EpisodeModel
 from kernelgym.envs.testing.gpu_compile import check_gpu_compile
-from kernelgym.envs.testing.harness import EnvHarness, env_slice, fail_on, flat_obs
-from kernelgym.envs.testing.nonfinite import locate_nonfinite, nonfinite_arrays
+from kernelgym.envs.testing.harness import RANDOM_START_PROBES, EnvHarness, env_slice, fail_on, flat_obs
+from kernelgym.envs.testing.long_horizon import check_long_horizon
+from kernelgym.envs.testing.nonfinite import locate_differences, locate_nonfinite, nonfinite_arrays
 from kernelgym.envs.testing.order_check import check_agent_order
 from kernelgym.envs.testing.per_env import check_per_env_params
 
@@ -111,11 +112,17 @@ def _start(harness: EnvHarness, env, start_states) -> dict | None:
 
 # ------------------------------------------------------------------------ parity
 def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
-    """One step from drawn states matches the exact reference; flagged envs reset exactly as it does."""
-    batches = strategies.batches(harness.spec, harness.params, harness.backend)
+    """One step from drawn states (and params, where the spec declares ranges) matches the exact
+    reference; flagged envs reset exactly as it does."""
+    base = harness
+    fixed = () if harness.overrides is None else tuple(harness.overrides)
+    # with no ranges this is st.just({}): the batches are drawn as before
+    overrides = strategies.param_overrides(harness.spec, fixed) if harness.spec.param_ranges else st.just({})
 
-    @given(batch=batches, seed=strategies.seeds())
-    def parity(batch, seed):
+    @given(drawn=overrides, seed=strategies.seeds(), data=st.data())
+    def parity(drawn, seed, data):
+        harness = base.with_params(drawn)
+        batch = data.draw(strategies.batches(harness.spec, harness.params, harness.backend), label="batch")
         env = harness.make_env(batch.num_envs, seed, max_episode_steps=1)
         prev = harness.load_batch(env, batch, seed)
         streams = env.get_rng_states()
@@ -133,16 +140,19 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
                 if result.truncated[index]:
                     found.append("reset branch: truncated True, expected False")
                 if found:
-                    found += _where_nonfinite(harness, result, index, ("reset_kernel", prev, batch.actions, streams))
+                    found += _where_different(
+                        harness, result, index, ("reset_kernel", prev, batch.actions, streams), found
+                    )
                     problems.append(harness.env_problem(index, found, prev_env))
                 continue
             found = harness.step_problems(
                 prev_env, batch.actions[index], streams[index], new_state, obs, reward, terminated, result.rng[index]
             )
             if found:
-                found += _where_nonfinite(harness, result, index, ("step_kernel", prev, batch.actions, streams))
+                found += _where_different(harness, result, index, ("step_kernel", prev, batch.actions, streams), found)
                 problems.append(harness.env_problem(index, found, prev_env, batch.actions[index]))
-        fail_on(problems, "kernel and CPU reference disagree")
+        drawn_text = f" with the params drawn from EnvSpec.param_ranges {drawn}" if drawn else ""
+        fail_on(problems, f"kernel and CPU reference disagree{drawn_text}")
 
     config.run(parity)
 
@@ -198,6 +208,11 @@ def check_determinism(harness: EnvHarness, config: CheckConfig) -> str | None:
             )
 
     config.run(determinism)
+    if not harness.random_start and harness.reset_draws:
+        return (
+            f"the reference's reset draws from its stream but gave one start state for {RANDOM_START_PROBES} "
+            "seeds, so whether different seeds give different starts was not checked"
+        )
     if not harness.random_start:
         return "the reference's start state is fixed, so different seeds may give the same trajectory"
     return None
@@ -312,6 +327,11 @@ def _where_nonfinite(harness: EnvHarness, result, index: int, launch: tuple[str,
     if not nonfinite_arrays(outputs):
         return []
     return [locate_nonfinite(harness, *launch, index)]
+
+
+def _where_different(harness: EnvHarness, result, index: int, launch: tuple, found: list[str]) -> list[str]:
+    """`_where_nonfinite`, or else the kernel lines that last wrote what ``found`` says differs."""
+    return _where_nonfinite(harness, result, index, launch) or locate_differences(harness, *launch, index, found)
 
 
 def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:
@@ -523,6 +543,7 @@ CHECKS: tuple[Check, ...] = tuple(
         ("autoreset", check_autoreset),
         ("observations", check_observations),
         ("invariants", check_invariants),
+        ("long_horizon", check_long_horizon),
         ("invalid_actions", check_invalid_actions),
         ("stateful", check_stateful),
         ("gpu_compile", check_gpu_compile),

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import subprocess
 import sys
 
-__all__ = ["main_check", "max_examples_help", "precision_problem"]
+__all__ = ["PARAM_HELP", "main_check", "max_examples_help", "param_overrides", "precision_problem"]
+
+PARAM_HELP = (
+    "override a params field of the env, e.g. --param goal=5 (repeatable; ints, floats and "
+    "true/false; the report's reproduce: line repeats them)"
+)
 
 
 def max_examples_help() -> str:
@@ -30,6 +36,56 @@ def precision_problem(spec, precision: str | None) -> str | None:
             f"choice: its EnvSpec.precisions is empty), received {precision!r}"
         )
     return f"argument --precision: expected one of {list(spec.precisions)} for {spec.id}, received {precision!r}"
+
+
+def param_overrides(spec, texts) -> dict:
+    """``--param NAME=VALUE`` texts as ``make(**overrides)`` keywords, each VALUE read as its field's type.
+
+    Raises
+    ------
+    ValueError
+        A text that is not ``NAME=VALUE``, a name that is no int, float or bool field of
+        the env's params, a field given twice, or a value its field's type cannot read;
+        the message names ``--param``, what was expected and what was received.
+    """
+    import numpy as np
+
+    fields = (
+        {}
+        if spec.params is None
+        else {field.name: getattr(spec.params, field.name) for field in dataclasses.fields(spec.params)}
+    )
+    scalars = sorted(
+        name for name, value in fields.items() if isinstance(value, (bool, int, float, np.bool_, np.number))
+    )
+    overrides: dict = {}
+    for text in texts:
+        name, equals, raw = text.partition("=")
+        name = name.strip()
+        if not equals or not name:
+            raise ValueError(f"argument --param: expected NAME=VALUE, received {text!r}")
+        if name not in scalars:
+            raise ValueError(
+                f"argument --param: expected a scalar params field of {spec.id} (one of {scalars}), received {name!r}"
+            )
+        if name in overrides:
+            raise ValueError(f"argument --param: expected each field once, received {name!r} twice")
+        overrides[name] = _read_param(name, fields[name], raw.strip())
+    return overrides
+
+
+def _read_param(name: str, default, raw: str):
+    import numpy as np
+
+    if isinstance(default, (bool, np.bool_)):
+        if raw.lower() not in ("true", "false"):
+            raise ValueError(f"argument --param: expected {name}=true or {name}=false, received {name}={raw}")
+        return raw.lower() == "true"
+    kind = int if isinstance(default, (int, np.integer)) else float
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"argument --param: expected {name}=<{kind.__name__}>, received {name}={raw}") from None
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -64,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=list(PRECISIONS),
         help="for envs that declare the choice (default: the env's own)",
     )
+    parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help=PARAM_HELP)
     parser.add_argument(
         "--fast-math",
         action="store_true",
@@ -100,8 +157,10 @@ def main_check(argv=None) -> int:
     exit_code = 0
     for env_id in args.env_ids:
         try:
+            overrides = param_overrides(_spec(_env(env_id)), args.param)
             report = check_env(
-                _env(env_id),
+                env_id,  # an id or "module:attr", which the report gives back
+                params=overrides or None,
                 backend=args.backend,
                 max_examples=args.max_examples,
                 checks=checks,
@@ -138,6 +197,15 @@ def _check_precision(parser: argparse.ArgumentParser, env_ids, precision: str | 
         problem = precision_problem(spec, precision) if isinstance(spec, EnvSpec) else None
         if problem:
             parser.error(problem)
+
+
+def _spec(env):
+    """The `EnvSpec` of a registered id, or ``env`` itself (an imported spec)."""
+    if isinstance(env, str):
+        from kernelgym.envs.registry import get_spec
+
+        return get_spec(env)
+    return env
 
 
 def _env(env_id: str):

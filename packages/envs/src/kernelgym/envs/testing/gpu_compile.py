@@ -132,8 +132,9 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
     Parameters
     ----------
     env : str or EnvSpec
-        A registered env id, ``"module:attr"`` of a spec, or a spec (picklable, or
-        registered through an installed distribution's entry point).
+        A registered env id, ``"module:attr"`` of a spec, or a spec (picklable, registered
+        through an installed distribution's entry point, or a global of an importable
+        module, which the child imports: a spec holding a lambda cannot be pickled).
     params : dict, optional
         Overrides of the env's params.
     precisions : iterable of str, optional
@@ -192,10 +193,24 @@ def _transportable(env):
     except Exception as error:
         if getattr(env, "distribution", None):
             return env.id  # registered by an installed distribution: the child finds it by id
+        name = _module_attribute(env)
+        if name is not None:
+            return name  # e.g. a spec with a lambda (num_agents=lambda params: ...): the child imports it
         raise TypeError(
             f"env: the EnvSpec {getattr(env, 'id', env)!r} cannot be pickled for the GPU-compile child process "
             f"({type(error).__name__}: {error}); register it through an entry point or pass 'module:attr'"
         ) from error
+
+
+def _module_attribute(env) -> str | None:
+    """``"module:attr"`` of an importable module holding ``env`` as a global, or None."""
+    for module_name, module in list(sys.modules.items()):
+        if module_name == "__main__" or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is env:
+                return f"{module_name}:{attr}"
+    return None
 
 
 def check_gpu_compile(harness, config) -> str:
@@ -203,7 +218,7 @@ def check_gpu_compile(harness, config) -> str:
     passes the PTX audit and fits its configured launch."""
     from kernelgym.envs.testing.report import CheckSkipped
 
-    result = compile_env_for_gpu(harness.spec, harness.overrides)
+    result = compile_env_for_gpu(harness.importable or harness.spec, harness.overrides)
     if result.unavailable is not None:
         raise CheckSkipped(f"needs NVIDIA's compilers: {EXTRA_HINT} ({result.unavailable})")
     problems = [

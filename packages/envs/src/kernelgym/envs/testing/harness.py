@@ -127,7 +127,7 @@ class EnvHarness:
     Parameters
     ----------
     env : str or EnvSpec
-        A registered env id or a spec (registered or not).
+        A registered env id, ``"module:attr"`` of a spec, or a spec (registered or not).
     backend : {"auto", "cpu", "sim", "cuda"}
     params : dict, params record or None
         Overrides of the spec's params (a dict), a complete params record, or None
@@ -150,7 +150,13 @@ class EnvHarness:
         atol: float | None = None,
         precision: str | None = None,
     ):
-        if isinstance(env, str):
+        # "module:attr" names a spec not registered (yet); the GPU-compile child imports it by that name
+        self.importable = env if isinstance(env, str) and ":" in env else None
+        if self.importable is not None:
+            from kernelgym.envs.spec import load_reference
+
+            env = load_reference(env)
+        elif isinstance(env, str):
             from kernelgym.envs.registry import get_spec
 
             env = get_spec(env)
@@ -185,6 +191,7 @@ class EnvHarness:
         # other checks would then use, so they must not run
         self.out_of_bounds_found = False
         self._envs: dict = {}
+        self._variants: dict = {}
 
     @property
     def memory_unsafe(self) -> bool:
@@ -193,6 +200,25 @@ class EnvHarness:
 
     def __repr__(self):
         return f"EnvHarness({self.spec.id!r}, backend={self.backend!r})"
+
+    def with_params(self, drawn: dict) -> EnvHarness:
+        """This harness with the params overrides ``drawn`` added to its own (cached per overrides).
+
+        ``drawn`` is what the kit drew from `EnvSpec.param_ranges`; the harness's own
+        overrides (``--param``) win, as the user fixed them.
+        """
+        if not drawn:
+            return self
+        if self.overrides is None:
+            raise TypeError(f"{self!r}.with_params: the harness was built from a complete params record")
+        overrides = {**drawn, **self.overrides}
+        key = tuple(sorted(overrides.items()))
+        variant = self._variants.get(key)
+        if variant is None:
+            variant = self._variants[key] = EnvHarness(
+                self.spec, self.backend, params=overrides, rtol=self.rtol, atol=self.atol, precision=self.precision
+            )
+        return variant
 
     # ------------------------------------------------------------------------ envs
     def make_env(
@@ -376,6 +402,13 @@ class EnvHarness:
             for start in starts[1:]
             for name in self.state_shapes
         )
+
+    @functools.cached_property
+    def reset_draws(self) -> bool:
+        """Whether the reference's reset draws from its stream (its start may be random even when
+        `random_start` saw the same start from every probe)."""
+        rows = self.seed_streams(0, RANDOM_START_PROBES)
+        return any(not _same_bits(self.reference_reset(row)[1], np.asarray(row)) for row in rows)
 
     def seed_streams(self, seed, num_envs: int) -> np.ndarray:
         """The RNG streams ``make_env(num_envs, seed)`` starts with: ``(num_envs, 2)``, or one per

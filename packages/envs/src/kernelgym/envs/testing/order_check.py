@@ -25,7 +25,8 @@ that reaches ``atomic_add`` under another name is not told apart). An element se
 agents write with one value (``terminated[env] = runners_left[env] == 0``) is no race.
 
 A failure names the phase's kernel (its qualname), the arrays that differ, the first
-env where they do and the order or interleaving that showed it. Env-layout kernels (one
+env where they do, the order or interleaving that showed it, and the kernel lines that
+write them (from a replay of that env's agents through their Python source). Env-layout kernels (one
 thread per env) have no agents to permute: the check passes them with a note (other
 envs' rows are the ``no_cross_talk`` check's business).
 """
@@ -44,6 +45,7 @@ from kernelgym.core.kernels import AgentKernel
 from kernelgym.envs.runtime.names import bind_env_programs
 from kernelgym.envs.testing import strategies
 from kernelgym.envs.testing.harness import fail_on
+from kernelgym.envs.testing.nonfinite import agent_writers
 from kernelgym.envs.testing.report import CheckSkipped
 
 __all__ = ["check_agent_order", "order_problems"]
@@ -123,12 +125,16 @@ def order_problems(harness, batch, seed: int, order_seed: int) -> list[str]:
                         f"{where}: {', '.join(map(repr, names))} {'differs' if len(names) == 1 else 'differ'} from "
                         f"the in-order run, first in env {env}, when the envs ran in reverse order and env {env}'s "
                         f"agents in the order {agent_order[env].tolist()}"
+                        + _written_at(harness, kernel, current, env, names)
                     )
                     break
             else:
                 found = _interleaving_problem(harness, kernel, current, expected, launch_order, alone=run)
                 if found:
-                    problems.append(f"{where}: {found}")
+                    text, name, element = found
+                    problems.append(
+                        f"{where}: {text}" + _written_at(harness, kernel, current, element[0], [name], element)
+                    )
             current = expected
     return problems
 
@@ -190,9 +196,18 @@ def _interleaving_problem(harness, kernel, inputs: dict, expected: dict, launch_
                 how = f"no agent alone changes it, in order it becomes {_show(value[index])}"
             return (
                 f"{name!r} differs from the in-order run when the agents of env {index[0]} all read before "
-                f"any of them writes (as a GPU may run them): {element}: {how}"
+                f"any of them writes (as a GPU may run them): {element}: {how}",
+                name,
+                index,
             )
     return None
+
+
+def _written_at(harness, kernel, inputs: dict, env: int, names, element=None) -> str:
+    """``"; written at <file:line ...>"``: the kernel lines that write the racing arrays, from a
+    replay of env ``env``'s agents (empty when the replay finds none)."""
+    lines = [line for name in names for line in agent_writers(harness, kernel, inputs, env, name, element)]
+    return "; written at " + "; ".join(dict.fromkeys(lines)) if lines else ""
 
 
 @device_function

@@ -29,10 +29,15 @@ __all__ = ["check_per_env_params", "per_env_values"]
 FACTORS = (0.8, 1.2)  # per-env values: the default times a factor in this range
 
 
-def per_env_values(params, fields, num_envs: int) -> st.SearchStrategy[dict]:
-    """``{field: (num_envs,) float64 array}``: each field's value in ``params`` times a factor in `FACTORS`."""
+def per_env_values(params, fields, num_envs: int, ranges=None) -> st.SearchStrategy[dict]:
+    """``{field: (num_envs,) float64 array}``: each field's value in ``params`` times a factor in `FACTORS`,
+    or, for a field in ``ranges`` (`EnvSpec.param_ranges`), a value in its range, the ends included."""
+    ranges = ranges or {}
 
     def column(name):
+        if name in ranges:
+            values = strategies.range_values(*ranges[name])
+            return st.lists(values, min_size=num_envs, max_size=num_envs).map(np.array)
         base = float(getattr(params, name))
         return st.lists(st.floats(*FACTORS), min_size=num_envs, max_size=num_envs).map(
             lambda factors: base * np.array(factors)
@@ -54,7 +59,9 @@ def check_per_env_params(harness: EnvHarness, config) -> None:
         n = batch.num_envs
         env = harness.make_env(n, seed, max_episode_steps=1, fresh=True)
         try:
-            env.set_params(**data.draw(per_env_values(harness.params, spec.per_env_params, n), label="values"))
+            env.set_params(
+                **data.draw(per_env_values(harness.params, spec.per_env_params, n, spec.param_ranges), label="values")
+            )
             prev = harness.load_batch(env, batch, seed)
             fail_on(
                 _step_problems(harness, env, batch, prev),

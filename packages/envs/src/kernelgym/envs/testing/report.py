@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import platform
 
+import numpy as np
+
 __all__ = ["DEFAULT_MAX_EXAMPLES", "CheckResult", "CheckSkipped", "Report", "format_report"]
 
 # Hypothesis examples per check (the simulator runs every thread as Python, so fewer);
@@ -71,6 +73,12 @@ class Report:
         Whether the opt-in ``fast_math`` check ran.
     rtol, atol : float
         The tolerances of float comparisons with the reference (0: exact).
+    params : dict
+        The params overrides the run was given (``--param``), which the ``reproduce:``
+        line repeats.
+    source : str
+        What ``kernelgym check`` takes back to reproduce the run: the env id, or the
+        ``"module:attr"`` it was given (default: ``env_id``).
     """
 
     env_id: str
@@ -83,6 +91,8 @@ class Report:
     fast_math: bool = False
     rtol: float = 0.0
     atol: float = 0.0
+    params: dict = dataclasses.field(default_factory=dict)
+    source: str = ""
 
     @property
     def passed(self) -> bool:
@@ -141,10 +151,20 @@ def format_report(report: Report) -> str:
         precision = f" --precision {report.precision}" if report.precision else ""
         lines += [
             "",
-            f"reproduce: kernelgym check {report.env_id} --backend {report.backend} "
-            f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}",
+            f"reproduce: kernelgym check {report.source or report.env_id} --backend {report.backend} "
+            f"--max-examples {report.max_examples} --seed {report.seed}{precision}{fast_math}"
+            + "".join(f" --param {name}={format_param(value)}" for name, value in report.params.items()),
         ]
     return "\n".join(lines)
+
+
+def format_param(value) -> str:
+    """A param value as ``--param NAME=VALUE`` takes it back (`repr` of a float keeps every bit)."""
+    if isinstance(value, (bool, np.bool_)):
+        return str(bool(value)).lower()
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    return repr(float(value))
 
 
 def _guarantee(report: Report) -> str:

@@ -11,6 +11,7 @@ from hypothesis.errors import FlakyFailure
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
+from kernelgym.envs.testing.nonfinite import user_frame
 from kernelgym.envs.testing.progress import compile_progress
 from kernelgym.envs.testing.report import (
     DEFAULT_MAX_EXAMPLES,
@@ -127,6 +128,8 @@ def check_env(
         fast_math=FAST_MATH_CHECK in selected,
         rtol=harness.rtol,
         atol=harness.atol,
+        params=dict(params or {}),
+        source=harness.importable or harness.spec.id,
     )
 
 
@@ -179,12 +182,17 @@ def _run_one(check, harness, config) -> CheckResult:
 
 
 def _location(error: BaseException) -> str:
-    """Where the error was raised (the innermost frame), to find the kernel or reference at fault."""
+    """Where the error was raised (the innermost frame), to find the kernel or reference at fault,
+    and the user's innermost line when that frame is numba's or the kit's (`user_frame`)."""
     frames = traceback.extract_tb(error.__traceback__)
     if not frames:
         return ""
     frame = frames[-1]
-    return f"raised at {frame.filename}:{frame.lineno} in {frame.name}"
+    where = f"raised at {frame.filename}:{frame.lineno} in {frame.name}"
+    user = user_frame(error)
+    if user is not None and not user.startswith(f"{frame.filename}:{frame.lineno} "):
+        where += f", from your code at {user}"
+    return where
 
 
 def _message(error: BaseException) -> str:

@@ -33,7 +33,9 @@ __all__ = [
     "batches",
     "invalid_actions",
     "num_envs",
+    "param_overrides",
     "random_actions",
+    "range_values",
     "reached_states",
     "seeds",
     "states",
@@ -66,6 +68,40 @@ def num_envs(backend: str = "cpu", min_value: int = 1) -> st.SearchStrategy[int]
     if not choices:
         raise ValueError(f"min_value: expected at most {max(NUM_ENVS[backend])}, got {min_value}")
     return st.sampled_from(choices)
+
+
+def range_values(low, high) -> st.SearchStrategy:
+    """Values in ``[low, high]`` (ints for int ends), the ends drawn as often as the inside."""
+    ends = st.sampled_from([low, high])
+    if isinstance(low, int):
+        return st.one_of(ends, st.integers(low, high))
+    return st.one_of(ends, st.floats(low, high, allow_nan=False))
+
+
+def param_overrides(spec, fixed=()) -> st.SearchStrategy[dict]:
+    """Params overrides drawn from the spec's `EnvSpec.param_ranges` (fields in ``fixed`` left out).
+
+    A `EnvSpec.per_env_params` field is drawn anywhere in its range, ends included; any
+    other field is a compile-time constant of the kernels, so each of its values costs a
+    compilation: at most one of them is drawn per example, at one end of its range (the
+    others keep their defaults). The empty dict (every default) is the shrink target.
+    """
+    ranges = {name: bounds for name, bounds in spec.param_ranges.items() if name not in fixed}
+    runtime = {name: range_values(*bounds) for name, bounds in ranges.items() if name in spec.per_env_params}
+    compiled = [(name, end) for name, bounds in ranges.items() if name not in spec.per_env_params for end in bounds]
+
+    @st.composite
+    def build(draw) -> dict:
+        drawn = {}
+        for name, values in runtime.items():
+            if draw(st.booleans(), label=f"draw {name}"):
+                drawn[name] = draw(values, label=name)
+        if compiled and draw(st.booleans(), label="draw a compiled param"):
+            name, end = draw(st.sampled_from(compiled), label="compiled param at an end")
+            drawn[name] = end
+        return drawn
+
+    return build()
 
 
 # ------------------------------------------------------------------------- actions

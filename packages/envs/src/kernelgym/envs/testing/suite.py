@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernelgym.envs.testing import checks, order_check, per_env
+from kernelgym.envs.testing import checks, long_horizon, order_check, per_env
 from kernelgym.envs.testing.checks import CheckConfig
 from kernelgym.envs.testing.gpu_compile import gpu_compile_test
 from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
@@ -115,6 +115,9 @@ class EnvTestSuite:
 
     def test_invariants(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_invariants, kernelgym_harness, kernelgym_config)
+
+    def test_long_horizon(self, kernelgym_harness, kernelgym_config):
+        _run_safely(long_horizon.check_long_horizon, kernelgym_harness, kernelgym_config)
 
     def test_invalid_actions(self, kernelgym_harness, kernelgym_config):
         _run_safely(checks.check_invalid_actions, kernelgym_harness, kernelgym_config)
