@@ -331,7 +331,10 @@ def _where_nonfinite(harness: EnvHarness, result, index: int, launch: tuple[str,
 
 def _where_different(harness: EnvHarness, result, index: int, launch: tuple, found: list[str]) -> list[str]:
     """`_where_nonfinite`, or else the kernel lines that last wrote what ``found`` says differs."""
-    return _where_nonfinite(harness, result, index, launch) or locate_differences(harness, *launch, index, found)
+    kernel_field, state, actions, rng_states = launch
+    return _where_nonfinite(harness, result, index, launch) or locate_differences(
+        harness, kernel_field, state, actions, rng_states, index, found
+    )
 
 
 def _rollout_check(harness: EnvHarness, config: CheckConfig, name: str, inspect) -> None:

@@ -125,7 +125,7 @@ def _run(harness: EnvHarness, env, seed: int, steps: int, sample: np.ndarray) ->
         obs, rewards, terminated, truncated, _ = env.step(actions, numpy=True)
         obs = flat_obs(space, obs)
         state, rng_after = env.get_state(), env.get_rng_states()
-        failing = {}
+        failing: dict[int, list[str]] = {}
         for index in _nonfinite_envs(obs, rewards, state):
             failing.setdefault(int(index), []).append("NaN or inf in its observation, reward or state")
         for index in sample:
