@@ -4,6 +4,7 @@ from about 20 (a random policy) to above 200 within a fixed budget of env steps.
 Asserted on returns, never on time; seeds are fixed so a run is reproducible.
 """
 
+import functools
 import os
 
 import gymnasium
@@ -11,6 +12,7 @@ import numpy as np
 import torch
 
 import kernelgym.envs  # noqa: F401 - registers "kernelgym/<id>" with gymnasium
+from kernelgym.memory import RandomMemory as KernelgymRandomMemory
 
 SEED = int(os.environ.get("KERNELGYM_CLIENTS_SEED", "0"))  # other seeds: a reliability check by hand
 
@@ -94,13 +96,20 @@ def test_stable_baselines3_ppo_learns_cartpole_with_a_randomized_pole_length():
     assert np.all((lengths >= 0.4) & (lengths < 0.6)) and np.unique(lengths).size == 8
 
 
-def test_skrl_ppo_learns_cartpole():
+@functools.cache
+def _skrl_ppo_returns(memory: str) -> tuple[float, ...]:
+    """Episode returns of skrl's own PPO on CartPole with skrl's or kernelgym's RandomMemory.
+
+    Cached: the learning test and the comparison of the two memories share the skrl run.
+    """
     from skrl.agents.torch.ppo import PPO, PPO_CFG
     from skrl.envs.wrappers.torch import wrap_env
-    from skrl.memories.torch import RandomMemory
+    from skrl.memories.torch import RandomMemory as SkrlRandomMemory
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
     from skrl.trainers.torch import SequentialTrainer
     from skrl.utils import set_seed
+
+    memory_class = {"skrl": SkrlRandomMemory, "kernelgym": KernelgymRandomMemory}[memory]
 
     class Policy(CategoricalMixin, Model):
         def __init__(self, observation_space, action_space, device):
@@ -146,7 +155,8 @@ def test_skrl_ppo_learns_cartpole():
     }
     agent = PPO(
         models=models,
-        memory=RandomMemory(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
+        # kernelgym's RandomMemory unchanged, in place of skrl's
+        memory=memory_class(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
         observation_space=env.observation_space,
         action_space=env.action_space,
         device=env.device,
@@ -159,7 +169,20 @@ def test_skrl_ppo_learns_cartpole():
     )
     trainer.train()  # 2,500 x 16 = 40,000 env steps
     env.close()
-    assert_learned(list(recorded.return_queue))
+    return tuple(recorded.return_queue)
+
+
+def test_skrl_ppo_learns_cartpole():
+    assert_learned(list(_skrl_ppo_returns("skrl")))
+
+
+def test_skrl_ppo_learns_as_well_with_kernelgym_memory():
+    # same seed, and both memories draw their mini-batches with torch.randint from the global
+    # generator: the runs match episode for episode
+    ours, theirs = _skrl_ppo_returns("kernelgym"), _skrl_ppo_returns("skrl")
+    assert_learned(list(ours))
+    assert first_crossing(list(ours)) == first_crossing(list(theirs))
+    assert np.mean(ours[-WINDOW:]) == np.mean(theirs[-WINDOW:])
 
 
 def test_torchrl_ppo_learns_cartpole():
