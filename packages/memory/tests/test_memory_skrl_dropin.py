@@ -92,9 +92,7 @@ def test_a_lossy_cast_names_the_tensor_and_the_value_and_writes_nothing():
     memory.create_tensor("actions", 1, torch.float32)
     memory.create_tensor("rewards", 1, torch.float32)
     with pytest.raises(TypeError, match=r"'actions' holds torch.float32; 16777217 \(torch.int64\)"):
-        memory.add_samples(
-            rewards=torch.ones(2, 1), actions=torch.tensor([[2], [2**24 + 1]], dtype=torch.int64)
-        )
+        memory.add_samples(rewards=torch.ones(2, 1), actions=torch.tensor([[2], [2**24 + 1]], dtype=torch.int64))
     assert len(memory) == 0 and torch.isnan(memory.get_tensor_by_name("rewards")).all()
 
 

@@ -95,6 +95,8 @@ SPEC = EnvSpec(
 @hookimpl
 def kernelgym_register_envs():
     return [SPEC]
+
+
 # --8<-- [end:spec]
 
 

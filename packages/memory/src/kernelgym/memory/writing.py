@@ -55,7 +55,7 @@ class SampleWriter(_MixinBase):
         smaller batch moves ``env_index`` by ``n`` and continues on the next row when it
         reaches the end of one. Tensors of size 1 also accept a batch of shape (n,).
         Names the memory has no tensor for are skipped (with one warning per name); so are,
-        silently as in skrl, names created with `size=None` and values that are None.
+        silently as in skrl, names created with `size=None` (skrl's agents pass `states=None`).
         A value of another dtype is stored when the cast is exact (int64 actions into a
         float32 tensor, say) and refused, naming the tensor and the value, when it is not.
         If the call raises, the memory is unchanged.
@@ -66,8 +66,8 @@ class SampleWriter(_MixinBase):
         full_rows = self._full_row_specs
         for name, value in tensors.items():
             spec = full_rows.get(name)
-            if spec is None or value is None:
-                if name not in self._absent_names and value is not None:
+            if spec is None:
+                if name not in self._absent_names:
                     skipped = (skipped or []) + [name]
                 continue
             # the common case (one full row of the right dtype, no autograd) costs three comparisons
