@@ -53,13 +53,17 @@ def same(ours, theirs):
     laps=st.integers(1, 2),
     mini_batches=st.sampled_from([1, 2]),
     seed=st.integers(0, 2**31),
+    replacement=st.booleans(),
     data=st.data(),
 )
-def test_kernelgym_memory_samples_what_skrls_memory_samples(memory_size, num_envs, laps, mini_batches, seed, data):
+def test_kernelgym_memory_samples_what_skrls_memory_samples(
+    memory_size, num_envs, laps, mini_batches, seed, replacement, data
+):
     from skrl.memories.torch import RandomMemory as SkrlRandomMemory
 
-    ours = RandomMemory(memory_size=memory_size, num_envs=num_envs, device="cpu")
-    theirs = SkrlRandomMemory(memory_size=memory_size, num_envs=num_envs, device="cpu")
+    # `replacement` given to both: the defaults differ (skrl False, kernelgym True)
+    ours = RandomMemory(memory_size=memory_size, num_envs=num_envs, device="cpu", replacement=replacement)
+    theirs = SkrlRandomMemory(memory_size=memory_size, num_envs=num_envs, device="cpu", replacement=replacement)
     for memory in (ours, theirs):
         for name, size, dtype, _ in TENSORS:
             assert memory.create_tensor(name=name, size=size, dtype=dtype) is (size is not None)
@@ -74,7 +78,7 @@ def test_kernelgym_memory_samples_what_skrls_memory_samples(memory_size, num_env
     same(ours.sample_all(names=names, mini_batches=batches), theirs.sample_all(names=names, mini_batches=batches))
     indexes = torch.tensor(data.draw(st.lists(st.integers(0, total - 1), min_size=1, max_size=8)))
     same(ours.sample_by_index(names=names, indexes=indexes), theirs.sample_by_index(names=names, indexes=indexes))
-    # with replacement both draw torch.randint from the global generator: same cells
+    # both draw torch.randint (with replacement) or torch.randperm from the global generator: same cells
     torch.manual_seed(seed)
     mine = ours.sample(names=names, batch_size=total, mini_batches=1)
     torch.manual_seed(seed)

@@ -156,7 +156,8 @@ def _skrl_ppo_returns(memory: str) -> tuple[float, ...]:
     agent = PPO(
         models=models,
         # kernelgym's RandomMemory unchanged, in place of skrl's
-        memory=memory_class(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
+        # replacement=False is skrl's default (kernelgym's is True): given, so both sample alike
+        memory=memory_class(memory_size=rollouts, num_envs=env.num_envs, device=env.device, replacement=False),
         observation_space=env.observation_space,
         action_space=env.action_space,
         device=env.device,

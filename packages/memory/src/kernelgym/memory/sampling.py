@@ -41,7 +41,12 @@ class Sampler(_MixinBase):
         """Flat views of the named tensors; None for a name created with `size=None` (as skrl)."""
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise TypeError(f"names: expected a list or tuple of tensor names, got {names!r}")
-        return [None if name in self._absent_names else self._tensor(name, self.tensors_view) for name in names]
+        absent = self._absent_names
+        # a name that is no str (a list, None) is no set member: _tensor names it in its KeyError
+        return [
+            None if isinstance(name, str) and name in absent else self._tensor(name, self.tensors_view)
+            for name in names
+        ]
 
     def _check_sample_sizes(self, batch_size, mini_batches, sequence_length) -> tuple[int, int, int]:
         """Validated ``batch_size``, ``mini_batches`` (at most ``batch_size``) and ``sequence_length``."""
