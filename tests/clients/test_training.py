@@ -251,11 +251,14 @@ def _skrl_dqn_returns(memory: str) -> tuple[float, ...]:
 
 
 def test_skrl_dqn_learns_as_well_with_kernelgym_memory():
-    # int64 discrete actions, a replay memory sampled every step: the same run with either memory
-    ours, theirs = _skrl_dqn_returns("kernelgym"), _skrl_dqn_returns("skrl")
-    assert ours == theirs
-    assert np.mean(ours[:WINDOW]) < 50
-    assert np.mean(ours[-WINDOW:]) > DQN_TARGET, f"DQN's last {WINDOW} returns: {np.mean(ours[-WINDOW:])}"
+    # int64 discrete actions into a replay memory sampled every step. skrl's exploration draws
+    # from a gymnasium space seeded from OS entropy (skrl's sample_space), so two runs differ
+    # whatever the memory: both must reach the same level
+    for memory in ("kernelgym", "skrl"):
+        returns = _skrl_dqn_returns(memory)
+        assert np.mean(returns[:WINDOW]) < 50, "a fresh policy should balance the pole for about 20 steps"
+        last = np.mean(returns[-WINDOW:])
+        assert last > DQN_TARGET, f"DQN with {memory}'s memory: mean of the last {WINDOW} returns {last}"
 
 
 def test_torchrl_ppo_learns_cartpole():
