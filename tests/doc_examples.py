@@ -3,8 +3,8 @@
 Every ```` ```python ```` block in README.md, packages/*/README.md, the example plugin's
 README and docs/ runs in CI (issue 27). A block runs as it stands, or continues the block
 before it in the same file when the line just above its fence is ``<!-- continue -->``:
-the two then run as one script. Each script (an :class:`Example`) runs in the tox env that
-holds what it imports (:func:`tox_env`): the RL libraries' in ``clients``, Ray's in
+the two then run as one script. Each script (an `Example`) runs in the tox env that
+holds what it imports (`tox_env`): the RL libraries' in ``clients``, Ray's in
 ``ray``, kernelgym-minatar's (its README's blocks) in ``minatar``, every other in
 ``integration``; a block that needs a GPU (a CUDA graph) in ``gpu``,
 which only a machine with a GPU runs.
@@ -104,7 +104,7 @@ def examples_in(text: str, path: str) -> list[Example]:
 
 
 def all_examples(root: Path = ROOT) -> list[Example]:
-    """The examples of every file of :func:`markdown_files`, in order."""
+    """The examples of every file of `markdown_files`, in order."""
     return [
         example
         for file in markdown_files(root)

@@ -4,6 +4,7 @@ from about 20 (a random policy) to above 200 within a fixed budget of env steps.
 Asserted on returns, never on time; seeds are fixed so a run is reproducible.
 """
 
+import functools
 import os
 
 import gymnasium
@@ -11,11 +12,14 @@ import numpy as np
 import torch
 
 import kernelgym.envs  # noqa: F401 - registers "kernelgym/<id>" with gymnasium
+from kernelgym.memory import RandomMemory as KernelgymRandomMemory
 
 SEED = int(os.environ.get("KERNELGYM_CLIENTS_SEED", "0"))  # other seeds: a reliability check by hand
 
 WINDOW = 20
 TARGET = 200.0
+DQN_TIMESTEPS = 3_000  # x 8 envs = 24,000 env steps
+DQN_TARGET = 100.0  # a short DQN run: well above a random policy's ~20, short of PPO's 200
 
 
 def first_crossing(returns, window=WINDOW, target=TARGET):
@@ -94,13 +98,20 @@ def test_stable_baselines3_ppo_learns_cartpole_with_a_randomized_pole_length():
     assert np.all((lengths >= 0.4) & (lengths < 0.6)) and np.unique(lengths).size == 8
 
 
-def test_skrl_ppo_learns_cartpole():
+@functools.cache
+def _skrl_ppo_returns(memory: str) -> tuple[float, ...]:
+    """Episode returns of skrl's own PPO on CartPole with skrl's or kernelgym's RandomMemory.
+
+    Cached: the learning test and the comparison of the two memories share the skrl run.
+    """
     from skrl.agents.torch.ppo import PPO, PPO_CFG
     from skrl.envs.wrappers.torch import wrap_env
-    from skrl.memories.torch import RandomMemory
+    from skrl.memories.torch import RandomMemory as SkrlRandomMemory
     from skrl.models.torch import CategoricalMixin, DeterministicMixin, Model
     from skrl.trainers.torch import SequentialTrainer
     from skrl.utils import set_seed
+
+    memory_class = {"skrl": SkrlRandomMemory, "kernelgym": KernelgymRandomMemory}[memory]
 
     class Policy(CategoricalMixin, Model):
         def __init__(self, observation_space, action_space, device):
@@ -146,7 +157,9 @@ def test_skrl_ppo_learns_cartpole():
     }
     agent = PPO(
         models=models,
-        memory=RandomMemory(memory_size=rollouts, num_envs=env.num_envs, device=env.device),
+        # kernelgym's RandomMemory unchanged, in place of skrl's
+        # replacement=False is skrl's default (kernelgym's is True): given, so both sample alike
+        memory=memory_class(memory_size=rollouts, num_envs=env.num_envs, device=env.device, replacement=False),
         observation_space=env.observation_space,
         action_space=env.action_space,
         device=env.device,
@@ -159,7 +172,93 @@ def test_skrl_ppo_learns_cartpole():
     )
     trainer.train()  # 2,500 x 16 = 40,000 env steps
     env.close()
-    assert_learned(list(recorded.return_queue))
+    return tuple(recorded.return_queue)
+
+
+def test_skrl_ppo_learns_cartpole():
+    assert_learned(list(_skrl_ppo_returns("skrl")))
+
+
+def test_skrl_ppo_learns_as_well_with_kernelgym_memory():
+    # same seed, and both memories draw their mini-batches with torch.randint from the global
+    # generator: the runs match episode for episode
+    ours, theirs = _skrl_ppo_returns("kernelgym"), _skrl_ppo_returns("skrl")
+    assert_learned(list(ours))
+    assert first_crossing(list(ours)) == first_crossing(list(theirs))
+    assert np.mean(ours[-WINDOW:]) == np.mean(theirs[-WINDOW:])
+
+
+@functools.cache
+def _skrl_dqn_returns(memory: str) -> tuple[float, ...]:
+    """Episode returns of skrl's own DQN (off-policy: a replay memory) on CartPole."""
+    from skrl.agents.torch.dqn import DQN, DQN_CFG
+    from skrl.envs.wrappers.torch import wrap_env
+    from skrl.memories.torch import RandomMemory as SkrlRandomMemory
+    from skrl.models.torch import DeterministicMixin, Model
+    from skrl.trainers.torch import SequentialTrainer
+    from skrl.utils import set_seed
+
+    memory_class = {"skrl": SkrlRandomMemory, "kernelgym": KernelgymRandomMemory}[memory]
+
+    class QNetwork(DeterministicMixin, Model):
+        def __init__(self, observation_space, action_space, device):
+            Model.__init__(self, observation_space=observation_space, action_space=action_space, device=device)
+            DeterministicMixin.__init__(self)
+            self.net = mlp(self.num_observations, self.num_actions)
+
+        def compute(self, inputs, role):
+            return self.net(inputs["observations"]), {}
+
+    set_seed(SEED)
+    vector = gymnasium.make_vec("kernelgym/CartPole-v1", 8, backend="cpu", seed=SEED)
+    recorded = gymnasium.wrappers.vector.RecordEpisodeStatistics(vector, buffer_length=100_000)
+    env = wrap_env(recorded, verbose=False)
+    timesteps = DQN_TIMESTEPS
+    cfg = DQN_CFG(
+        batch_size=64,
+        discount_factor=0.99,
+        learning_rate=1e-3,
+        # 800 cells before the first update: more than a batch, which kernelgym's memory
+        # refuses to shrink without replacement (skrl's returns a smaller batch)
+        learning_starts=100,
+        target_update_interval=10,
+        polyak=0.05,
+        exploration_scheduler=lambda timestep, timesteps: max(0.05, 1.0 - timestep / (0.3 * timesteps)),
+    )
+    cfg.experiment.write_interval = 0
+    cfg.experiment.checkpoint_interval = 0
+    models = {
+        "q_network": QNetwork(env.observation_space, env.action_space, env.device),
+        "target_q_network": QNetwork(env.observation_space, env.action_space, env.device),
+    }
+    agent = DQN(
+        models=models,
+        # kernelgym's RandomMemory unchanged, in place of skrl's (skrl's default replacement=False given)
+        memory=memory_class(memory_size=2_000, num_envs=env.num_envs, device=env.device, replacement=False),
+        observation_space=env.observation_space,
+        action_space=env.action_space,
+        device=env.device,
+        cfg=cfg,
+    )
+    trainer = SequentialTrainer(
+        env=env,
+        agents=agent,
+        cfg={"timesteps": timesteps, "headless": True, "disable_progressbar": True, "close_environment_at_exit": False},
+    )
+    trainer.train()
+    env.close()
+    return tuple(recorded.return_queue)
+
+
+def test_skrl_dqn_learns_as_well_with_kernelgym_memory():
+    # int64 discrete actions into a replay memory sampled every step. skrl's exploration draws
+    # from a gymnasium space seeded from OS entropy (skrl's sample_space), so two runs differ
+    # whatever the memory: both must reach the same level
+    for memory in ("kernelgym", "skrl"):
+        returns = _skrl_dqn_returns(memory)
+        assert np.mean(returns[:WINDOW]) < 50, "a fresh policy should balance the pole for about 20 steps"
+        last = np.mean(returns[-WINDOW:])
+        assert last > DQN_TARGET, f"DQN with {memory}'s memory: mean of the last {WINDOW} returns {last}"
 
 
 def test_torchrl_ppo_learns_cartpole():

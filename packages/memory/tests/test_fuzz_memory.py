@@ -103,7 +103,7 @@ class HostileMemory(RuleBasedStateMachine):
         valid = (
             kind in ("tensor", "numpy")
             and (obs_shape == "ok" or obs_shape == "flat" and count == 1)  # a flat (2,) is one sample
-            and action_dtype == torch.int64
+            # int32 and float32 actions hold small integers: exact casts into int64, stored
             and 1 <= count <= self.capacity
         )
         before = self.snapshot()

@@ -75,6 +75,7 @@ reference = CPUReference(
 )
 
 # 5. The spec, and the hook kernelgym calls through the "kernelgym.envs" entry point.
+# --8<-- [start:spec]
 SPEC = EnvSpec(
     id="GoRight-v0",
     observation_space=spaces.Box(0.0, 1.0, (1,), np.float32),
@@ -94,6 +95,9 @@ SPEC = EnvSpec(
 @hookimpl
 def kernelgym_register_envs():
     return [SPEC]
+
+
+# --8<-- [end:spec]
 
 
 # 6. Optional, for the property-test kit: states to start from, and rules that always hold.

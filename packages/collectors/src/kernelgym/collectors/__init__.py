@@ -1,7 +1,7 @@
 """kernelgym.collectors: vectorized tasks, rollout engines and a device collector.
 
 ``VectorSampledTasks`` and its helpers import without torch. The rollout engines
-(:mod:`kernelgym.collectors.rollout`), ``DeviceCollector`` and the rollout's main names
+(`kernelgym.collectors.rollout`), ``DeviceCollector`` and the rollout's main names
 (``State``, ``Fragment``, ``Context``, ``Actor``, ``torchify``, ``numpify``) need torch:
 they are imported on first access, so ``import kernelgym.collectors`` stays cheap, also
 in every worker process of ``VectorSampledTasks``.

@@ -76,7 +76,7 @@ def _zero_where(done: torch.Tensor):
 
 
 def _named_leaves(struct: Any, path: str) -> list[tuple[str, Any]]:
-    """``(path, leaf)`` of a nested container, depth first, in :func:`leaves`' order."""
+    """``(path, leaf)`` of a nested container, depth first, in `leaves`' order."""
     if isinstance(struct, dict):
         return [item for key, value in struct.items() for item in _named_leaves(value, f"{path}[{key!r}]")]
     if isinstance(struct, (list, tuple)):
@@ -153,11 +153,11 @@ class DeviceCollector:
 
     Notes
     -----
-    Iterating yields the same :class:`Fragment` object every time, refilled in
+    Iterating yields the same `Fragment` object every time, refilled in
     place: ``state`` and ``actor`` are ``(n_steps + 1) x N x ...``, ``env`` holds
     ``final_obs`` (``n_steps x N x ...``, the observation before any reset) and
     ``hx`` the actor's recurrent state at the fragment's start. The records follow
-    :mod:`kernelgym.collectors.rollout.core`.
+    `kernelgym.collectors.rollout.core`.
 
     The actor's recurrent state must have ``num_envs`` at dim 1 (``L x N x ...``) and
     its info values ``1 x N x ...``; every later step must return exactly those shapes

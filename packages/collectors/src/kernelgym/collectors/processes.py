@@ -3,24 +3,24 @@
 ``VectorSampledTasks`` (its worker pool) and the rollout engines (``rollout.workers``)
 start, watch and stop their worker processes with these functions only:
 
-- :func:`get_context` picks the start method; :func:`start_process` starts a daemonic
-  child that runs :func:`child_main`: it ignores SIGINT (the parent decides when its
-  workers stop) and dies with its parent (:func:`die_with_parent`);
-- :func:`crashed_error` says how a dead child died (signal or exit code);
-  :func:`wait_readable` waits on a pipe and the child's sentinel together, so a death is
+- `get_context` picks the start method; `start_process` starts a daemonic
+  child that runs `child_main`: it ignores SIGINT (the parent decides when its
+  workers stop) and dies with its parent (`die_with_parent`);
+- `crashed_error` says how a dead child died (signal or exit code);
+  `wait_readable` waits on a pipe and the child's sentinel together, so a death is
   seen at once, never as a hang;
-- :func:`reap` stops a child for good (terminate, then kill, then join: no zombie).
+- `reap` stops a child for good (terminate, then kill, then join: no zombie).
 
-Process groups: each child leads its own process group (:func:`child_main` calls
+Process groups: each child leads its own process group (`child_main` calls
 ``os.setsid``), so that what it starts (an env's simulator subprocess) is in that group,
-and :func:`reap` signals the whole group: nothing a hung worker started outlives it.
+and `reap` signals the whole group: nothing a hung worker started outlives it.
 
 Dying with the parent: on Linux the child asks the kernel for SIGKILL when its parent
 thread ends (``prctl(PR_SET_PDEATHSIG)``), which works even while the child runs code
 that holds the GIL (a numba loop); everywhere a watcher thread also ends the child once
 its parent is gone, when the child's code lets it run. With ``forkserver`` the child's
 parent is Python's fork server, which exits when the parent process does (once the
-child has closed its copy of the server's lifeline, see :func:`die_with_parent`).
+child has closed its copy of the server's lifeline, see `die_with_parent`).
 """
 
 from __future__ import annotations
@@ -125,9 +125,9 @@ def die_with_parent(kernel_signal: bool, forked_by_server: bool = False) -> None
 
 
 def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any) -> Any:
-    """What a child started by :func:`start_process` runs: ``target(*args)`` after
+    """What a child started by `start_process` runs: ``target(*args)`` after
     ignoring SIGINT and arranging to die with its parent (``start``: the arguments of
-    :func:`die_with_parent`)."""
+    `die_with_parent`)."""
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A group (and session) of its own: reap() then stops whatever the worker's code started.
@@ -140,11 +140,11 @@ def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any)
 
 
 def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str) -> Any:
-    """Start a daemonic child process running ``target(*args)`` through :func:`child_main`.
+    """Start a daemonic child process running ``target(*args)`` through `child_main`.
 
     Parameters
     ----------
-    mp : multiprocessing context (see :func:`get_context`).
+    mp : multiprocessing context (see `get_context`).
     target : picklable callable (module level).
     args : its arguments.
     name : the process name.
@@ -214,7 +214,7 @@ def wait_readable(selector: selectors.BaseSelector, connection: Any, timeout: fl
     """Wait until ``connection`` has data or its process has exited.
 
     ``selector`` watches ``connection`` and the process's ``sentinel`` (see
-    :func:`watch`). Returns ``"ready"`` (data to read), ``"exited"`` (the process is
+    `watch`). Returns ``"ready"`` (data to read), ``"exited"`` (the process is
     gone and left nothing to read) or ``"timeout"``.
     """
     ready = [key.fileobj for key, _ in selector.select(timeout)]
@@ -226,7 +226,7 @@ def wait_readable(selector: selectors.BaseSelector, connection: Any, timeout: fl
 
 
 def watch(connection: Any, process: Any) -> selectors.BaseSelector:
-    """A selector on ``connection`` and ``process.sentinel`` for :func:`wait_readable`;
+    """A selector on ``connection`` and ``process.sentinel`` for `wait_readable`;
     made once per process because building one per wait costs more than a step's
     bookkeeping."""
     selector = selectors.DefaultSelector()
@@ -252,7 +252,7 @@ def reap(process: Any, timeout: float = 1.0) -> None:
     """Stop ``process`` and its process group for good: terminate them, wait ``timeout``
     seconds, then kill them; returns once ``process`` has been joined (no zombie is left).
 
-    The group holds what the child started (see :func:`child_main`): those processes are
+    The group holds what the child started (see `child_main`): those processes are
     killed too, even when the child itself already exited.
     """
     if process.is_alive():

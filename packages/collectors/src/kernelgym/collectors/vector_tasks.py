@@ -4,9 +4,9 @@
 Both step many task samplers in lockstep and keep AllenAct's names and semantics
 (indices of the ``*_at`` methods count unpaused tasks; pausing shifts later ones down).
 The task semantics (auto resampling, held tasks, exhausted samplers) live in
-:class:`~kernelgym.collectors.sampler_group.SamplerGroup`; ``VectorSampledTasks`` runs
-one group per worker process (:mod:`.worker_pool` on this side, :mod:`.worker_loop` on
-theirs, :mod:`.wire` between them) and adds failure handling:
+`SamplerGroup`; ``VectorSampledTasks`` runs
+one group per worker process (`worker_pool` on this side, `worker_loop` on
+theirs, `wire` between them) and adds failure handling:
 
 - an exception in a task or sampler reaches the caller as ``WorkerError`` with the
   sampler's index and the remote traceback, after every other worker has answered;

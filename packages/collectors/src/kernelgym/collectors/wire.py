@@ -2,11 +2,11 @@
 
 Parent and worker exchange pickled tuples over a duplex pipe with ``send_bytes`` /
 ``recv_bytes`` (plain pickle, no ``ForkingPickler`` reducers): the parent sends
-``(method_name, args)`` for a ``SamplerGroup`` method (:func:`encode`), the worker
+``(method_name, args)`` for a ``SamplerGroup`` method (`encode`), the worker
 answers ``(OK, value)`` or ``(FAILED, failures)`` where each failure is
 ``(sampler_index, traceback_text, cloudpickled_exception_or_None)``
-(:func:`portable_failures`). Numeric arrays travel as raw bytes (:class:`PackedArray`),
-step results as columns (:func:`pack_results`).
+(`portable_failures`). Numeric arrays travel as raw bytes (`PackedArray`),
+step results as columns (`pack_results`).
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The loop each ``VectorSampledTasks`` worker process runs (messages: :mod:`.wire`).
+"""The loop each ``VectorSampledTasks`` worker process runs (messages: `wire`).
 
 The worker builds its samplers, answers ``(OK, None)`` once they are made, then serves
 one ``SamplerGroup`` command per message until ``close`` or until the parent goes away.
-It is started by :func:`kernelgym.collectors.processes.start_process`, so it ignores
+It is started by `kernelgym.collectors.processes.start_process`, so it ignores
 SIGINT and dies with its parent.
 """
 

@@ -1,14 +1,14 @@
 """The parent's side of ``VectorSampledTasks``: its worker processes and their replies.
 
 Each worker process hosts a contiguous block of samplers and runs
-:func:`~kernelgym.collectors.worker_loop.worker_main`. The pool sends commands, and
+`worker_main`. The pool sends commands, and
 waits for replies on each worker's pipe and process sentinel together (never a bare
 ``recv``), so that a worker that dies is reported at once (``WorkerCrashedError``) and
 one that stays silent after ``read_timeout`` seconds as ``WorkerTimeoutError``. A lost
 worker is restarted (``restart_on_failure``) or every worker is stopped.
 
 Interruptions (Ctrl-C): replies already read are kept on their worker (``reply``) and
-:meth:`WorkerPool.gather` resumes where it was interrupted (``VectorSampledTasks``
+`WorkerPool.gather` resumes where it was interrupted (``VectorSampledTasks``
 resumes an interrupted step this way); an interruption while a message was half sent or
 half read leaves the pipes out of step, and the pool is then ``broken`` (every later
 call must fail; only ``close`` remains).

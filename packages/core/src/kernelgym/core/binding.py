@@ -5,15 +5,15 @@ A kernel body's parameters after its layout parameters (``i`` for an ``@env_kern
 up, once, in a mapping of available values (arrays and scalars), so a body names only
 what it uses, in any order:
 
-.. code-block:: python
+```python
+@env_kernel
+def push(i, velocity, x, dt):            # any subset of the names, any order
+    x[i] += dt * velocity[i]
 
-    @env_kernel
-    def push(i, velocity, x, dt):            # any subset of the names, any order
-        x[i] += dt * velocity[i]
-
-    launch = bind(push, {"x": x, "velocity": v, "dt": 0.1, "unused": w},
-                  backend="cpu", num_envs=len(x))
-    launch()                                  # straight to the compiled launcher
+launch = bind(push, {"x": x, "velocity": v, "dt": 0.1, "unused": w},
+              backend="cpu", num_envs=len(x))
+launch()                                  # straight to the compiled launcher
+```
 
 Several bodies, some behind a per-env mask, can share ONE launch: for each env they run
 in order in one thread (a body touches only its own env's rows, so this equals

@@ -2,7 +2,7 @@
 
 The reset bodies are bound by name (see `kernelgym.core.binding`).
 
-Both take tuples of raw views (see :func:`kernelgym.core.arrays.byte_view`): ``uint64``
+Both take tuples of raw views (see `kernelgym.core.arrays.byte_view`): ``uint64``
 words for arrays whose rows are a multiple of 8 bytes, ``uint8`` bytes for the rest. So
 one launch handles any number of arrays of any dtype and any number of dims, and copies
 are exact.

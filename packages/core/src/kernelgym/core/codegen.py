@@ -46,7 +46,7 @@ def cuda_kernel(fn):
     """``fn`` as a launcher's ``cuda.jit`` kernel: cached on disk, and without link-time
     optimization on a GPU, whose code generation (nvJitLink, numba-cuda's default where it
     is installed) contracts ``a * b + c`` into an fma on its own, past NVVM's ``-fma=0``
-    (see :mod:`kernelgym.core.contraction`; measured on an H200 with CUDA 13).
+    (see `kernelgym.core.contraction`; measured on an H200 with CUDA 13).
 
     ``cuda.jit`` is called with the function: numba-cuda 0.30.4's decorator factory
     (``@cuda.jit(lto=False)``) does not pass ``lto`` on, and builds with LTO anyway. The

@@ -4,7 +4,7 @@ NVIDIA's NVVM fuses ``a * b + c`` into one ``fma.rn`` (one rounding) unless it i
 ``-fma=0``; numba's cpu build rounds the product and the sum separately. With contraction
 on, a GPU step differs from the cpu step in the last bit of many values, and an exact
 cpu-vs-reference check says nothing about the GPU. So kernelgym compiles its own launchers
-(the generated modules of :mod:`kernelgym.core.codegen`) with ``-fma=0``: NVVM then emits
+(the generated modules of `kernelgym.core.codegen`) with ``-fma=0``: NVVM then emits
 ``mul.rn`` and ``add.rn``, which ptxas may not fuse either (an explicit rounding modifier
 forbids it), and every add, multiply, divide and square root rounds exactly as on the cpu.
 

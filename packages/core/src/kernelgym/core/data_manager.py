@@ -9,7 +9,7 @@ Names and behaviour follow WarpDrive's ``CUDADataManager``, without its defects:
 * bad input raises a TypeError, ValueError or KeyError naming the data, before anything
   is stored or any kernel runs;
 * no code is generated into site-packages, and kernels are registered by name with
-  :class:`~kernelgym.core.function_manager.FunctionManager`, never found by magic names.
+  `FunctionManager`, never found by magic names.
 
 Host copies cost nothing for uniform data: an array pushed as one value broadcast over
 its shape (``np.broadcast_to(0.0, shape)``) keeps that one value as the host copy
@@ -18,7 +18,7 @@ Only data pushed with varying values keeps a full host copy.
 
 Built-in per-env arrays (when ``num_envs`` is given): ``_done_`` (int32, 0 or 1) and
 ``_timestep_`` (int32), both torch accessible. An env's step kernel sets ``_done_[env]``
-and advances ``_timestep_[env]``; :meth:`CUDADataManager.reset_done_envs` restores the
+and advances ``_timestep_[env]``; `CUDADataManager.reset_done_envs` restores the
 done envs on the device and clears both.
 """
 
@@ -108,7 +108,7 @@ class CUDADataManager:
         Also available as meta info (``num_agents``/``n_agents``, ``num_envs``/``n_envs``,
         ``episode_length``). ``num_envs`` is needed for per-env data, resets and logs.
     backend : {"cuda", "cpu", "sim", "auto"} or None
-        See :func:`~kernelgym.core.backends.resolve_backend`.
+        See `resolve_backend`.
 
     Examples
     --------
@@ -211,7 +211,7 @@ class CUDADataManager:
         """Add constants shared by every env, e.g. ``{"action_mapping": [[0, 0], [1, 1]]}``.
 
         Arrays are copied to the backend once (kernels get the device copy through
-        :class:`FunctionManager` names); scalars are passed by value. dtypes are kept.
+        `FunctionManager` names); scalars are passed by value. dtypes are kept.
         """
         if not isinstance(constants, dict):
             raise TypeError(f"constants: expected a dict, got {type(constants).__name__}")
@@ -289,7 +289,7 @@ class CUDADataManager:
             buffer ``<name>_for_log`` of shape ``(episode_length + 1, *shape)``.
         torch_accessible : bool
             Also make the arrays (and their logs) available as torch tensors that alias
-            them: :meth:`data_on_device_via_torch`.
+            them: `data_on_device_via_torch`.
 
         Every entry is checked before any is stored: a bad one raises (naming it) and
         leaves the data manager as it was.
@@ -357,7 +357,7 @@ class CUDADataManager:
         """A torch tensor aliasing the device array ``name`` (pushed with torch_accessible=True).
 
         Writes through it change the device array; it stays valid across resets. Copy
-        it to keep values. To fetch a host copy call :meth:`pull_data_from_device`.
+        it to keep values. To fetch a host copy call `pull_data_from_device`.
         """
         entry = self._entry(name)
         if not entry.torch_accessible:
@@ -428,7 +428,7 @@ class CUDADataManager:
         """Copy the host values back into device array ``name`` (every array if None).
 
         In place: device arrays, torch views and kernel arguments stay valid. This is a
-        host-to-device transfer; :meth:`reset_done_envs` resets on the device instead.
+        host-to-device transfer; `reset_done_envs` resets on the device instead.
         """
         entries = [self._entry(name)] if name is not None else list(self._data.values())
         for entry in entries:

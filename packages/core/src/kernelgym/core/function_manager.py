@@ -1,13 +1,13 @@
 """FunctionManager: kernels registered by name, launched with data-manager names.
 
-.. code-block:: python
-
-    fm = FunctionManager(data_manager)
-    fm.register("step", step)                       # an env_kernel or agent_kernel
-    fm.register("legacy", legacy_cuda_kernel, cpu=legacy_cpu, layout="per_agent")
-    fm.launch("step", "obs", "actions", 0.5)        # names -> device data, meta, constants
-    step_all = fm.bind("step", "obs", "actions", 0.5)   # names resolved and checked once
-    step_all()
+```python
+fm = FunctionManager(data_manager)
+fm.register("step", step)                       # an env_kernel or agent_kernel
+fm.register("legacy", legacy_cuda_kernel, cpu=legacy_cpu, layout="per_agent")
+fm.launch("step", "obs", "actions", 0.5)        # names -> device data, meta, constants
+step_all = fm.bind("step", "obs", "actions", 0.5)   # names resolved and checked once
+step_all()
+```
 
 Launch layouts: ``per_env`` is one thread per env (blocks of
 ``kernels.ENV_THREADS_PER_BLOCK``); ``per_agent`` is one block per env and one thread

@@ -6,27 +6,27 @@ as pip wheels (``pip install "kernelgym-core[gpu-compile]"``), so CI can compile
 kernel for the GPU on every commit. The CUDA simulator runs kernels as Python, which
 accepts code that NVVM rejects; this module is the check that it does not.
 
-.. code-block:: python
+```python
+from kernelgym.core import gpu_compile
 
-    from kernelgym.core import gpu_compile
+recorder = gpu_compile.LauncherRecorder()
+with recorder.workload("my env"):
+    ...                                   # run kernels on the cpu backend
+builds = recorder.compile()               # every launcher, for sm_90a and sm_80
+print(gpu_compile.format_table(builds))
+```
 
-    recorder = gpu_compile.LauncherRecorder()
-    with recorder.workload("my env"):
-        ...                                   # run kernels on the cpu backend
-    builds = recorder.compile()               # every launcher, for sm_90a and sm_80
-    print(gpu_compile.format_table(builds))
-
-Write-once kernels are generated launcher modules (see :mod:`kernelgym.core.codegen`),
+Write-once kernels are generated launcher modules (see `kernelgym.core.codegen`),
 each with a ``cpu_launcher`` (``njit``) and a ``cuda_launcher`` (``cuda.jit``). Numba
 records the exact argument types of every cpu launch (`launched_signatures`);
 compiling ``cuda_launcher`` for those types is compiling what a GPU launch would build.
 
 Each build is also audited and checked for fit (no GPU needed either):
 
-- the PTX audit (:mod:`kernelgym.core.ptx_audit`): a default build must round every add,
+- the PTX audit (`kernelgym.core.ptx_audit`): a default build must round every add,
   multiply and fma as the cpu twin does; it lists the libdevice functions (sin, cos, exp...)
   the kernel calls, whose results are only within NVIDIA's documented ulp bounds of the cpu's;
-- the launch fit (:mod:`kernelgym.core.launch_fit`): the launch kernelgym configures for the
+- the launch fit (`kernelgym.core.launch_fit`): the launch kernelgym configures for the
   kernel (its threads per block at the cap) must fit sm_80 and sm_90; its occupancy is reported.
 
 ``python -m kernelgym.core.gpu_compile`` compiles core's own kernels (data-manager
@@ -477,7 +477,7 @@ def _nvvm_ptx(llvm_ir, options: dict) -> str:
 
 
 def _audit(ptx: str, llvm_ir, options: dict, contracted: bool) -> dict:
-    """`KernelBuild`'s audit fields (the rules are in :mod:`kernelgym.core.ptx_audit`)."""
+    """`KernelBuild`'s audit fields (the rules are in `kernelgym.core.ptx_audit`)."""
     calls = ptx_audit.libdevice_calls(llvm_ir)
     fmas = ptx_audit.fma_count(ptx)
     reference = None
@@ -585,7 +585,7 @@ def _launched_signatures() -> set[tuple[str, tuple]]:
 class LauncherRecorder:
     """Remembers which workload first launched each launcher with each argument types.
 
-    Run workloads on the ``cpu`` backend inside :meth:`workload`; :meth:`compile` then
+    Run workloads on the ``cpu`` backend inside `workload`; `compile` then
     compiles every launcher signature launched in this process (recorded or not) for
     the GPU targets.
     """

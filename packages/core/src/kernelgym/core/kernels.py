@@ -1,17 +1,17 @@
 """Write-once kernels: one per-env (or per-agent) body, a cpu loop and a CUDA kernel.
 
-.. code-block:: python
+```python
+from kernelgym.core import env_kernel
 
-    from kernelgym.core import env_kernel
+@env_kernel
+def add_one(i, x):
+    x[i] += 1.0
 
-    @env_kernel
-    def add_one(i, x):
-        x[i] += 1.0
-
-    add_one.launch("cpu", x.shape[0], x)
+add_one.launch("cpu", x.shape[0], x)
+```
 
 Nothing compiles when the decorator runs. The first launch with a given number of
-arguments writes a small launcher module (see :mod:`kernelgym.core.codegen`); the cpu
+arguments writes a small launcher module (see `kernelgym.core.codegen`); the cpu
 build is cached on disk, so later processes load it instead of compiling.
 """
 

@@ -3,7 +3,7 @@
 A launch that asks for more than a streaming multiprocessor (SM) has fails on the GPU with
 "too many resources requested for launch", something neither the cpu backend nor the
 simulator can show. kernelgym configures every launch itself (see
-:mod:`kernelgym.core.kernels` and :mod:`kernelgym.core.binding`): env kernels run
+`kernelgym.core.kernels` and `kernelgym.core.binding`): env kernels run
 ``min(ENV_THREADS_PER_BLOCK, num_envs)`` threads per block; agent kernels one thread per
 agent, whole envs packed into blocks of at most ``MAX_AGENT_THREADS`` threads (`agent_block`
 chooses how many), or one env per block striding over its agents when it has more. No block is larger than

@@ -1,6 +1,6 @@
 """The PTX audit of ``kernelgym gpu-compile``: a default build rounds as the cpu twin does.
 
-kernelgym's cuda launchers are compiled with NVVM's ``-fma=0`` (:mod:`kernelgym.core.contraction`),
+kernelgym's cuda launchers are compiled with NVVM's ``-fma=0`` (`kernelgym.core.contraction`),
 so that every add, multiply, divide and square root rounds exactly as on the cpu. This module
 checks the PTX that came out. A default build fails the audit on:
 
@@ -23,7 +23,7 @@ checks the PTX that came out. A default build fails the audit on:
    NVVM); it is then listed as a libdevice-internal use, never silently.
 
 A launcher whose module name starts with
-:data:`kernelgym.core.contraction.CONTRACTED_MARKER` is an opt-in fast-math build (contraction
+`kernelgym.core.contraction.CONTRACTED_MARKER` is an opt-in fast-math build (contraction
 on): it is audited and reported, but never failed.
 
 libdevice's transcendental functions are not the cpu's libm: a kernel that calls them gives

@@ -4,13 +4,13 @@ Written as plain integer device functions, so cpu, simulator and CUDA kernels sh
 source and give the same numbers for the same seed. ``numba.cuda.random`` is not used: it
 compiles in object mode under the simulator and breaks cpu ``njit`` users there.
 
-.. code-block:: python
+```python
+states = rng.seed_streams(seed=0, num_streams=num_envs)   # host, uint64 (N, 2)
 
-    states = rng.seed_streams(seed=0, num_streams=num_envs)   # host, uint64 (N, 2)
-
-    @env_kernel
-    def noise(i, states, out):
-        out[i] = rng.normal(states, i)
+@env_kernel
+def noise(i, states, out):
+    out[i] = rng.normal(states, i)
+```
 
 Each stream is owned by one thread at a time: a thread draws only from its own stream.
 
@@ -23,13 +23,13 @@ Each stream is owned by one thread at a time: a thread draws only from its own s
   ``env * num_agents + agent``. Agent threads of one env run concurrently on a GPU: two
   of them drawing from one stream race (the draws each gets depend on scheduling).
 
-.. code-block:: python
+```python
+states = rng.seed_agent_streams(seed=0, num_envs=n, num_agents=a)  # host, (n, a, 2)
 
-    states = rng.seed_agent_streams(seed=0, num_envs=n, num_agents=a)  # host, (n, a, 2)
-
-    @agent_kernel
-    def jitter(env, agent, num_agents, rng_states, x):   # rng_states: (n * a, 2)
-        x[env, agent] += rng.uniform(rng_states, rng.agent_stream(env, agent, num_agents))
+@agent_kernel
+def jitter(env, agent, num_agents, rng_states, x):   # rng_states: (n * a, 2)
+    x[env, agent] += rng.uniform(rng_states, rng.agent_stream(env, agent, num_agents))
+```
 
 Both are deterministic from the seed, and env ``i``'s streams do not depend on
 ``num_envs`` (`seed_agent_streams` is `seed_streams` of ``num_envs * num_agents``

@@ -1,12 +1,12 @@
 """kernelgym.envs: Numba environments as pluggy plugins, run by `KernelVectorEnv`.
 
-.. code-block:: python
+```python
+import kernelgym.envs as kge
 
-    import kernelgym.envs as kge
-
-    env = kge.make("CartPole-v1", num_envs=4096, seed=0)
-    obs, info = env.reset()
-    obs, reward, terminated, truncated, info = env.step(actions)
+env = kge.make("CartPole-v1", num_envs=4096, seed=0)
+obs, info = env.reset()
+obs, reward, terminated, truncated, info = env.step(actions)
+```
 
 Importing this package imports no env plugin: plugins load on the first lookup
 (`make`, `get_spec`, `list_envs`). It registers the env ids that plugins declare in

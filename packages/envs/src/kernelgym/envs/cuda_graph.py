@@ -7,17 +7,17 @@ allocation. A policy forward on the observation buffer plus that step can theref
 captured once with ``torch.cuda.graph`` and replayed for each step, saving the Python and
 launch overhead of every kernel:
 
-.. code-block:: python
+```python
+import kernelgym.envs as kge
+from kernelgym.envs.cuda_graph import capture_step
 
-    import kernelgym.envs as kge
-    from kernelgym.envs.cuda_graph import capture_step
-
-    env = kge.make("CartPole-v1", 4096, backend="cuda", seed=0)
-    obs, _ = env.reset()
-    step = capture_step(env, policy, obs)    # warms up (real steps), then captures
-    for _ in range(1000):
-        step.replay()                         # one policy forward + one env step
-    env.check_actions()                       # one host read: a bad action raises here
+env = kge.make("CartPole-v1", 4096, backend="cuda", seed=0)
+obs, _ = env.reset()
+step = capture_step(env, policy, obs)    # warms up (real steps), then captures
+for _ in range(1000):
+    step.replay()                         # one policy forward + one env step
+env.check_actions()                       # one host read: a bad action raises here
+```
 
 ``capture_step(env, policy, obs, steps=16)`` captures 16 steps in one graph: a replay
 then runs 16 policy forwards and 16 env steps for one call, and the host pays one

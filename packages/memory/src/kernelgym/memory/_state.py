@@ -1,7 +1,7 @@
-"""The state that :class:`~kernelgym.memory.Memory`'s mixins share, as a Protocol for type checkers.
+"""The state that `Memory`'s mixins share, as a Protocol for type checkers.
 
 ``Memory.__init__`` sets these attributes and each mixin implements some of these methods; the
-mixins use one another's. Each mixin derives from :class:`MemoryState` only while type checking,
+mixins use one another's. Each mixin derives from `MemoryState` only while type checking,
 so at run time nothing changes (no Protocol in the MRO).
 """
 
@@ -33,6 +33,7 @@ class MemoryState(Protocol):
     _full_row_specs: dict[str, tuple[torch.dtype, torch.Size]]
     _row_views: dict[str, list[torch.Tensor]]
     _skipped_names: set[str]
+    _absent_names: set[str]
     _arrays_handed_out: bool
     _attached_names: set[str]
     _lock: threading.RLock

@@ -47,10 +47,10 @@ class Memory(TensorStorage, SampleWriter, Sampler, Persistence, KernelInterop):
 
     Notes
     -----
-    The methods come from mixins, one per concern: :class:`~.storage.TensorStorage`
-    (tensors, indexes), :class:`~.writing.SampleWriter` (``add_samples``),
-    :class:`~.sampling.Sampler`, :class:`~.persistence.Persistence` (``save``/``load``)
-    and :class:`~.kernel_interop.KernelInterop` (storage that kernels write). Writes,
+    The methods come from mixins, one per concern: `TensorStorage`
+    (tensors, indexes), `SampleWriter` (``add_samples``),
+    `Sampler`, `Persistence` (``save``/``load``)
+    and `KernelInterop` (storage that kernels write). Writes,
     ``save``, ``load`` and ``reset`` hold one re-entrant lock: they may run in different threads.
     """
 
@@ -96,6 +96,7 @@ class Memory(TensorStorage, SampleWriter, Sampler, Persistence, KernelInterop):
         self._full_row_specs: dict[str, tuple[torch.dtype, torch.Size]] = {}  # dtype, shape of one row
         self._row_views: dict[str, list[torch.Tensor]] = {}
         self._skipped_names: set[str] = set()
+        self._absent_names: set[str] = set()  # created with size=None: skipped, sampled as None
         self._arrays_handed_out = False
         self._attached_names: set[str] = set()  # adopted by attach_tensor: their owners write them
         self._lock = threading.RLock()
@@ -108,5 +109,6 @@ class Memory(TensorStorage, SampleWriter, Sampler, Persistence, KernelInterop):
 
     def __setstate__(self, state: dict) -> None:
         state.setdefault("_attached_names", set())  # pickled before attached tensors were tracked
+        state.setdefault("_absent_names", set())  # pickled before size=None tensors were accepted
         self.__dict__.update(state)
         self._lock = threading.RLock()

@@ -130,7 +130,7 @@ def _parse_dtype(name) -> torch.dtype:
 
 
 def parse(text: str, memory_size: int | None = None, num_envs: int | None = None) -> Layout:
-    """Validate metadata text; sizes other than ``memory_size``/``num_envs`` raise :class:`SizeMismatch`.
+    """Validate metadata text; sizes other than ``memory_size``/``num_envs`` raise `SizeMismatch`.
 
     Only small integers are read here: nothing is allocated from the sizes the file claims.
     """
@@ -184,7 +184,7 @@ def parse(text: str, memory_size: int | None = None, num_envs: int | None = None
 
 
 def verified(layout: Layout, tensors: dict, extra: dict, stored_cells: int) -> Snapshot:
-    """A :class:`Snapshot` of arrays checked against ``layout`` and its digests."""
+    """A `Snapshot` of arrays checked against ``layout`` and its digests."""
     tables = {"tensor": tensors, "extra": extra}
     for group, expected in (("tensor", layout.tensors), ("extra", layout.extra)):
         table = tables[group]

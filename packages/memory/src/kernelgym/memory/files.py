@@ -2,7 +2,7 @@
 
 A file holds a snapshot: the tensors' full storage (csv: the written rows only), the write
 position, the ``filled`` flag and, for prioritized memories, the per-cell priorities, with
-SHA-256 digests of all of it (see :mod:`kernelgym.memory.file_metadata`). Reading
+SHA-256 digests of all of it (see `kernelgym.memory.file_metadata`). Reading
 validates the whole file, digests included, before anything is handed back, so a
 truncated or corrupted file raises ``ValueError`` and a memory that loads it is left as
 it was. Sizes claimed by a file are checked against the memory that loads it and against

@@ -17,14 +17,14 @@ else:
 
 
 class KernelInterop(_MixinBase):
-    """Mixin of :class:`~kernelgym.memory.Memory`: hand out or adopt storage, count writes made through it."""
+    """Mixin of `Memory`: hand out or adopt storage, count writes made through it."""
 
     def attach_tensor(self, name: str, tensor: torch.Tensor, keep_dimensions: bool = True) -> None:
         """Use an existing tensor of shape (memory_size, num_envs, ...) as storage, without a copy.
 
         Whatever writes into ``tensor`` (a kernel, another library) writes into the memory;
-        call :meth:`advance` after such writes so that the memory counts them. A CPU
-        tensor must already be in shared memory if :meth:`share_memory` is to be called.
+        call `advance` after such writes so that the memory counts them. A CPU
+        tensor must already be in shared memory if `share_memory` is to be called.
         """
         check_tensor_name(name)
         if name in self.tensors:
@@ -46,7 +46,7 @@ class KernelInterop(_MixinBase):
         """Count ``num_samples`` cells written in place from the write position.
 
         For memories whose storage is written directly (by a kernel through
-        :meth:`get_array_by_name`, or through :meth:`attach_tensor`): write cells
+        `get_array_by_name`, or through `attach_tensor`): write cells
         ``memory_index * num_envs + env_index`` onwards (row-major, wrapping), then call this.
         If the call raises (e.g. a failing export), the indexes are unchanged.
         """
@@ -69,7 +69,7 @@ class KernelInterop(_MixinBase):
 
         CPU memories give a numpy array, CUDA memories a Numba device array (needs
         numba, e.g. ``pip install kernelgym-memory[core]``). Writes through the array are
-        the memory's data; count them with :meth:`advance`. Call :meth:`share_memory`
+        the memory's data; count them with `advance`. Call `share_memory`
         before this, never after (sharing moves CPU storage).
         """
         tensor = self.get_tensor_by_name(name, keepdim)
@@ -95,7 +95,7 @@ class KernelInterop(_MixinBase):
 
         Each named array must have shape (memory_size, num_envs, ...): kernels launched
         with the data manager's arrays write the memory's storage directly; call
-        :meth:`advance` after they wrote a step. ``kwargs`` go to the constructor
+        `advance` after they wrote a step. ``kwargs`` go to the constructor
         (``device`` is taken from the arrays).
         """
         if isinstance(names, str) or not isinstance(names, Sequence) or not names:

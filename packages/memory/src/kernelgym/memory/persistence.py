@@ -1,4 +1,4 @@
-"""``save`` and ``load``: a memory to and from a file (formats in :mod:`kernelgym.memory.files`)."""
+"""``save`` and ``load``: a memory to and from a file (formats in `kernelgym.memory.files`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ else:
 
 
 class Persistence(_MixinBase):
-    """Mixin of :class:`~kernelgym.memory.Memory`: consistent snapshots to files, all-or-nothing loads.
+    """Mixin of `Memory`: consistent snapshots to files, all-or-nothing loads.
 
-    :meth:`save` copies the storage under the memory's lock (adds wait for the copy, not
+    `save` copies the storage under the memory's lock (adds wait for the copy, not
     for the file), so a file never holds half of an add made by another thread.
     """
 
@@ -28,7 +28,7 @@ class Persistence(_MixinBase):
 
         Formats: ``"pt"`` (torch), ``"npz"`` (numpy; ``"np"`` is an alias), ``"csv"`` (the
         written rows, one line per cell). Every format restores the same memory with
-        :meth:`load`, bit for bit, and carries SHA-256 digests that :meth:`load` verifies.
+        `load`, bit for bit, and carries SHA-256 digests that `load` verifies.
         """
         extension = files.file_extension(format)
         directory = directory or self.export_directory
@@ -58,7 +58,7 @@ class Persistence(_MixinBase):
         return {}
 
     def load(self, path: str) -> None:
-        """Restore tensors, indexes and ``filled`` from a file written by :meth:`save`.
+        """Restore tensors, indexes and ``filled`` from a file written by `save`.
 
         A memory without tensors takes the file's; one with tensors must match them
         (names, shapes, dtypes). Data is copied in place, so views and arrays of the
@@ -86,4 +86,4 @@ class Persistence(_MixinBase):
         """Raise ValueError if a file's extra state cannot be loaded into this memory."""
 
     def _load_extra_state(self, extra: dict[str, torch.Tensor]) -> None:
-        """Restore what :meth:`_extra_state` saved (called after indexes are restored)."""
+        """Restore what `_extra_state` saved (called after indexes are restored)."""

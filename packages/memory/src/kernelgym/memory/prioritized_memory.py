@@ -21,29 +21,41 @@ def _check_real(value, argument: str, low: float) -> float:
 class PrioritizedMemory(Memory):
     """Samples cells with probability proportional to ``(priority + epsilon) ** alpha``.
 
-    New cells get the largest priority seen so far; :meth:`update_priorities` sets the
+    New cells get the largest priority seen so far; `update_priorities` sets the
     priorities of sampled cells (e.g. their absolute TD errors). Sampling is stratified and
     runs entirely on the memory's device.
 
     Parameters
     ----------
-    memory_size, num_envs, device, export, export_format, export_directory
-        As for :class:`Memory`.
+    memory_size : int
+        Rows of every tensor, as for [`Memory`][kernelgym.memory.base.Memory].
+    num_envs : int, default 1
+        Parallel environments (columns).
+    device : str or torch.device, optional
+        Where tensors live; None picks `"cuda:0"` when available, else `"cpu"`.
+    export : bool, default False
+        Save the memory to a file every time it fills up.
+    export_format : {"pt", "npz", "np", "csv"}, default "pt"
+        Format of those files.
+    export_directory : str, default ""
+        Folder under which `memories/` receives the exports.
     alpha : float
         How much prioritization is used (0 is uniform).
     beta : float
         Importance-sampling correction exponent for the weights (1 fully corrects).
     epsilon : float
         Added to priorities so that no written cell has probability 0.
-    seed, episode_end_names
-        As for :class:`Memory`.
+    seed : int or torch.Generator, optional
+        Seeds sampling, as for [`Memory`][kernelgym.memory.base.Memory].
+    episode_end_names : sequence of str, default ("terminated", "truncated")
+        Tensors that mark the end of an episode, as for [`Memory`][kernelgym.memory.base.Memory].
     """
 
     def __init__(
         self,
         memory_size: int,
         num_envs: int = 1,
-        device=None,
+        device: str | torch.device | None = None,
         export: bool = False,
         export_format: str = "pt",
         export_directory: str = "",
@@ -90,7 +102,7 @@ class PrioritizedMemory(Memory):
     ):
         """Sample ``batch_size`` rows (or sequences starting at) prioritized cells.
 
-        ``return_mask`` appends the validity mask (as for :class:`RandomMemory`);
+        ``return_mask`` appends the validity mask (as for `RandomMemory`);
         ``return_weights`` then appends importance-sampling weights
         ``(count * P(i)) ** -beta``, normalised by the largest in the batch.
         """

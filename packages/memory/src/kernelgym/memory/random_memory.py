@@ -12,20 +12,32 @@ class RandomMemory(Memory):
 
     Parameters
     ----------
-    memory_size, num_envs, device, export, export_format, export_directory
-        As for :class:`Memory`.
+    memory_size : int
+        Rows of every tensor, as for [`Memory`][kernelgym.memory.base.Memory].
+    num_envs : int, default 1
+        Parallel environments (columns).
+    device : str or torch.device, optional
+        Where tensors live; None picks `"cuda:0"` when available, else `"cpu"`.
+    export : bool, default False
+        Save the memory to a file every time it fills up.
+    export_format : {"pt", "npz", "np", "csv"}, default "pt"
+        Format of those files.
+    export_directory : str, default ""
+        Folder under which `memories/` receives the exports.
     replacement : bool
         Sample with replacement (the batch size is always honoured). Without replacement a
         batch larger than the number of written cells raises ``ValueError``.
-    seed, episode_end_names
-        As for :class:`Memory`.
+    seed : int or torch.Generator, optional
+        Seeds sampling, as for [`Memory`][kernelgym.memory.base.Memory].
+    episode_end_names : sequence of str, default ("terminated", "truncated")
+        Tensors that mark the end of an episode, as for [`Memory`][kernelgym.memory.base.Memory].
     """
 
     def __init__(
         self,
         memory_size: int,
         num_envs: int = 1,
-        device=None,
+        device: str | torch.device | None = None,
         export: bool = False,
         export_format: str = "pt",
         export_directory: str = "",

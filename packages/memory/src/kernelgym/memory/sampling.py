@@ -20,20 +20,33 @@ else:
 MAX_ROWS = 2**40
 
 
-class Sampler(_MixinBase):
-    """Mixin of :class:`~kernelgym.memory.Memory`: the sampling methods shared by every memory.
+def split_columns(columns, mini_batches: int, split) -> list[list[torch.Tensor | None]]:
+    """`[mini_batch][column]`: each tensor column cut by `split`; a None column (a tensor
+    created with `size=None`) is None in every mini-batch, as skrl's memory returns it."""
+    parts = [[None] * mini_batches if column is None else split(column) for column in columns]
+    return [list(batch) for batch in zip(*parts)]
 
-    Only written cells are ever returned; subclasses implement :meth:`sample`.
+
+class Sampler(_MixinBase):
+    """Mixin of `Memory`: the sampling methods shared by every memory.
+
+    Only written cells are ever returned; subclasses implement `sample`.
     """
 
     def sample(self, names, batch_size: int, mini_batches: int = 1, sequence_length: int = 1, **kwargs):
-        """Sample a batch; implemented by the subclasses (e.g. :class:`RandomMemory`)."""
+        """Sample a batch; implemented by the subclasses (e.g. `RandomMemory`)."""
         raise NotImplementedError(f"{type(self).__name__} does not sample; use RandomMemory or another subclass")
 
-    def _views_for(self, names) -> list[torch.Tensor]:
+    def _views_for(self, names) -> list[torch.Tensor | None]:
+        """Flat views of the named tensors; None for a name created with `size=None` (as skrl)."""
         if isinstance(names, str) or not isinstance(names, Sequence):
             raise TypeError(f"names: expected a list or tuple of tensor names, got {names!r}")
-        return [self._tensor(name, self.tensors_view) for name in names]
+        absent = self._absent_names
+        # a name that is no str (a list, None) is no set member: _tensor names it in its KeyError
+        return [
+            None if isinstance(name, str) and name in absent else self._tensor(name, self.tensors_view)
+            for name in names
+        ]
 
     def _check_sample_sizes(self, batch_size, mini_batches, sequence_length) -> tuple[int, int, int]:
         """Validated ``batch_size``, ``mini_batches`` (at most ``batch_size``) and ``sequence_length``."""
@@ -96,10 +109,10 @@ class Sampler(_MixinBase):
         sizes = [(quotient + 1) * sequence_length] * remainder + [quotient * sequence_length] * (
             mini_batches - remainder
         )
-        columns = [torch.index_select(view, 0, indexes) for view in views] + list(extras)
+        columns = [None if view is None else torch.index_select(view, 0, indexes) for view in views] + list(extras)
         if mini_batches == 1:
             return [columns]
-        return [list(batch) for batch in zip(*(column.split(sizes) for column in columns))]
+        return split_columns(columns, mini_batches, lambda column: column.split(sizes))
 
     def sample_all(self, names, mini_batches: int = 1, sequence_length: int = 1, *, return_mask: bool = False):
         """All written rows, oldest first.
@@ -142,10 +155,10 @@ class Sampler(_MixinBase):
         self.sampling_indexes = indexes
         if sequence_length == 1 and not (self._filled and self._position):
             # written cells are a prefix of the storage: hand out views, no copy
-            columns = [view[:count] for view in views] + ([valid] if return_mask else [])
+            columns = [None if view is None else view[:count] for view in views] + ([valid] if return_mask else [])
             if mini_batches == 1:
                 return [columns]
-            return [list(batch) for batch in zip(*(column.tensor_split(mini_batches) for column in columns))]
+            return split_columns(columns, mini_batches, lambda column: column.tensor_split(mini_batches))
         return self._gather(views, indexes, mini_batches, sequence_length, [valid] if return_mask else ())
 
     def _episode_ends(self):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from .random_memory import RandomMemory
+from .sampling import split_columns
 from .validation import check_int
 
 
@@ -18,21 +19,35 @@ class SequenceMemory(RandomMemory):
 
     Parameters
     ----------
-    memory_size, num_envs, device, export, export_format, export_directory, replacement
-        As for :class:`RandomMemory`.
+    memory_size : int
+        Rows of every tensor, as for [`Memory`][kernelgym.memory.base.Memory].
+    num_envs : int, default 1
+        Parallel environments (columns).
+    device : str or torch.device, optional
+        Where tensors live; None picks `"cuda:0"` when available, else `"cpu"`.
+    export : bool, default False
+        Save the memory to a file every time it fills up.
+    export_format : {"pt", "npz", "np", "csv"}, default "pt"
+        Format of those files.
+    export_directory : str, default ""
+        Folder under which `memories/` receives the exports.
+    replacement : bool, default True
+        Draw sequence starts with replacement, as for [`RandomMemory`][kernelgym.memory.random_memory.RandomMemory].
     sequence_length : int
         Default number of trained steps per sequence.
     burn_in : int
         Default number of warm-up steps before them.
-    seed, episode_end_names
-        As for :class:`Memory`; episode boundaries come from the ``episode_end_names`` tensors.
+    seed : int or torch.Generator, optional
+        Seeds sampling, as for [`Memory`][kernelgym.memory.base.Memory].
+    episode_end_names : sequence of str, default ("terminated", "truncated")
+        Tensors that mark the end of an episode, as for [`Memory`][kernelgym.memory.base.Memory].
     """
 
     def __init__(
         self,
         memory_size: int,
         num_envs: int = 1,
-        device=None,
+        device: str | torch.device | None = None,
         export: bool = False,
         export_format: str = "pt",
         export_directory: str = "",
@@ -78,8 +93,11 @@ class SequenceMemory(RandomMemory):
         cells, valid = self._sequences(starts, -burn_in, steps)
         self.sampling_indexes = cells
         flat = cells.view(-1)
-        columns = [torch.index_select(view, 0, flat).view(batch_size, steps, *view.shape[1:]) for view in views]
+        columns = [
+            None if view is None else torch.index_select(view, 0, flat).view(batch_size, steps, *view.shape[1:])
+            for view in views
+        ]
         columns.append(valid)
         if mini_batches == 1:
             return [columns]
-        return [list(batch) for batch in zip(*(column.tensor_split(mini_batches) for column in columns))]
+        return split_columns(columns, mini_batches, lambda column: column.tensor_split(mini_batches))

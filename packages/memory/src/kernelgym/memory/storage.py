@@ -19,7 +19,7 @@ _ROW_VIEW_CACHE_ROWS = 8192
 
 
 class TensorStorage(_MixinBase):
-    """Mixin of :class:`~kernelgym.memory.Memory`: its tensors, indexes and ``filled`` flag.
+    """Mixin of `Memory`: its tensors, indexes and ``filled`` flag.
 
     Cells are numbered row-major, ``cell = memory_index * num_envs + env_index``; the
     next cell to write is ``self._position`` and ``self._capacity`` is the number of cells.
@@ -66,20 +66,26 @@ class TensorStorage(_MixinBase):
         Parameters
         ----------
         name : str
-            A Python identifier not starting with ``"__"`` (reserved for file metadata).
-        size : int, tuple of int, or gymnasium space
-            Elements per sample (see :func:`kernelgym.memory.spaces.sample_shape`).
+            A Python identifier not starting with `"__"` (reserved for file metadata).
+        size : int, tuple of int, gymnasium space or None
+            Elements per sample (see [`sample_shape`][kernelgym.memory.spaces.sample_shape]).
+            None creates no tensor, as skrl's memory does (its agents pass `state_space=None`):
+            `add_samples` then skips that name and the sampling methods return None for it.
         dtype : torch.dtype, optional
-            Defaults to ``torch.get_default_dtype()``.
+            Defaults to `torch.get_default_dtype()`.
         keep_dimensions : bool
-            Keep ``size`` as a shape instead of flattening it.
+            Keep `size` as a shape instead of flattening it.
 
         Returns
         -------
         bool
-            True if created, False if an identical tensor already existed.
+            True if created, False if an identical tensor already existed or `size` is None.
         """
         check_tensor_name(name)
+        if size is None:
+            if name not in self.tensors:
+                self._absent_names.add(name)
+            return False
         if dtype is not None and not isinstance(dtype, torch.dtype):
             raise TypeError(f"dtype: expected a torch.dtype or None, got {dtype!r}")
         shape = sample_shape(size, keep_dimensions)
@@ -101,6 +107,7 @@ class TensorStorage(_MixinBase):
     def _register(self, name: str, tensor: torch.Tensor, keep_dimensions: bool) -> None:
         shape = tuple(tensor.shape[2:])
         with self._lock:
+            self._absent_names.discard(name)  # a real tensor replaces a `size=None` one
             self.tensors[name] = tensor
             self.tensors_view[name] = tensor.view(self._capacity, *shape)
             self.tensors_keep_dimensions[name] = bool(keep_dimensions)
@@ -147,7 +154,7 @@ class TensorStorage(_MixinBase):
         """Move CPU tensors to shared memory so that other processes see the same storage.
 
         Refused (RuntimeError naming the tensor, nothing moved) for a CPU tensor adopted with
-        :meth:`attach_tensor` or :meth:`from_data_manager` that is not shared already: its
+        `attach_tensor` or `from_data_manager` that is not shared already: its
         owner (a numpy array, a data manager) writes the old storage, so after a move the
         memory would never see those writes. Attach a tensor that is shared already instead.
         """

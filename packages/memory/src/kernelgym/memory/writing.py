@@ -15,13 +15,33 @@ else:
     _MixinBase = object  # the Protocol types the mixin; at run time it is a plain class
 
 
+def exact_cast(value: torch.Tensor, dtype: torch.dtype, name: str) -> torch.Tensor:
+    """`value` cast to `dtype` when every element survives the round trip back unchanged.
+
+    skrl's memory stores through `copy_`, which casts silently (int64 actions into float32);
+    an exact cast is stored the same way, a lossy one (2**24 + 1 into float32, 0.5 into an
+    int, 2 into a bool, 0.1 float64 into float32) is refused with the first value it changes.
+    """
+    cast = value.to(dtype)
+    same = cast.to(value.dtype) == value
+    if value.dtype.is_floating_point or value.dtype.is_complex:
+        same |= torch.isnan(value) & torch.isnan(cast.to(value.dtype))  # NaN stays NaN in a float
+    if not bool(same.all()):
+        bad = value[~same].flatten()[0].item()
+        raise TypeError(
+            f"add_samples: {name!r} holds {dtype}; {bad!r} ({value.dtype}) is not exactly representable in it "
+            f"(only exact casts are stored)"
+        )
+    return cast
+
+
 class SampleWriter(_MixinBase):
-    """Mixin of :class:`~kernelgym.memory.Memory`: records samples and counts written cells.
+    """Mixin of `Memory`: records samples and counts written cells.
 
     A write either completes or changes nothing: every argument is checked before the
     first cell is written, and an export that fails when the memory fills (``export=True``)
     puts back the overwritten cells, the indexes and any subclass state of those cells.
-    Writes hold the memory's lock, so a :meth:`save` in another thread never sees half of one.
+    Writes hold the memory's lock, so a `save` in another thread never sees half of one.
     """
 
     # the write indexes this mixin moves (declared here too, so mypy reads them before it infers)
@@ -34,7 +54,10 @@ class SampleWriter(_MixinBase):
         A batch of ``num_envs`` fills the current row and moves ``memory_index`` by one; a
         smaller batch moves ``env_index`` by ``n`` and continues on the next row when it
         reaches the end of one. Tensors of size 1 also accept a batch of shape (n,).
-        Names the memory has no tensor for are skipped (with one warning per name).
+        Names the memory has no tensor for are skipped (with one warning per name); so are,
+        silently as in skrl, names created with `size=None` (skrl's agents pass `states=None`).
+        A value of another dtype is stored when the cast is exact (int64 actions into a
+        float32 tensor, say) and refused, naming the tensor and the value, when it is not.
         If the call raises, the memory is unchanged.
         """
         if not tensors:
@@ -44,7 +67,8 @@ class SampleWriter(_MixinBase):
         for name, value in tensors.items():
             spec = full_rows.get(name)
             if spec is None:
-                skipped = (skipped or []) + [name]
+                if name not in self._absent_names:
+                    skipped = (skipped or []) + [name]
                 continue
             # the common case (one full row of the right dtype, no autograd) costs three comparisons
             if (
@@ -87,7 +111,7 @@ class SampleWriter(_MixinBase):
         value = value.detach()  # storing must not graft the memory onto an autograd graph
         dtype = self.tensors[name].dtype
         if value.dtype != dtype:
-            raise TypeError(f"add_samples: {name!r} must have dtype {dtype}, got {value.dtype}")
+            value = exact_cast(value, dtype, name)
         value_shape = value.shape
         if value_shape == shape:
             return value.unsqueeze(0), 1
@@ -185,8 +209,8 @@ class SampleWriter(_MixinBase):
         """Cells ``start .. start + count - 1`` were just written."""
 
     def _cell_state(self, start: int, count: int):
-        """Subclass state of cells ``start ..`` that :meth:`_restore_cell_state` can put back."""
+        """Subclass state of cells ``start ..`` that `_restore_cell_state` can put back."""
         return None
 
     def _restore_cell_state(self, start: int, count: int, state) -> None:
-        """Put back what :meth:`_cell_state` returned, undoing :meth:`_on_written` on those cells."""
+        """Put back what `_cell_state` returned, undoing `_on_written` on those cells."""

@@ -2,17 +2,17 @@
 
 Install the extra: ``pip install "kernelgym-collectors[ray]"``.
 
-- :class:`RayVectorSampledTasks`: every name and semantic of ``VectorSampledTasks``,
+- `RayVectorSampledTasks`: every name and semantic of ``VectorSampledTasks``,
   its samplers hosted in Ray actors (several per actor), each actor with its own
   resources (``num_cpus``, ``num_gpus``).
-- :class:`RayCollector`: ``num_collectors`` Ray actors, each owning a kernelgym
+- `RayCollector`: ``num_collectors`` Ray actors, each owning a kernelgym
   ``KernelVectorEnv`` and a ``DeviceCollector``; fragments come back as torch tensors,
   weights go out through the object store once per update.
-- :func:`connect`: join the running Ray cluster (``address="auto"``), a given one, or
+- `connect`: join the running Ray cluster (``address="auto"``), a given one, or
   start a local one.
 
 A lost actor (its code raised, its process was killed, its node was lost) surfaces as
-the package's ``WorkerError`` hierarchy; see :mod:`kernelgym.collectors.ray.faults`.
+the package's ``WorkerError`` hierarchy; see `kernelgym.collectors.ray.faults`.
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ class RayVectorSampledTasks(VectorTasksBase, faults.ActorHosts):
     num_cpus, num_gpus : float
         Resources of each actor (Ray places it on a node that has them).
     address : str or None
-        The Ray cluster: see :func:`kernelgym.collectors.ray.connect` (None: this
+        The Ray cluster: see `kernelgym.collectors.ray.connect` (None: this
         process's connection, else the running cluster, else a new local one).
     ray_init_kwargs : mapping, optional
         More ``ray.init`` arguments when this call connects.

@@ -1,9 +1,9 @@
 """Rollout engines (seed: rlplay): collect trajectory fragments from gymnasium envs.
 
-In-process (:func:`inprocess.rollout`), double-buffered in one worker
-(:func:`double.rollout`), a multi-actor buffer pool (:func:`pool.rollout`), whole
-episodes (:func:`episodic.rollout`) and background evaluation
-(:func:`evaluation.evaluate`), all built on :mod:`.core`.
+In-process (`inprocess.rollout`), double-buffered in one worker
+(`double.rollout`), a multi-actor buffer pool (`pool.rollout`), whole
+episodes (`episodic.rollout`) and background evaluation
+(`evaluation.evaluate`), all built on `core`.
 
 Example: two worker processes, each stepping one vector env of 4096 CartPoles::
 
@@ -22,12 +22,12 @@ Example: two worker processes, each stepping one vector env of 4096 CartPoles::
         if done:
             break                  # workers are stopped, no process is left behind
 
-``actor`` subclasses :class:`Actor` (``step(stepno, obs, act, rew, fin, *, hx,
+``actor`` subclasses `Actor` (``step(stepno, obs, act, rew, fin, *, hx,
 virtual)``). The multi-process engines raise the errors of
-:mod:`kernelgym.collectors.worker_errors`: a worker that raised,
-:class:`~kernelgym.collectors.WorkerError` with its ``remote_traceback``; one that was
-killed or exited, :class:`~kernelgym.collectors.WorkerCrashedError` (``exitcode``,
-``signal``); a silent one, :class:`~kernelgym.collectors.WorkerTimeoutError` (a
+`kernelgym.collectors.worker_errors`: a worker that raised,
+`WorkerError` with its ``remote_traceback``; one that was
+killed or exited, `WorkerCrashedError` (``exitcode``,
+``signal``); a silent one, `WorkerTimeoutError` (a
 ``TimeoutError``) after ``timeout`` seconds.
 """
 

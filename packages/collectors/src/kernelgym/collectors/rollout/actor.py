@@ -12,11 +12,11 @@ __all__ = ["Actor"]
 
 
 class Actor(torch.nn.Module):
-    """Base class of actors: subclass it and implement :meth:`step`.
+    """Base class of actors: subclass it and implement `step`.
 
     The engines call ``step`` with ``T x B x ...`` inputs (``T = 1`` while
     collecting) and reset the recurrent state of envs whose episode ended through
-    :meth:`reset`. A non-recurrent actor returns ``hx = ()``.
+    `reset`. A non-recurrent actor returns ``hx = ()``.
     """
 
     def step(self, stepno, obs, act, rew, fin, *, hx=None, virtual=False):

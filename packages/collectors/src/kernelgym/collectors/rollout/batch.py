@@ -123,7 +123,7 @@ class VectorEnvBatch:
         suply(numpy.copyto, obs_out, suply(numpy.asarray, obs))
 
     def step(self, act: Any, state: Any, final_obs: Any, *, sticky: bool = False) -> numpy.ndarray:
-        """Step the whole batch; same contract as :meth:`EnvList.step` (no ``sticky``)."""
+        """Step the whole batch; same contract as `EnvList.step` (no ``sticky``)."""
         if sticky:
             raise ValueError("sticky=True needs a list of envs: a vector env cannot pause single envs")
         obs, rew, terminated, truncated, info = self.env.step(act)

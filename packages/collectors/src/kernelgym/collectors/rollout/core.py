@@ -210,12 +210,12 @@ def collect(envs, actor, fragment: Aliased, ctx: Aliased, *, sticky=False, devic
 
     Parameters
     ----------
-    envs : list of envs, vector env or a batch from :func:`as_batch`
+    envs : list of envs, vector env or a batch from `as_batch`
     actor : Actor
-    fragment : Aliased Fragment (from :func:`startup`)
+    fragment : Aliased Fragment (from `startup`)
         Receives ``state[0..T]``, ``actor[0..T]``, ``env[0..T-1]`` and ``hx`` (the
         recurrent state at ``t = 0``).
-    ctx : Aliased Context (from :func:`startup`), advanced in place.
+    ctx : Aliased Context (from `startup`), advanced in place.
     sticky : bool
         Stop stepping an env whose episode ended until the next fragment: its later
         records repeat the reset observation with zero reward and ``fin`` set.

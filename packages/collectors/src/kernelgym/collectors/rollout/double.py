@@ -81,7 +81,7 @@ def rollout(
     actor : Actor
         Its parameters are copied to the worker before every fragment.
     n_steps, n_envs : int
-    sticky, clone : see :func:`~.core.collect`; ``clone`` gives the worker a private
+    sticky, clone : see `collect`; ``clone`` gives the worker a private
         copy of the actor. The learner's parameters at the ``k``-th ``next()`` are
         published to the worker, which collects fragment ``k + 1`` with them
         (fragment ``k + 1`` is being collected while the learner trains on ``k``).
@@ -93,8 +93,8 @@ def rollout(
         has used OpenMP threads (numba's parallel CPU kernels: kernelgym envs).
     timeout : float
         Seconds to wait for a fragment before raising
-        :class:`~kernelgym.collectors.WorkerTimeoutError` (a ``TimeoutError``); a dead
-        worker raises :class:`~kernelgym.collectors.WorkerError` as soon as it is noticed.
+        `WorkerTimeoutError` (a ``TimeoutError``); a dead
+        worker raises `WorkerError` as soon as it is noticed.
     affinity : the torch device the worker's actor runs on (default CPU).
     entropy : seed of the numpy ``SeedSequence`` (reproducible runs).
     """

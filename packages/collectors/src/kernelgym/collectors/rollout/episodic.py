@@ -15,7 +15,7 @@ __all__ = ["rollout"]
 
 
 def rollout(envs, actor, *, batch_size: int = 1, device=None) -> Iterator[list[Fragment]]:
-    """Yield lists of ``batch_size`` complete episodes as :class:`Fragment` s.
+    """Yield lists of ``batch_size`` complete episodes as `Fragment` s.
 
     Each fragment holds one episode of one env: ``state`` is ``(1 + T) x 1 x ...``
     (the start record, then every transition up to the true final observation),

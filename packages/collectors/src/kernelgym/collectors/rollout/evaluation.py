@@ -65,11 +65,11 @@ def evaluate(
 
     Parameters
     ----------
-    factory : callable ``factory(seed=int)``, see :func:`~.double.rollout`.
+    factory : callable ``factory(seed=int)``, see `rollout`.
     actor : Actor, its parameters are published to the worker on every ``next()``.
     n_envs : int, test envs.
     n_steps : int or None, the longest episode played (None: until every env ends).
-    clone, close, start_method, timeout, affinity, entropy : see :func:`~.double.rollout`.
+    clone, close, start_method, timeout, affinity, entropy : see `rollout`.
     """
     check_positive("n_envs", n_envs)
     if n_steps is not None:

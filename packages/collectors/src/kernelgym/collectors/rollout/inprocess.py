@@ -22,7 +22,7 @@ def rollout(envs, actor, n_steps: int = 51, *, sticky: bool = False, device=None
     envs : list of gymnasium envs, or one vector env with ``SAME_STEP`` autoreset
     actor : Actor
     n_steps : int
-    sticky : bool, see :func:`~.core.collect`.
+    sticky : bool, see `collect`.
     device : where the actor runs and the fragments are delivered (CUDA: through
         pinned host buffers).
 

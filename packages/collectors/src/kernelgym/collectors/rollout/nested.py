@@ -47,7 +47,7 @@ def tuply(fn: Callable, *structs: Any, **kwargs: Any) -> Any:
     """Apply ``fn`` to the tuple of corresponding leaves of several containers.
 
     ``tuply(torch.stack, a, b, c)`` stacks matching leaves of ``a``, ``b`` and ``c``
-    (``fn`` receives one tuple, unlike :func:`suply`, which unpacks it).
+    (``fn`` receives one tuple, unlike `suply`, which unpacks it).
     """
     return suply(lambda *leaves: fn(leaves, **kwargs), *structs)
 

@@ -5,7 +5,7 @@ or, for throughput, ONE vector env from the factory) with its own copy of the ac
 Buffer indices circulate through two queues: a worker takes an ``empty`` index,
 collects a fragment into that buffer and puts the index on ``ready``; the learner
 stacks ``n_per_batch`` ready fragments into one batch along dim 1 and returns their
-indices to ``empty``. Every wait has a deadline (see :mod:`.workers`).
+indices to ``empty``. Every wait has a deadline (see `workers`).
 """
 
 from __future__ import annotations
@@ -81,11 +81,11 @@ def rollout(
     n_buffers : int, shared fragment buffers (at least ``n_actors``; spare buffers
         let workers collect while the learner copies).
     n_per_batch : int, fragments per yielded batch (at most ``n_buffers``).
-    sticky, clone, close : see :func:`~.core.collect` and :func:`~.double.rollout`.
+    sticky, clone, close : see `collect` and `rollout`.
     pinned : keep the batch on the host in pinned memory, for the learner's own
         ``non_blocking`` copies to a GPU.
     device : where the batch lives (otherwise).
-    start_method, timeout, affinity, entropy : see :func:`~.double.rollout`;
+    start_method, timeout, affinity, entropy : see `rollout`;
         ``affinity`` may be a list with one device per worker.
 
     The yielded batch is reused: the next iteration overwrites it. Fragments of one

@@ -2,7 +2,7 @@
 
 The rollout engines write into buffers from numpy (fast per-env item writes) and
 hand them to the actor as torch tensors (batched forward passes) without copies:
-an :class:`Aliased` pair views one storage both ways.
+an `Aliased` pair views one storage both ways.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ class Aliased(NamedTuple):
 
 
 def aliased(obj: Any, *, copy: bool = False, pinned: bool = False, shared: bool = False) -> Aliased:
-    """Torchify ``obj`` (see :func:`torchify`) and alias the tensors with numpy arrays.
+    """Torchify ``obj`` (see `torchify`) and alias the tensors with numpy arrays.
 
     Allocation (``copy``, ``pinned``, ``shared``) happens BEFORE the numpy views are
     taken, so the two views never go out of sync.

@@ -1,8 +1,8 @@
 """How the multi-process engines (double, pool, evaluation) set up both sides.
 
 The learner moves a copy of its actor to shared memory and learns the fragment shapes
-(:func:`shared_reference`); each worker takes a private copy of that actor and makes
-its envs, seeded from its own ``SeedSequence`` (:func:`worker_setup`, :func:`env_seeds`).
+(`shared_reference`); each worker takes a private copy of that actor and makes
+its envs, seeded from its own ``SeedSequence`` (`worker_setup`, `env_seeds`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
-"""Worker processes the learner can always get out of (built on :mod:`kernelgym.collectors.processes`).
+"""Worker processes the learner can always get out of (built on `kernelgym.collectors.processes`).
 
 rlplay's learner waited on a barrier without a timeout, so a killed worker hung it.
 Here every wait, on either side, polls in short slices: the learner checks that its
 workers are alive between slices and gives up after ``timeout`` seconds; a worker
 checks that the learner still wants it (``stop``) and is alive. A worker that dies
-surfaces as :class:`~kernelgym.collectors.WorkerError` (it raised: its traceback) or
-:class:`~kernelgym.collectors.WorkerCrashedError` (killed or exited: its signal or exit
-code), one that stays silent as :class:`~kernelgym.collectors.WorkerTimeoutError`, and
-:meth:`Workers.shutdown` leaves no child process behind.
+surfaces as `WorkerError` (it raised: its traceback) or
+`WorkerCrashedError` (killed or exited: its signal or exit
+code), one that stays silent as `WorkerTimeoutError`, and
+`Workers.shutdown` leaves no child process behind.
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def get_context(start_method: str | None = None):
 def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callable[[], None], what: str) -> Any:
     """Call ``receive(slice_s)`` until it returns, calling ``check()`` between slices.
 
-    ``receive`` raises :class:`queue.Empty` when a slice passes without a result.
-    Raises :class:`TimeoutError` naming ``what`` after ``timeout`` seconds.
+    ``receive`` raises `queue.Empty` when a slice passes without a result.
+    Raises `TimeoutError` naming ``what`` after ``timeout`` seconds.
     """
     deadline = time.monotonic() + timeout
     while True:
@@ -73,7 +73,7 @@ def poll_until(receive: Callable[[float], Any], *, timeout: float, check: Callab
 
 
 def acquirer(lock_or_semaphore: Any) -> Callable[[float], bool]:
-    """A ``receive`` for :func:`poll_until` that acquires a lock or semaphore."""
+    """A ``receive`` for `poll_until` that acquires a lock or semaphore."""
 
     def receive(slice_s: float) -> bool:
         if not lock_or_semaphore.acquire(timeout=slice_s):
@@ -84,7 +84,7 @@ def acquirer(lock_or_semaphore: Any) -> Callable[[float], bool]:
 
 
 def connection_receiver(conn: Any) -> Callable[[float], Any]:
-    """A ``receive`` for :func:`poll_until` reading one object from a pipe end."""
+    """A ``receive`` for `poll_until` reading one object from a pipe end."""
 
     def receive(slice_s: float) -> Any:
         if not conn.poll(slice_s):
@@ -103,8 +103,8 @@ def connection_receiver(conn: Any) -> Callable[[float], Any]:
 def locked(lock: Any, *, wait: Callable[..., Any] = poll_until, **wait_args: Any) -> Iterator[None]:
     """Hold ``lock``, acquired through ``wait(receive, **wait_args)``.
 
-    ``wait`` is :func:`poll_until` (``timeout``, ``check``, ``what``; in a worker) or the
-    learner's :meth:`Workers.wait` (``timeout``, ``what``), so that waiting on a lock
+    ``wait`` is `poll_until` (``timeout``, ``check``, ``what``; in a worker) or the
+    learner's `Workers.wait` (``timeout``, ``what``), so that waiting on a lock
     keeps the same deadline and watch as any other wait.
     """
     wait(acquirer(lock), **wait_args)
@@ -119,7 +119,7 @@ class StopRequested(Exception):
 
 
 def worker_check(stop: Any) -> Callable[[], None]:
-    """The ``check`` a worker passes to :func:`poll_until`: stop when asked to or
+    """The ``check`` a worker passes to `poll_until`: stop when asked to or
     when the learner process is gone."""
     parent = multiprocessing.parent_process()
 
@@ -131,7 +131,7 @@ def worker_check(stop: Any) -> Callable[[], None]:
 
 
 def worker_wait(receive: Callable[[float], Any], stop: Any) -> Any:
-    """Wait in a worker until ``receive`` succeeds; :class:`StopRequested` when the
+    """Wait in a worker until ``receive`` succeeds; `StopRequested` when the
     learner stops or dies first (there is no other deadline: the learner may train
     for as long as it likes)."""
     check = worker_check(stop)
@@ -160,7 +160,7 @@ class Workers:
 
     Parameters
     ----------
-    mp : multiprocessing context (see :func:`get_context`).
+    mp : multiprocessing context (see `get_context`).
     target : picklable callable (module level) running the worker loop.
     args_list : one argument tuple per worker.
     name : prefix of the process names.
@@ -175,7 +175,7 @@ class Workers:
 
     def start(self) -> Workers:
         """Start the workers (daemonic, ignoring SIGINT, dying with the learner: see
-        :func:`kernelgym.collectors.processes.start_process`)."""
+        `kernelgym.collectors.processes.start_process`)."""
         for i, args in enumerate(self._args_list):
             name = f"{self._name}-{i}"
             self.processes.append(
@@ -199,9 +199,9 @@ class Workers:
 
     def check(self) -> None:
         """Raise if any worker has exited (workers only exit when stopped):
-        :class:`~kernelgym.collectors.WorkerError` with the traceback of a worker that
-        raised, :class:`~kernelgym.collectors.WorkerCrashedError` for one that was killed
-        or exited without one (see :func:`kernelgym.collectors.processes.crashed_error`)."""
+        `WorkerError` with the traceback of a worker that
+        raised, `WorkerCrashedError` for one that was killed
+        or exited without one (see `kernelgym.collectors.processes.crashed_error`)."""
         for index, process in enumerate(self.processes):
             exitcode = process.exitcode
             if exitcode is None:
@@ -218,8 +218,8 @@ class Workers:
             raise error
 
     def wait(self, receive: Callable[[float], Any], *, timeout: float, what: str) -> Any:
-        """Wait for ``receive`` (see :func:`poll_until`) while watching the workers;
-        :class:`~kernelgym.collectors.WorkerTimeoutError` after ``timeout`` seconds."""
+        """Wait for ``receive`` (see `poll_until`) while watching the workers;
+        `WorkerTimeoutError` after ``timeout`` seconds."""
         try:
             return poll_until(receive, timeout=timeout, check=self.check, what=what)
         except TimeoutError as error:

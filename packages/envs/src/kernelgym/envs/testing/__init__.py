@@ -1,17 +1,17 @@
 """Property tests for kernelgym envs: one function, one test class, or one command.
 
-.. code-block:: python
+```python
+from kernelgym.envs.testing import check_env, format_report
 
-    from kernelgym.envs.testing import check_env, format_report
+report = check_env("MyEnv-v0", backend="cpu", max_examples=20)
+print(format_report(report))          # or: kernelgym check MyEnv-v0
 
-    report = check_env("MyEnv-v0", backend="cpu", max_examples=20)
-    print(format_report(report))          # or: kernelgym check MyEnv-v0
+# in a test module (pytest):
+from kernelgym.envs.testing import EnvTestSuite
 
-    # in a test module (pytest):
-    from kernelgym.envs.testing import EnvTestSuite
-
-    class TestMyEnv(EnvTestSuite):
-        env_id = "MyEnv-v0"
+class TestMyEnv(EnvTestSuite):
+    env_id = "MyEnv-v0"
+```
 
 Every check is a hypothesis property of the env's kernels against its CPU reference
 (``EnvSpec.reference``): one-step parity (and, for envs declaring per-env params, each

@@ -2,12 +2,12 @@
 
 The env runs a few steps on the ``cpu`` backend in both autoreset modes; then every
 kernel it launched is compiled, with the argument types those launches passed, for
-sm_90a and sm_80 by NVIDIA's NVVM and ptxas (see :mod:`kernelgym.core.gpu_compile`).
+sm_90a and sm_80 by NVIDIA's NVVM and ptxas (see `kernelgym.core.gpu_compile`).
 The CUDA simulator runs kernels as Python and accepts code NVVM rejects, so an env can
 pass every other check on ``cpu`` and ``sim`` and still fail to build on a GPU. Each build
 must also pass the PTX audit (no contracted fma, no unrounded or approximate float
-instruction outside libdevice: the same bits as the cpu twin; :mod:`kernelgym.core.ptx_audit`)
-and its configured launch must fit sm_80 and sm_90 (:mod:`kernelgym.core.launch_fit`).
+instruction outside libdevice: the same bits as the cpu twin; `kernelgym.core.ptx_audit`)
+and its configured launch must fit sm_80 and sm_90 (`kernelgym.core.launch_fit`).
 
 The compile runs in a child process: the simulator must be off there (it replaces
 ``numba.cuda`` in the process that enables it), and a fresh process has imported

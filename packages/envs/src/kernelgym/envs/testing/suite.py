@@ -1,14 +1,14 @@
 """`EnvTestSuite`: subclass it in a test module, name your env, get one test per check.
 
-.. code-block:: python
+```python
+from kernelgym.envs.testing import EnvTestSuite
 
-    from kernelgym.envs.testing import EnvTestSuite
-
-    class TestMyEnv(EnvTestSuite):
-        env_id = "MyEnv-v0"          # or an EnvSpec
-        max_examples = 20            # optional, per check
-        params = {"goal": 5}         # optional param overrides
-        precision = "float32"        # optional, for envs declaring EnvSpec.precisions
+class TestMyEnv(EnvTestSuite):
+    env_id = "MyEnv-v0"          # or an EnvSpec
+    max_examples = 20            # optional, per check
+    params = {"goal": 5}         # optional param overrides
+    precision = "float32"        # optional, for envs declaring EnvSpec.precisions
+```
 
 Each check of the kit is a test method, run once per backend in ``backends``: ``cpu``
 always, ``sim`` (marked ``sim``) when ``NUMBA_ENABLE_CUDASIM=1`` was set before numba
