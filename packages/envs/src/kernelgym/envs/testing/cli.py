@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import subprocess
 import sys
@@ -65,6 +66,14 @@ def _parser() -> argparse.ArgumentParser:
         help="for envs that declare the choice (default: the env's own)",
     )
     parser.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a param override, as make(NAME=VALUE); VALUE is a Python literal (False, 3, 0.5, 'text'); "
+        "repeat for several",
+    )
+    parser.add_argument(
         "--fast-math",
         action="store_true",
         help="also check the fast-math build (FMA contraction on) against its stated tolerance, "
@@ -90,6 +99,7 @@ def main_check(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     _check_precision(parser, args.env_ids, args.precision)
+    params = _params(parser, args.param)
     if args.backend == "sim" and not _simulator_on():
         return _rerun_in_simulator(argv)
     from kernelgym.core import BackendUnavailableError
@@ -106,6 +116,7 @@ def main_check(argv=None) -> int:
                 max_examples=args.max_examples,
                 checks=checks,
                 seed=args.seed,
+                params=params,
                 precision=args.precision,
                 fast_math=args.fast_math,
                 progress=True,
@@ -138,6 +149,25 @@ def _check_precision(parser: argparse.ArgumentParser, env_ids, precision: str | 
         problem = precision_problem(spec, precision) if isinstance(spec, EnvSpec) else None
         if problem:
             parser.error(problem)
+
+
+def _params(parser: argparse.ArgumentParser, pairs: list[str]) -> dict | None:
+    """The ``--param NAME=VALUE`` overrides as a dict (None without any); exits with code 2 on a bad one."""
+    if not pairs:
+        return None
+    params = {}
+    for pair in pairs:
+        name, equals, text = pair.partition("=")
+        if not equals or not name.strip().isidentifier():
+            parser.error(f"argument --param: expected NAME=VALUE with NAME a Python identifier, received {pair!r}")
+        try:
+            params[name.strip()] = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            parser.error(
+                f"argument --param: expected a Python literal VALUE in {name.strip()}=VALUE "
+                f"(False, 3, 0.5, 'text'), received {text!r}"
+            )
+    return params
 
 
 def _env(env_id: str):
