@@ -23,7 +23,6 @@ from tag_cuda_c import baseline  # noqa: E402
 # many taggers on a small grid: tags, terminations and resets within a few steps; short
 # episodes: truncations too
 CROWDED = TagGridWorldParams(num_taggers=6, num_runners=3, grid_length=3, episode_length=9, use_full_observation=False)
-WARPDRIVE_LIKE = TagGridWorldParams(num_taggers=15, num_runners=1, grid_length=6, use_full_observation=False)
 
 
 @pytest.mark.gpu_compile
@@ -69,10 +68,10 @@ def host_kernel(params, directory: Path):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++ (C++20) to run the CUDA C kernel on the host")
-@pytest.mark.parametrize("params", [CROWDED, WARPDRIVE_LIKE], ids=["crowded", "warpdrive-like"])
-def test_the_cuda_c_kernel_equals_kernelgym_step_for_step(params, tmp_path):
+def test_the_cuda_c_kernel_equals_kernelgym_step_for_step(tmp_path):
     import kernelgym.envs as kge
 
+    params = CROWDED
     launch = host_kernel(params, tmp_path)
     num_envs, agents = 3, params.num_agents
     state = {
