@@ -143,9 +143,7 @@ def device_actions(env, workload: Workload, count: int, seed: int) -> list:
 
     generator = torch.Generator(device=env.device).manual_seed(seed)
     shape = (workload.num_envs, workload.num_agents)
-    return [
-        torch.randint(0, 5, shape, generator=generator, device=env.device, dtype=torch.int64) for _ in range(count)
-    ]
+    return [torch.randint(0, 5, shape, generator=generator, device=env.device, dtype=torch.int64) for _ in range(count)]
 
 
 def synchronize(backend: str) -> None:

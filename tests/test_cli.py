@@ -389,6 +389,13 @@ def test_check_precision_runs_that_precision_and_the_report_says_so(capsys):
     assert "backend cpu, precision float32; 2 hypothesis examples per check, seed 3" in out, out
 
 
+def test_check_param_overrides_reach_the_env(capsys):
+    # a param the env refuses shows that the override reached make(): the kit reports it
+    code, _, err = run(capsys, "check", "TagGridWorld-v0", "--param", "use_full_observation=0", "--checks", "parity")
+    assert code == 1
+    assert "param 'use_full_observation': expected bool, got int 0" in err, err
+
+
 def test_check_help_states_the_example_counts_the_kit_runs(capsys):
     from kernelgym.envs.testing import DEFAULT_MAX_EXAMPLES
 
@@ -408,6 +415,8 @@ def test_check_help_states_the_example_counts_the_kit_runs(capsys):
         (["CartPole-v1", "--seed", "-1"], "--seed", "expected an integer >= 0", "'-1'"),
         (["CartPole-v1", "--backend", "tpu"], "--backend", "choose from", "'tpu'"),
         (["CartPole-v1", "--precision", "float16"], "--precision", "choose from", "'float16'"),
+        (["CartPole-v1", "--param", "gravity"], "--param", "expected NAME=VALUE", "'gravity'"),
+        (["CartPole-v1", "--param", "gravity=nine"], "--param", "expected a Python literal VALUE", "'nine'"),
         (
             ["GoRight-v0", "--precision", "float32"],
             "--precision",

@@ -17,8 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from kernelgym.envs.tag.gridworld import TagGridWorldParams  # noqa: E402
 from tag_cuda_c import baseline  # noqa: E402
+
+from kernelgym.envs.tag.gridworld import TagGridWorldParams  # noqa: E402
 
 # many taggers on a small grid: tags, terminations and resets within a few steps; short
 # episodes: truncations too

@@ -77,9 +77,9 @@ def part_tag_baseline(backend: str, tiny: bool) -> None:
     """Equality over 100 steps, then the rates of kernelgym and the CUDA C baseline (cuda);
     on the cpu, kernelgym's rate and the baseline reported as not run."""
     import torch
+    from bench_tag import bytes_per_env_step
 
     import kernelgym.envs as kge
-    from bench_tag import bytes_per_env_step
     from kernelgym.envs.tag.gridworld import TagGridWorldParams
 
     num_envs, overrides = sizes(tiny)

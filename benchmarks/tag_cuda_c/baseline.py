@@ -95,7 +95,9 @@ def compile_source(params, arch: str, output: str) -> bytes:
             nvrtc.nvrtcGetProgramLog(program, log)
             raise RuntimeError(f"NVRTC could not compile {SOURCE.name} for {target}: {log.decode(errors='replace')}")
         get_size, get = (
-            (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN) if output == "cubin" else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX)
+            (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)
+            if output == "cubin"
+            else (nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX)
         )
         result, size = get_size(program)
         _check_nvrtc(nvrtc, result, f"{get_size.__name__}")

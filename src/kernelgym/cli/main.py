@@ -115,7 +115,7 @@ def png_path(text: str) -> str:
 # --------------------------------------------------------------------------- parser
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``kernelgym`` command and its subcommands."""
-    from kernelgym.envs.testing.cli import max_examples_help
+    from kernelgym.envs.testing.cli import max_examples_help, param_override
 
     parser = argparse.ArgumentParser(
         prog="kernelgym",
@@ -195,6 +195,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fast-math",
         action="store_true",
         help="also check the fast-math build (FMA contraction on) within its stated tolerance",
+    )
+    check.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        type=param_override,
+        metavar="NAME=VALUE",
+        help="a param override, as make(NAME=VALUE); VALUE is a Python literal (False, 3, 0.5); repeat for several",
     )
 
     demo = commands.add_parser(
@@ -349,6 +357,8 @@ def run_check(args, parser) -> int:
         forwarded += ["--precision", args.precision]
     if args.fast_math:
         forwarded.append("--fast-math")
+    for name, value in args.param:
+        forwarded += ["--param", f"{name}={value!r}"]  # a literal's repr reads back as the same value
     return main_check(forwarded)
 
 

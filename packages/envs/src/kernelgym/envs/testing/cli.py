@@ -69,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
         "--param",
         action="append",
         default=[],
+        type=param_override,
         metavar="NAME=VALUE",
         help="a param override, as make(NAME=VALUE); VALUE is a Python literal (False, 3, 0.5, 'text'); "
         "repeat for several",
@@ -99,7 +100,7 @@ def main_check(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     _check_precision(parser, args.env_ids, args.precision)
-    params = _params(parser, args.param)
+    params = dict(args.param) if args.param else None
     if args.backend == "sim" and not _simulator_on():
         return _rerun_in_simulator(argv)
     from kernelgym.core import BackendUnavailableError
@@ -151,23 +152,24 @@ def _check_precision(parser: argparse.ArgumentParser, env_ids, precision: str | 
             parser.error(problem)
 
 
-def _params(parser: argparse.ArgumentParser, pairs: list[str]) -> dict | None:
-    """The ``--param NAME=VALUE`` overrides as a dict (None without any); exits with code 2 on a bad one."""
-    if not pairs:
-        return None
-    params = {}
-    for pair in pairs:
-        name, equals, text = pair.partition("=")
-        if not equals or not name.strip().isidentifier():
-            parser.error(f"argument --param: expected NAME=VALUE with NAME a Python identifier, received {pair!r}")
-        try:
-            params[name.strip()] = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            parser.error(
-                f"argument --param: expected a Python literal VALUE in {name.strip()}=VALUE "
-                f"(False, 3, 0.5, 'text'), received {text!r}"
-            )
-    return params
+def param_override(text: str) -> tuple[str, object]:
+    """An argparse type: ``"NAME=VALUE"`` as ``(NAME, VALUE)``, VALUE read as a Python literal.
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        NAME is not an identifier or VALUE is not a literal (``False``, ``3``, ``0.5``, ``'text'``).
+    """
+    name, equals, value = text.partition("=")
+    name = name.strip()
+    if not equals or not name.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE with NAME a Python identifier, received {text!r}")
+    try:
+        return name, ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError):
+        raise argparse.ArgumentTypeError(
+            f"expected a Python literal VALUE in {name}=VALUE (False, 3, 0.5, 'text'), received {value!r}"
+        ) from None
 
 
 def _env(env_id: str):
