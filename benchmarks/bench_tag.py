@@ -279,7 +279,7 @@ def main(argv=None) -> int:
                 moved = f"{rate / 1e9:.2f} ({rate / bandwidth:.1%})"
             emit(
                 f"| {workload.label} | {num_envs:,} | {workload.num_agents:,} | "
-                f"{num_envs / seconds:,.0f} | {seconds:.3f} | {moved} |"
+                f"{num_envs / seconds:,.0f} | {seconds:.4g} | {moved} |"
             )
     print(f"\nwritten to {out}")
     return 0
