@@ -19,6 +19,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from tag_cuda_c import baseline  # noqa: E402
 
+from kernelgym.core import gpu_compile  # noqa: E402
 from kernelgym.envs.tag.gridworld import TagGridWorldParams  # noqa: E402
 
 # many taggers on a small grid: tags, terminations and resets within a few steps; short
@@ -35,6 +36,10 @@ def test_nvrtc_compiles_the_baseline_to_ptx_and_cubin(arch):
     assert "fma.rn.f64" not in ptx  # --fmad=false, as kernelgym's cuda build
     cubin = baseline.compile_source(params, arch, "cubin")
     assert cubin[:4] == b"\x7fELF"
+    # one thread per agent: 1,000 agents launch 1,024 threads, so at most 64 registers each
+    resources = gpu_compile.ptxas_resources(ptx.rstrip("\0"), (int(arch[3]), int(arch[4])))
+    assert resources["registers"] <= 64 and resources["spill_store_bytes"] == 0, resources
+    assert resources["shared_bytes"] == 12 * params.num_agents + 4  # x, y, in-game flag per agent; the tag count
 
 
 def test_the_baseline_refuses_what_it_does_not_implement():

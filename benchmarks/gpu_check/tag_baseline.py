@@ -96,22 +96,31 @@ def part_tag_baseline(backend: str, tiny: bool) -> None:
             for k in range(steps):
                 env.step(timed_actions[k % ACTION_BATCHES])
 
-        if backend != "cuda":
+        def kernelgym_alone(baseline: str, **fields) -> None:
             rate = num_envs * steps / timed_median(run_kernelgym, backend, repeats)
             emit(
                 PART,
+                check="rates",
                 backend=backend,
                 envs=num_envs,
                 agents=params.num_agents,
                 kernelgym_env_steps_per_s=rate,
                 bytes_per_env_step=traffic,
-                baseline="not run: the CUDA C baseline needs a GPU",
-                **_compile_only(params),
+                baseline=baseline,
+                **fields,
             )
+
+        if backend != "cuda":
+            kernelgym_alone("not run: the CUDA C baseline needs a GPU", **_compile_only(params))
             return
         from tag_cuda_c.baseline import CudaTagGridWorld
 
-        baseline = CudaTagGridWorld(params, num_envs)
+        try:
+            baseline = CudaTagGridWorld(params, num_envs)
+        except (ImportError, RuntimeError) as error:
+            # say why in the results, keep kernelgym's rate, and still fail the part
+            kernelgym_alone(f"failed: {type(error).__name__}: {error}")
+            raise
         started = time.perf_counter()
         obs, _ = env.reset(seed=0)
         baseline.reset()
