@@ -124,6 +124,7 @@ def part_tag_baseline(backend: str, tiny: bool) -> None:
         started = time.perf_counter()
         obs, _ = env.reset(seed=0)
         baseline.reset()
+        torch.cuda.synchronize()
         differs = first_difference({"obs": torch.as_tensor(obs)}, {"obs": baseline.obs})
         first_differing_step, differing_output = (0, differs) if differs else (None, None)
         episodes_ended = 0
@@ -131,6 +132,8 @@ def part_tag_baseline(backend: str, tiny: bool) -> None:
         for step, actions in enumerate(compared_actions, start=1):
             theirs = _outputs(*(torch.as_tensor(value) for value in env.step(actions)[:4]))
             baseline.step(actions)
+            # kernelgym's stream may not be torch's: both steps end before the comparison reads
+            torch.cuda.synchronize()
             ours = _outputs(baseline.obs, baseline.rewards, baseline.terminated, baseline.truncated)
             episodes_ended += int((ours["terminated"] | ours["truncated"]).sum())
             differs = first_difference(theirs, ours)
