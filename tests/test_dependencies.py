@@ -35,7 +35,12 @@ DISTRIBUTIONS = {
 }
 # Modules that another distribution provides under a name it shares: numba-cuda replaces
 # numba's own `numba.cuda` (see ARCHITECTURE.md, Backends).
-MODULE_PROVIDERS = {"numba.cuda": "numba-cuda", "cuda.pathfinder": "cuda-pathfinder"}
+MODULE_PROVIDERS = {
+    "numba.cuda": "numba-cuda",
+    "cuda.pathfinder": "cuda-pathfinder",
+    "cuda.bindings": "cuda-bindings",
+    "cuda.core": "cuda-core",
+}
 # The meta-distribution installs the four packages whether or not the CLI imports them.
 META_DEPENDENCIES = {"kernelgym": {"kernelgym-core", "kernelgym-envs", "kernelgym-collectors", "kernelgym-memory"}}
 # Wheels that ship programs, found on disk rather than imported: NVIDIA's ptxas for the

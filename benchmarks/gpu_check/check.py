@@ -24,7 +24,8 @@ of 4 run at the same time. The steps:
    ``doc-examples-gpu``: the docs' GPU-only blocks; ``memcheck``, ``racecheck``:
    compute-sanitizer over a short run of every checked env.
 5. ``launch_paths``: host us per CartPole step by launch path, check on and off
-   (benchmarks/bench_launch.py); ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
+   (benchmarks/bench_launch.py); ``fragments``: captured 16-step fragments against eager
+   ones (fragments.py); ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
    ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``collector``: throughput.
 6. ``demo``, ``demo-cpu``: ``kernelgym demo`` to a mean return of 475 on the backend, then
    on the cpu (not in ``--tiny``: the offline venv it proves has no matplotlib).
@@ -68,6 +69,7 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     checks = part_steps(("info", 60), ("rounding", 60), ("parity", 120), ("launch_parity", 120), ("sync", 120))
     throughput = part_steps(
         ("launch_paths", 120),
+        ("fragments", 120),
         ("tag", 240),
         ("bandwidth", 30),
         ("cartpole", 90),

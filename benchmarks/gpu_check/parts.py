@@ -235,6 +235,13 @@ def part_launch_parity(backend: str, tiny: bool) -> None:
             env.close()
 
 
+def part_fragments(backend: str, tiny: bool) -> None:
+    """Host time per step of captured 16-step fragments against eager ones (fragments.py)."""
+    import fragments
+
+    fragments.part_fragments(backend, tiny)
+
+
 def _equal(a, b) -> bool:
     return np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)
 

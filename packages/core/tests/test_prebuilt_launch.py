@@ -178,7 +178,6 @@ def test_a_record_passes_its_pointer():
 @given(array=host_arrays())
 def test_a_per_call_array_rewrites_exactly_its_data_pointer(array):
     """The same form of array on other memory: only the data pointer changes, to numba's bytes."""
-    other = np.lib.stride_tricks.as_strided(np.empty(array.nbytes + 64, np.uint8)[32:].view(np.uint8), (0,), (1,))
     memory = np.zeros(max(1, array.nbytes // array.itemsize + 64), array.dtype)
     offset = (np.asarray(array.strides) < 0) * (np.asarray(array.shape) - 1) * -np.asarray(array.strides)
     other = np.lib.stride_tricks.as_strided(memory[int(offset.sum()) // array.itemsize :], array.shape, array.strides)
@@ -187,19 +186,54 @@ def test_a_per_call_array_rewrites_exactly_its_data_pointer(array):
     launch = PrebuiltLaunch.for_values(0, 1, 1, (7,), (first,), launch_kernel=launch_kernel)
     before = launch.parameters()
     launch(second)
-    assert (
-        launch.parameters()
-        == PrebuiltLaunch.for_values(0, 1, 1, (7,), (second,), launch_kernel=launch_kernel).parameters()
-    )
-    changed = [
-        i
-        for i, (a, b) in enumerate(zip(slots(launch), [before[k : k + 8] for k in range(0, len(before), 8)]))
-        if a != b
-    ]
-    assert changed == [1 + 4]  # after the count: meminfo, parent, size, itemsize, then data
+    rebuilt = PrebuiltLaunch.for_values(0, 1, 1, (7,), (second,), launch_kernel=launch_kernel)
+    assert launch.parameters() == rebuilt.parameters()
+    old = [before[k : k + 8] for k in range(0, len(before), 8)]
+    assert [i for i, (a, b) in enumerate(zip(slots(launch), old)) if a != b] == [1 + 4]  # count, then data 5th
     launch(first)
     assert launch.parameters() == before
     assert len(calls) == 2
+
+
+@settings(max_examples=20)
+@given(rows=st.integers(1, 9), extra=st.integers(0, 5))
+def test_a_per_call_array_of_another_shape_is_passed_as_numba_passes_it(rows, extra):
+    template, other = np.zeros((rows, 3), np.float32), np.ones((rows + extra, 3), np.float32)
+    launch_kernel, _ = stub_launch()
+    launch = PrebuiltLaunch.for_values(0, 1, 1, (), (stand_in_device_array(template),), launch_kernel=launch_kernel)
+    second = stand_in_device_array(other)
+    launch(second)
+    assert launch.parameters() == struct.pack(
+        "<9q", 0, 0, other.size, 4, other.ctypes.data, *other.shape, *other.strides
+    )
+    assert launch.parameters() == prebuilt(numba_parameters([second])).parameters()
+
+
+def test_a_per_call_array_of_another_type_is_refused_before_the_launch():
+    launch_kernel, calls = stub_launch()
+    template = stand_in_device_array(np.zeros((4, 2), np.float32))
+    launch = PrebuiltLaunch.for_values(0, 1, 1, (), (template,), launch_kernel=launch_kernel)
+    before = launch.parameters()
+    for wrong in (np.zeros((4, 2), np.float64), np.zeros((4, 2, 1), np.float32), np.zeros((2, 4), np.float32).T):
+        with pytest.raises(TypeError, match=r"per-call value 0: expected array\(float32, 2d, C\) .* got array\("):
+            launch(stand_in_device_array(wrong))
+    assert launch.parameters() == before and calls == []
+
+
+def test_a_prebuilt_launch_keeps_what_its_parameters_point_into_alive():
+    import gc
+    import weakref
+
+    host = np.zeros(8)
+    device = stand_in_device_array(host)
+    alive = weakref.ref(device)
+    launch = PrebuiltLaunch.for_values(0, 1, 1, (device,), launch_kernel=stub_launch()[0])
+    del device
+    gc.collect()
+    assert alive() is not None
+    del launch
+    gc.collect()
+    assert alive() is None
 
 
 def test_an_argument_kind_without_a_layout_is_refused_by_name():

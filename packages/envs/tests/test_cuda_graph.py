@@ -116,6 +116,39 @@ def test_replays_step_the_env_as_direct_calls_do(seed, warmup, replays):
     check_capture_and_replays("cpu", seed, warmup, replays)
 
 
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 6), st.integers(0, 4))
+def test_a_replay_of_a_multi_step_capture_steps_the_env_as_many_direct_calls(seed, warmup, steps, replays):
+    recorder = Recorder()
+    env = kge.make("CartPole-v1", N_ENVS, backend="cpu", seed=seed, check_action_values="deferred")
+    obs, _ = env.reset()
+    policy = Balance(recorder)
+    captured = capture_step(env, policy, obs, steps=steps, warmup=warmup, api=recorder)
+    assert captured.steps == steps
+    # the warm-up steps one at a time, the capture records all ``steps`` on the capture stream
+    assert policy.streams == ["side"] * warmup + ["capture"] * steps
+    # the stand-in's capture ran its steps once (a GPU's records them only)
+    want = direct_steps("cpu", seed, warmup + steps * (1 + replays))
+    for k in range(replays):
+        captured.replay()
+        got = (captured.obs, captured.rewards, captured.terminated, captured.truncated)
+        for g, w in zip(got, want[warmup + steps * (2 + k) - 1]):
+            assert torch.equal(g, w)
+    assert recorder.events[5:] == [("replay",)] * replays
+    # each replay runs every captured step again, on the stream current at the replay
+    assert policy.streams[warmup + steps :] == ["default"] * steps * replays
+
+
+@pytest.mark.parametrize("steps", [0, -2, 2.0, True, None])
+def test_a_bad_step_count_is_refused_naming_the_argument(steps):
+    env = kge.make("CartPole-v1", N_ENVS, backend="cpu", seed=0)
+    obs, _ = env.reset()
+    recorder = Recorder()
+    with pytest.raises(ValueError, match=rf"steps: expected an int >= 1 \(env steps per replay\), got {steps!r}"):
+        capture_step(env, Balance(recorder), obs, steps=steps, api=recorder)
+    assert recorder.events == []
+
+
 @pytest.mark.sim
 def test_the_env_kernels_run_on_the_side_stream_then_on_the_capture_stream(monkeypatch):
     # the env's launches ask for torch's current stream at each call: the warm-up's on the
@@ -194,3 +227,19 @@ def test_an_env_on_a_side_stream_steps_and_reads_as_on_the_default_stream():
     for got, want in zip(side_reads, reads):
         assert (got == want).all()
     assert all((side_state[name] == state[name]).all() for name in state)
+
+
+@pytest.mark.gpu
+def test_a_captured_fragment_of_16_steps_replays_as_direct_calls_on_a_gpu():
+    seed, warmup, steps = 12, 2, 16
+    env = kge.make("CartPole-v1", N_ENVS, backend="cuda", seed=seed)
+    obs, _ = env.reset()
+    captured = capture_step(env, Balance(), obs, steps=steps, warmup=warmup)
+    want = direct_steps("cuda", seed, warmup + 3 * steps)
+    for k in range(3):
+        captured.replay()
+        torch.cuda.current_stream().synchronize()
+        got = (captured.obs, captured.rewards, captured.terminated, captured.truncated)
+        for g, w in zip(got, want[warmup + steps * (k + 1) - 1]):
+            assert torch.equal(g, w)
+    env.check_actions()

@@ -68,8 +68,8 @@ def test_a_stubbed_cartpole_step_makes_one_driver_call_per_kernel_and_allocates_
     env.close()
 
 
-@pytest.mark.parametrize(("env_id", "launches"), [("CartPole-v1", 1), ("TagGridWorld-v0", 4)])
-def test_the_gpu_compile_table_counts_each_steps_launches_and_the_parameter_bytes_numba_passes(env_id, launches):
+@pytest.mark.parametrize(("env_id", "phases"), [("CartPole-v1", 1), ("TagGridWorld-v0", 4)])
+def test_the_gpu_compile_table_counts_each_steps_launches_and_the_parameter_bytes_numba_passes(env_id, phases):
     """`LauncherRecorder.record_step` (the ``gpu-compile`` table's launches per step): its byte
     count per launch equals numba-cuda's own parameter list for the same values, 8 bytes each."""
     from kernelgym.core.gpu_compile import LauncherRecorder, format_step_launches
@@ -78,9 +78,9 @@ def test_the_gpu_compile_table_counts_each_steps_launches_and_the_parameter_byte
     recorder = LauncherRecorder()
     run_env_workloads(recorder, env_id, steps=1)
     label = next(label for label in recorder.steps if label.startswith(f"{env_id} next_step"))  # precision after
-    assert len(recorder.steps[label]) == launches
+    assert recorder.steps[label][0] == phases and len(recorder.steps[label][1]) == 1  # the phases fused
     env = kge.make(env_id, 4, backend="cpu", seed=0)
     prebuilt, _, _ = stubbed_step(env)
-    assert [size for _, size in recorder.steps[label]] == [8 * launch.num_parameters for launch in prebuilt]
-    assert f"| {label} | {launches} |" in format_step_launches(recorder.steps)
+    assert [size for _, size in recorder.steps[label][1]] == [8 * launch.num_parameters for launch in prebuilt]
+    assert f"| {label} | {phases} | 1 |" in format_step_launches(recorder.steps)
     env.close()

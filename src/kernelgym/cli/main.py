@@ -48,6 +48,15 @@ def int_at_least(minimum: int, maximum: int | None = None):
     return parse
 
 
+class StoreGiven(argparse.Action):
+    """Store the value and record that the command line gave it (``<dest>_given``), so that a
+    default the user did not ask for can be replaced by a better one for the machine."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        setattr(namespace, f"{self.dest}_given", True)
+
+
 positive_int = int_at_least(1)
 non_negative_int = int_at_least(0)
 seed_int = int_at_least(0, MAX_SEED)
@@ -215,7 +224,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--seed", type=seed_int, default=1, help="random seed (default: %(default)s)")
     demo.add_argument("--backend", choices=BACKENDS, default="auto", help="backend (default: %(default)s)")
-    demo.add_argument("--num-envs", type=num_envs_int, default=64, help="parallel envs (default: %(default)s)")
+    demo.add_argument(
+        "--num-envs",
+        type=num_envs_int,
+        default=64,
+        action=StoreGiven,
+        help="parallel envs (default: %(default)s; on cuda, a count chosen from the GPU's SM count)",
+    )
+    demo.set_defaults(num_envs_given=False)
     demo.add_argument(
         "--target-return",
         type=positive_float,
@@ -381,10 +397,22 @@ def run_demo(args, parser) -> int:
     from kernelgym.cli.ppo import PPOConfig, train
 
     backend = resolve_backend_or_exit(parser, args.backend)
+    num_envs = args.num_envs
+    if args.num_envs_given:
+        reason = "--num-envs"
+    elif backend == "cuda":
+        import torch
+
+        from kernelgym.cli.ppo import choose_num_envs
+
+        num_envs, reason = choose_num_envs(torch.device("cuda"))
+    else:
+        reason = f"the default on {backend}"
+    print(f"kernelgym demo: {num_envs:,} envs on {backend} ({reason})", flush=True)
     config = PPOConfig(
         seed=args.seed,
         backend=backend,
-        num_envs=args.num_envs,
+        num_envs=num_envs,
         target_return=args.target_return,
         max_env_steps=args.max_env_steps,
         time_limit_s=args.time_limit,
@@ -397,6 +425,14 @@ def run_demo(args, parser) -> int:
         f"{result.final_return:.1f} after {result.total_env_steps:,} env steps in "
         f"{result.wall_time_s:.1f} s ({result.steps_per_s:,.0f} env-steps/s, backend {result.backend}, "
         f"seed {config.seed})",
+        flush=True,
+    )
+    # first-call costs apart, so that the training time compares across backends and runs
+    graph = ", a captured CUDA graph per fragment" if result.captured else ""
+    print(
+        f"time: compile {result.compile_s:.1f} s (make the env: compile or load its kernels), "
+        f"warm-up {result.warmup_s:.1f} s (the first iteration: first launches{graph}), "
+        f"training {result.training_s:.1f} s",
         flush=True,
     )
     if not save_output(lambda path: plot_learning_curve(result, path), args.out, "--out", "demo", "learning curve"):

@@ -12,23 +12,41 @@ in which the policy gave it: the env's ``"sync"`` check raises in that step, and
 ``"deferred"`` check (the cuda and sim default: the env with the bad action does not step, with
 no host synchronization) is read once per fragment, after the last step
 (``env.check_actions()``: one host read of the env's fault record, none per step).
+
+With ``capture=True`` on ``cuda`` the first fragment runs eagerly on a side stream (it
+compiles and loads every kernel and settles torch's allocator) while its host reads are
+counted; then the whole fragment (the ``n_steps + 1`` actor forwards, the ``n_steps`` env
+steps and every copy into the fragment) is captured in one CUDA graph, and each later
+`collect` replays it: one call for the host instead of hundreds of launches. The
+fragments are the eager ones, bit for bit. What a graph cannot hold falls back to eager
+fragments with one `CaptureFallbackWarning` that says why: another backend, an env whose
+action check is ``"sync"`` (a host read per step), an actor or env that reads the host
+during the warm-up fragment (``.item()``, ``bool(tensor)``, a copy to the host, ...), or
+a capture that torch refuses.
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy
 import torch
 
+from .graphs import TorchGraphs
 from .rollout.actor import Actor
 from .rollout.core import check_positive, copy_, react, take_actions
 from .rollout.nested import getitem, leaves, suply
 from .rollout.state import Fragment, State
 
-__all__ = ["DeviceCollector", "MEMORY_NAMES"]
+__all__ = ["CaptureFallbackWarning", "DeviceCollector", "MEMORY_NAMES"]
+
+
+class CaptureFallbackWarning(RuntimeWarning):
+    """A `DeviceCollector` asked to capture its fragments collects them eagerly; the message says why."""
+
 
 # which fragment field goes into which memory tensor in `DeviceCollector.add_to`
 MEMORY_NAMES = {
@@ -119,6 +137,19 @@ class DeviceCollector:
         Transitions per fragment.
     seed : int or None
         Passed to ``env.reset`` once, at construction.
+    capture : bool
+        Capture the fragment in a CUDA graph after the first one and replay it (see the
+        module's docstring); where it cannot, warn once and collect eagerly.
+    graphs : TorchGraphs-like, optional
+        Streams, host-read watch and graphs (default: torch.cuda's; a test passes a
+        stand-in, which also lets the capture path run on the cpu backend).
+
+    Attributes
+    ----------
+    captured : bool
+        Whether `collect` replays a captured graph (after the first fragment).
+    eager_reason : str or None
+        Why fragments are collected eagerly although ``capture=True`` (None otherwise).
 
     Notes
     -----
@@ -134,8 +165,14 @@ class DeviceCollector:
     a tensor sized for one env would be broadcast to all.
     """
 
-    def __init__(self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None):
+    def __init__(
+        self, env: Any, actor: Any, n_steps: int, *, seed: int | None = None, capture: bool = False, graphs: Any = None
+    ):
         check_positive("n_steps", n_steps)
+        if not isinstance(capture, bool):
+            raise TypeError(f"capture: expected True or False, got {capture!r}")
+        if graphs is not None and not capture:
+            raise ValueError("graphs: streams and graphs for a capture, expected with capture=True, got capture=False")
         if n_steps >= 2**62:  # torch sizes are int64: beyond, its own error names no argument
             raise ValueError(f"n_steps: expected a positive int below 2**62, got {n_steps}")
         for attribute in ("num_envs", "device", "reset", "step", "single_action_space"):
@@ -205,6 +242,46 @@ class DeviceCollector:
                 f"({str(error).splitlines()[0][:160]})"
             ) from error
 
+        # capture: None (eager), "pending" (the next fragment warms up, then captures) or
+        # "replay" (self._graph holds the fragment)
+        self._graph: Any = None
+        self._capture: str | None = None
+        self.eager_reason: str | None = None
+        if capture:
+            self._graphs = TorchGraphs() if graphs is None else graphs
+            reason = self._cannot_capture(graphs is None)
+            if reason is None:
+                self._capture = "pending"
+            else:
+                self._fall_back(reason, stacklevel=3)
+
+    @property
+    def captured(self) -> bool:
+        """Whether `collect` replays a captured graph."""
+        return self._capture == "replay"
+
+    def _cannot_capture(self, default_graphs: bool) -> str | None:
+        """Why the env cannot be captured, known before any fragment (None: it may be)."""
+        backend = getattr(self.env, "backend", None)
+        if default_graphs and backend != "cuda":
+            return f"the env's backend is {backend!r}: CUDA graphs capture cuda work only"
+        check = getattr(self.env, "check_action_values", None)
+        if check == "sync" or (check is True and backend == "cpu"):
+            return (
+                "the env's check_action_values is 'sync', a host read at every step; "
+                "'deferred' (the cuda default) or False can be captured"
+            )
+        return None
+
+    def _fall_back(self, reason: str, stacklevel: int = 4) -> None:
+        """Collect eagerly from now on; say why, once (``stacklevel``: the caller of the public method)."""
+        self._capture, self._graph, self.eager_reason = None, None, reason
+        warnings.warn(
+            f"DeviceCollector: collecting eager fragments, not a captured CUDA graph: {reason}",
+            CaptureFallbackWarning,
+            stacklevel=stacklevel,
+        )
+
     def __iter__(self) -> Iterator[Fragment]:
         while True:
             yield self.collect()
@@ -218,6 +295,35 @@ class DeviceCollector:
             The policy gave a bad action in this fragment (naming the env index, the
             value and the action space), at the latest at the fragment's end.
         """
+        if self._capture == "replay":
+            self._graphs.replay(self._graph)
+        elif self._capture == "pending":
+            self._warm_up_and_capture()
+        else:
+            self._fill()
+        self._read_action_check()
+        return self.fragment
+
+    def _warm_up_and_capture(self) -> None:
+        """Collect this fragment eagerly on a side stream, counting its host reads; then
+        capture the next one (a capture runs nothing on a GPU) for the later calls."""
+        graphs = self._graphs
+        side = graphs.side_stream()
+        with graphs.on_stream(side), graphs.host_reads() as reads:
+            self._fill()
+        graphs.join(side)
+        if reads.reads:
+            self._fall_back(f"the actor or the env reads the host within a fragment: {reads.summary()}")
+            return
+        try:
+            self._graph, _ = graphs.capture(self._fill)
+        except RuntimeError as error:  # torch's own refusal of an op under capture
+            self._fall_back(f"torch refused the capture ({str(error).splitlines()[0][:300]})")
+            return
+        self._capture = "replay"
+
+    def _fill(self) -> None:
+        """Step the actor and the env ``n_steps`` times, writing ``self.fragment`` in place."""
         env, actor, ctx, out = self.env, self.actor, self.ctx, self.fragment
         hx = self.hx
         copy_(out.hx, hx)
@@ -246,6 +352,9 @@ class DeviceCollector:
             if leaves(hx_):
                 hx_ = suply(_zero_where(fin), hx_) if self._zero_hx_by_mask else actor.reset(hx_, fin)
             copy_(hx, hx_)
+
+    def _read_action_check(self) -> None:
+        """The fragment's one host read: raise a bad action the env's deferred check recorded."""
         if self._check_actions is not None:
             try:
                 self._check_actions()  # the fragment's one host read: a deferred bad action raises here
@@ -259,7 +368,6 @@ class DeviceCollector:
                 else:  # no add_note before 3.11 (it raised AttributeError there): the note joins the message
                     error.args = (f"{error}\n{note}",)
                 raise
-        return out
 
     def _keep_final(self, final: torch.Tensor, kept, *, fin: torch.Tensor) -> None:
         """Where an episode ended, the env's final observation (one leaf) replaces the reset one."""

@@ -150,6 +150,12 @@ class Precondition(NamedTuple):
     record: object = None
 
 
+class _Phases(NamedTuple):
+    """Programs fused into one launch, a barrier between them (see `bind_launches`)."""
+
+    programs: tuple
+
+
 class PerEnvScalar:
     """A value that is a scalar per env: a body bound to it receives ``array[env]``.
 
@@ -291,17 +297,20 @@ class BoundLaunch:
     launches : tuple
         The launch objects themselves (on cuda, `kernelgym.core.prebuilt_launch.launch_path`
         tells which launch path each takes).
+    programs : int
+        How many programs were bound: one launch each unless fused (`bind_launches`).
     """
 
-    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches")
+    __slots__ = ("_calls", "names", "per_call", "_description", "records", "launches", "programs")
 
-    def __init__(self, calls, names, description, per_call=(), records=(), launches=()):
+    def __init__(self, calls, names, description, per_call=(), records=(), launches=(), programs=None):
         self._calls = tuple(calls)
         self.names = tuple(names)
         self.per_call = tuple(per_call)
         self._description = description
         self.records = tuple(records)
         self.launches = tuple(launches)
+        self.programs = len(self._calls) if programs is None else programs
 
     def __call__(self, *per_call) -> int:
         """Launch, passing the ``per_call`` values in order.
@@ -414,10 +423,16 @@ def bind_launches(
     fast_math: bool = False,
     order: LaunchOrder | None = None,
 ) -> BoundLaunch:
-    """Bind several programs (see `bind`) that run as separate launches, in order.
+    """Bind several programs (see `bind`) that run in order, a barrier between each two.
 
-    A launch boundary is a barrier over all agents of all envs: use one launch per
-    phase of a multi-agent step whose agents read what other agents wrote.
+    A barrier covers all agents of an env: use one program per phase of a multi-agent step
+    whose agents read what other agents wrote. Where every env's agents fit one block
+    (``num_agents`` <= `kernelgym.core.kernels.MAX_AGENT_THREADS`) and the programs include
+    agent kernels, they run as ONE launch: on cuda a block barrier (``syncthreads``) between
+    phases, on cpu each phase over an env's agents before the next, env programs once per
+    env (cuda: in its agent-0 thread). Envs are independent, so this equals one launch per
+    program bit for bit. Otherwise each program is its own launch (a launch boundary is
+    the barrier).
     """
     backend = resolve_backend(backend)
     fast_math = check_fast_math(fast_math)
@@ -447,6 +462,9 @@ def bind_launches(
         )
     if missing:
         raise BindingError(f"per_call: names {missing} have no template among the values; available: {sorted(values)}")
+    programs = list(programs)
+    num_programs = len(programs)
+    programs = _fused(programs, num_envs, num_agents)
     checked: dict = {}
     written: set = set()
     needs: dict = {}  # name -> least leading dims, for the per-call values checked at each launch
@@ -482,7 +500,34 @@ def bind_launches(
     )
     if watch or per_call_needs:
         calls = [_guarded(call, watch, per_call_needs) for call in calls]
-    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches)
+    return BoundLaunch(calls, names, " -> ".join(descriptions), per_call, records, launches, num_programs)
+
+
+def _fused(programs: list, num_envs: int, num_agents) -> list:
+    """``programs`` as one phased program where one launch can run them (see `bind_launches`):
+    agent kernels among them, each env's agents in one block without striding, and the same
+    Precondition (or none) heading each, which then heads the fused program once."""
+    if len(programs) < 2 or num_agents is None or not 1 <= num_agents <= kernels.MAX_AGENT_THREADS:
+        return programs
+    if kernels.agent_grid(max(1, num_envs), num_agents)[1] < num_agents:
+        return programs
+    items = [_items(program) for program in programs]
+    heads = {id(program[0]) if program and isinstance(program[0], Precondition) else None for program in items}
+    if len(heads) > 1 or not any(_has_agent_kernel(program) for program in items):
+        return programs
+    head = [items[0][0]] if heads != {None} else []
+    return [[*head, _Phases(tuple(program[len(head) :] for program in items))]]
+
+
+def _has_agent_kernel(items) -> bool:
+    for item in items:
+        if isinstance(item, AgentKernel):
+            return True
+        if isinstance(item, Branch) and (
+            _has_agent_kernel(_items(item.then)) or _has_agent_kernel(_items(item.otherwise))
+        ):
+            return True
+    return False
 
 
 def _guarded(call, watch, per_call_needs):
@@ -601,6 +646,15 @@ def _bind_one(
                 record = None if item.record is None else body_call(item.record)
                 statements.append(("require", body, positions, position_of(item.fault, "Precondition"), record))
                 continue
+            if isinstance(item, _Phases):
+                for phase in item.programs:
+                    outer = set(kinds)
+                    kinds.clear()
+                    block = compile_block(phase)
+                    statements.append(("phase", "agent" if "agent" in kinds else "env", block))
+                    kinds.update(outer)
+                kinds.add("phased")
+                continue
             if isinstance(item, Branch):
                 if not isinstance(item.mask, str):
                     raise BindingError(f"Branch mask: expected a value name, got {item.mask!r}")
@@ -621,6 +675,8 @@ def _bind_one(
     if not bodies:
         raise BindingError("program: expected at least one kernel, got none")
     kinds = kinds or {"env"}  # a lone Precondition runs per env
+    if "phased" in kinds:  # env and agent phases in one agent launch
+        kinds = {"agent"}
     if len(kinds) > 1:
         raise BindingError(
             f"program: one launch runs kernels of one layout, got env and agent kernels "
@@ -821,6 +877,8 @@ def _positions(statements, index_of) -> list:
             if record is not None:
                 record = (record[0], tuple(index_of[name] for name in record[1]))
             out.append(("require", check, tuple(index_of[name] for name in names), index_of[fault], record))
+        elif statement[0] == "phase":
+            out.append(("phase", statement[1], _positions(statement[2], index_of)))
         else:
             _, mask, then, otherwise = statement
             out.append(("if", index_of[mask], _positions(then, index_of), _positions(otherwise, index_of)))

@@ -111,6 +111,14 @@ AGENT_HEAD = """\
     agent = cuda.threadIdx.x % per_env
     if env < num_envs and cuda.threadIdx.x < envs_per_block * per_env:"""
 
+# A phased agent program (`program_launcher_module`): each env's agents fit one block, one
+# thread each (no striding), and no thread returns early: every one reaches every barrier.
+PHASED_AGENT_HEAD = """\
+    envs_per_block = cuda.blockDim.x // num_agents
+    env = cuda.blockIdx.x * envs_per_block + cuda.threadIdx.x // num_agents
+    agent = cuda.threadIdx.x % num_agents
+    run = env < num_envs and cuda.threadIdx.x < envs_per_block * num_agents"""
+
 TEMPLATES = {"env": _ENV_TEMPLATE, "agent": _AGENT_TEMPLATE}
 
 # What a fast-math program launcher adds after its bodies: every njit in the module compiles
@@ -444,7 +452,12 @@ def program_launcher_module(
         (``argument[env]``, a per-env mask); ``("require", body_position,
         argument_positions, fault_position, record)``, first only, gates the rest on a
         check body's fault code (see `kernelgym.core.binding.Precondition`); ``record``
-        is None or ``(body_position, argument_positions)``, run for each failing env.
+        is None or ``(body_position, argument_positions)``, run for each failing env;
+        ``("phase", "agent" | "env", statements)`` (agent programs only, all top-level
+        statements after the Precondition): phases of ONE launch, in order, with a barrier
+        between them (cuda: ``syncthreads``, so an env's agents must fit one block without
+        striding; cpu: each phase runs over the env's agents before the next begins; an
+        ``env`` phase runs once per env, on cuda in its agent-0 thread).
     num_args : int
         The launcher's argument count after ``num_envs`` (and ``num_agents``).
     title : str
@@ -513,7 +526,7 @@ def program_launcher_module(
             return f"a{k}"
         return f"v{k}" if hoisted and per_env[k] is not None else f"a{k}[env]"
 
-    def lines(block, depth, hoisted=False):
+    def lines(block, depth, hoisted=False, layout=layout):
         out = []
         for statement in block:
             if statement[0] == "call":
@@ -524,17 +537,37 @@ def program_launcher_module(
             else:
                 _, mask, then, otherwise = statement
                 out.append(" " * depth + f"if a{mask}[env]:")
-                out += lines(then, depth + 4, hoisted) or [" " * (depth + 4) + "pass"]
+                out += lines(then, depth + 4, hoisted, layout) or [" " * (depth + 4) + "pass"]
                 if otherwise:
                     out.append(" " * depth + "else:")
-                    out += lines(otherwise, depth + 4, hoisted)
+                    out += lines(otherwise, depth + 4, hoisted, layout)
+        return out
+
+    def phase_lines(depth, hoisted, agent_loop) -> list:
+        """A phased program's statements for one env (cpu): each agent phase over the env's
+        agents (``agent_loop``: its header lines), each env phase once."""
+        out = []
+        for _, phase_kind, block in rest:
+            if phase_kind == "env":
+                out += lines(block, depth, hoisted, "env")
+                continue
+            out += [" " * depth + line for line in agent_loop]
+            out += lines(block, depth + 4, hoisted, "env, agent, num_agents")
         return out
 
     require = statements[0] if statements and statements[0][0] == "require" else None
     rest = statements[1:] if require else statements
 
+    phased = bool(rest) and rest[0][0] == "phase"
+    if phased and (kind != "agent" or any(statement[0] != "phase" for statement in rest)):
+        raise ValueError("statements: phases are the top-level statements of an agent program only")
+
     def env_loop(loop: str, pad: int, hoisted: bool) -> str:
         indent = " " * pad
+        if phased:
+            return f"{indent}for env in {loop}(num_envs):\n" + "\n".join(
+                phase_lines(pad + 4, hoisted, ["for agent in range(num_agents):"])
+            )
         if kind == "env":
             return f"{indent}for env in {loop}(num_envs):\n" + "\n".join(lines(rest, pad + 4, hoisted))
         return f"{indent}for env in {loop}(num_envs):\n{indent}    for agent in range(num_agents):\n" + "\n".join(
@@ -558,7 +591,24 @@ def program_launcher_module(
             + env_loop(loop, 8, False)
         )
 
-    if kind == "env":
+    def phased_cuda() -> list:
+        """A phased program's cuda phases: a block barrier between them, which every thread
+        of the block reaches (padding threads and failing envs only skip the work)."""
+        out = []
+        for index, (_, phase_kind, block) in enumerate(rest):
+            if index:
+                out.append("    cuda.syncthreads()")
+            if phase_kind == "env":
+                out.append("    if run and agent == 0:")
+                out += lines(block, 8, False, "env")
+            else:
+                out.append("    if run:")
+                out += lines(block, 8, False, "env, agent, num_agents")
+        return out
+
+    if phased:
+        cuda_body, head = [], PHASED_AGENT_HEAD
+    elif kind == "env":
         cuda_body = lines(rest, 8)
         head = "    env = cuda.grid(1)\n    if env < num_envs:"
     else:
@@ -566,9 +616,16 @@ def program_launcher_module(
         head = AGENT_HEAD
     permuted = ""
     if require is None:
-        cuda_loop = head + "\n" + "\n".join(cuda_body)
+        cuda_loop = head + "\n" + ("\n".join(phased_cuda()) if phased else "\n".join(cuda_body))
         cpu_parallel, cpu_serial = (cpu_loop(loop) + f"\n    return {NO_FAULT}" for loop in ("prange", "range"))
-        if kind == "env":
+        if phased:
+            turns = ["for turn in range(agent_turns[0]):", "    agent = agent_order[env, turn]"]
+            orders, loop = (
+                "env_order, agent_order, agent_turns",
+                "    for position in range(num_envs):\n        env = env_order[position]\n"
+                + "\n".join(phase_lines(8, False, turns)),
+            )
+        elif kind == "env":
             orders, loop = (
                 "env_order",
                 (
@@ -621,12 +678,18 @@ def program_launcher_module(
 
         cpu_parallel, cpu_serial = gate("prange"), gate("range")
         # cuda: no barrier across the grid, so each env checks itself and a failing one does not run
-        cuda_loop = (
-            f"{head}\n        code = {call}\n        if code >= 0:\n"
-            f"            cuda.atomic.min(a{fault}, 0, int64(code))\n"
-            + (f"            {keep}\n" if keep else "")
-            + ("        else:\n" + "\n".join("    " + line for line in cuda_body) if rest else "")
-        )
+        if phased:  # every thread reaches every barrier: a failing env's threads only skip the work
+            check = [f"    if run:\n        code = {call}\n        if code >= 0:"]
+            check.append(f"            cuda.atomic.min(a{fault}, 0, int64(code))")
+            check += [f"            {keep}"] * bool(keep) + ["            run = False"]
+            cuda_loop = head + "\n" + "\n".join(check + phased_cuda())
+        else:
+            cuda_loop = (
+                f"{head}\n        code = {call}\n        if code >= 0:\n"
+                f"            cuda.atomic.min(a{fault}, 0, int64(code))\n"
+                + (f"            {keep}\n" if keep else "")
+                + ("        else:\n" + "\n".join("    " + line for line in cuda_body) if rest else "")
+            )
     text = (
         _PROGRAM_PRELUDE.format(
             title=title,

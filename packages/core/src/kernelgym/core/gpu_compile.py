@@ -593,22 +593,25 @@ class LauncherRecorder:
     def __init__(self):
         self.origins: dict[tuple[str, tuple], str] = {}
         self.failures: list[tuple[str, str]] = []
-        self.steps: dict[str, tuple[tuple[int, int], ...]] = {}
+        self.steps: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {}
 
     def record_step(self, label: str, bound) -> None:
         """Note one env step's launches: ``bound`` is its `kernelgym.core.binding.BoundLaunch`
-        (bound on cpu: the same arguments a cuda binding passes), kept as (arguments,
-        parameter bytes) per launch for `format_step_launches`."""
+        (bound on cpu: the same arguments a cuda binding passes), kept as its phase programs and
+        (arguments, parameter bytes) per launch for `format_step_launches`."""
         import numba
 
         from kernelgym.core.prebuilt_launch import parameter_bytes
 
-        self.steps[label] = tuple(
-            (
-                len(values := (*record.arguments, *record.per_call)),
-                sum(parameter_bytes(numba.typeof(value)) for value in values),
-            )
-            for record in bound.records
+        self.steps[label] = (
+            bound.programs,
+            tuple(
+                (
+                    len(values := (*record.arguments, *record.per_call)),
+                    sum(parameter_bytes(numba.typeof(value)) for value in values),
+                )
+                for record in bound.records
+            ),
         )
 
     @contextlib.contextmanager
@@ -658,13 +661,17 @@ class LauncherRecorder:
 
 # ---------------------------------------------------------------------------- the table
 def format_step_launches(steps: dict) -> str:
-    """A markdown table: per env step, its kernel launches and each launch's arguments and
-    kernel-parameter bytes (what the driver copies per launch; `LauncherRecorder.record_step`)."""
-    lines = ["| env step | launches | arguments per launch | parameter bytes per launch |", "|---|---:|---|---|"]
-    for label, launches in steps.items():
+    """A markdown table: per env step, its phase programs (one launch each before fusion), its
+    kernel launches, and each launch's arguments and kernel-parameter bytes (what the driver
+    copies per launch; `LauncherRecorder.record_step`)."""
+    lines = [
+        "| env step | phases | launches | arguments per launch | parameter bytes per launch |",
+        "|---|---:|---:|---|---|",
+    ]
+    for label, (phases, launches) in steps.items():
         arguments = ", ".join(str(count) for count, _ in launches)
         sizes = ", ".join(f"{size:,}" for _, size in launches)
-        lines.append(f"| {label} | {len(launches)} | {arguments} | {sizes} |")
+        lines.append(f"| {label} | {phases} | {len(launches)} | {arguments} | {sizes} |")
     return "\n".join(lines)
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+from typing import Any
 
 import numpy as np
 
@@ -132,8 +133,11 @@ def _numba_parameters(argument_types, values, kernel=None) -> tuple[list, list[i
     """numba-cuda's parameter list for ``values`` and where each value's parameters start."""
     try:
         if kernel is None:
-            from numba.cuda.dispatcher import _Kernel as kernel
-        prepare = kernel._prepare_args if isinstance(kernel, type) else type(kernel)._prepare_args
+            from numba.cuda.dispatcher import _Kernel
+
+            kernel = _Kernel
+        owner: Any = kernel if isinstance(kernel, type) else type(kernel)
+        prepare = owner._prepare_args
     except (ImportError, AttributeError):
         raise PrebuiltUnavailable("this numba-cuda's kernels have no _prepare_args") from None
     extensions = () if isinstance(kernel, type) else getattr(kernel, "extensions", None) or ()
@@ -161,7 +165,7 @@ def _check_against_param_holder(items, slots) -> None:
     holder = ParamHolder(items)
     pointers = (ctypes.c_void_p * len(items)).from_address(holder.ptr) if items else ()
     for index, (item, slot) in enumerate(zip(items, slots)):
-        expected = ctypes.string_at(pointers[index], ctypes.sizeof(slot))
+        expected = ctypes.string_at(pointers[index] or 0, ctypes.sizeof(slot))
         if expected != bytes(slot):
             raise PrebuiltUnavailable(
                 f"parameter {index} ({item!r}): cuda.core passes {expected.hex()}, the prebuilt layout "
@@ -202,10 +206,13 @@ class PrebuiltLaunch:
     griddim, blockdim : int or tuple
     items : list
         numba-cuda's parameter list for the bound values and the per-call templates.
-    per_call_slots : sequence of int
-        For each per-call value, the index of its data pointer in ``items``.
-    per_call_templates : tuple
-        The templates (their pointers are in ``items``).
+    per_call : sequence of tuple
+        For each per-call value, ``(index of its first parameter in items, its numba type,
+        its template)``.
+    values : tuple
+        Everything the parameters point into: kept alive as long as the launch.
+    kernel : numba-cuda kernel or class, optional
+        Whose ``_prepare_args`` lays a new per-call value out (numba-cuda's own by default).
     launch_kernel : callable, optional
         ``cuLaunchKernel``'s signature; ``cuda.bindings.driver.cuLaunchKernel`` by default.
         The host-path benchmark passes a stand-in to time the Python around it.
@@ -219,32 +226,29 @@ class PrebuiltLaunch:
         "_pointers",
         "_params_address",
         "_per_call",
+        "_kernel",
+        "_values",
         "_launch_kernel",
         "_success",
         "_streams",
         "num_parameters",
     )
 
-    def __init__(
-        self, function, griddim, blockdim, items, per_call_slots=(), per_call_templates=(), launch_kernel=None
-    ):
+    def __init__(self, function, griddim, blockdim, items, per_call=(), values=(), kernel=None, launch_kernel=None):
         self._grid = _dim3("griddim", griddim)
         self._block = _dim3("blockdim", blockdim)
         slots = [_slot_value(item) for item in items]
         self.num_parameters = len(slots)
         # one 8-byte slot a parameter, and the void* array cuLaunchKernel reads them through
         self._storage = (ctypes.c_uint64 * max(1, len(slots)))()
+        self._write(0, slots)
         base = ctypes.addressof(self._storage)
-        for index, slot in enumerate(slots):
-            ctypes.memmove(base + _SLOT * index, ctypes.addressof(slot), ctypes.sizeof(slot))
         self._pointers = (ctypes.c_void_p * max(1, len(slots)))(*(base + _SLOT * i for i in range(len(slots))))
         self._params_address = ctypes.addressof(self._pointers)
-        self._check_layout(items, slots)
-        # per call: [slot view, value last written]; a different array rewrites its data pointer
-        self._per_call = tuple(
-            [ctypes.c_ssize_t.from_buffer(self._storage, _SLOT * slot), template]
-            for slot, template in zip(per_call_slots, per_call_templates)
-        )
+        _check_against_param_holder(items, slots)
+        # per call: [first parameter, numba type, value last written]; another value rewrites them
+        self._per_call = tuple([start, numba_type, template] for start, numba_type, template in per_call)
+        self._values, self._kernel = tuple(values), kernel
         if launch_kernel is None:
             from cuda.bindings import driver
 
@@ -255,8 +259,10 @@ class PrebuiltLaunch:
         self._launch_kernel = launch_kernel
         self._streams: dict = {}
 
-    def _check_layout(self, items, slots) -> None:
-        _check_against_param_holder(items, slots)
+    def _write(self, first: int, slots) -> None:
+        base = ctypes.addressof(self._storage) + _SLOT * first
+        for index, slot in enumerate(slots):
+            ctypes.memmove(base + _SLOT * index, ctypes.addressof(slot), ctypes.sizeof(slot))
 
     @classmethod
     def compile(cls, dispatcher, griddim, blockdim, arguments: tuple, per_call: tuple = ()):
@@ -314,18 +320,21 @@ class PrebuiltLaunch:
 
             argument_types = tuple(typeof(value, Purpose.argument) for value in values)
         items, starts = _numba_parameters(argument_types, values, kernel)
-        slots = _data_slots(argument_types, starts, len(arguments))
-        return cls(function, griddim, blockdim, items, slots, tuple(per_call), launch_kernel=launch_kernel)
+        per_call_entries = [
+            (start, argument_type, template)
+            for start, argument_type, template in zip(
+                starts[len(arguments) :], argument_types[len(arguments) :], per_call
+            )
+        ]
+        return cls(function, griddim, blockdim, items, per_call_entries, values, kernel, launch_kernel)
 
     def __call__(self, *per_call) -> None:
         """Launch on torch's current stream (asynchronous), ``per_call`` in template order."""
         entries = self._per_call
         index = 0
         while index < len(entries):  # no zip or range object: a launch allocates nothing
-            entry, value = entries[index], per_call[index]
-            if value is not entry[1]:
-                entry[0].value = _data_pointer(value)
-                entry[1] = value
+            if per_call[index] is not entries[index][2]:
+                self._rewrite(index, per_call[index])
             index += 1
         handle = streams.current_stream()
         stream = self._streams.get(handle)
@@ -336,7 +345,22 @@ class PrebuiltLaunch:
             self._function, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, self._params_address, 0
         )
         if self._success is not None and result[0] != self._success:
-            raise RuntimeError(f"cuLaunchKernel failed: {result[0]!r}")
+            self._retry_or_raise(result[0], stream)
+
+    def _retry_or_raise(self, error, stream) -> None:
+        """A thread without numba's context current (its first launch there): make it current
+        as numba's own launch does, then launch once more; any other error raises."""
+        from cuda.bindings import driver
+
+        if error == driver.CUresult.CUDA_ERROR_INVALID_CONTEXT:
+            from numba import cuda
+
+            cuda.current_context()
+            grid, block = self._grid, self._block
+            error = self._launch_kernel(self._function, *grid, *block, 0, stream, self._params_address, 0)[0]
+            if error == self._success:
+                return
+        raise RuntimeError(f"cuLaunchKernel: expected CUDA_SUCCESS, got {error!r}")
 
     def _stream(self, handle: int):
         """The driver's stream object for a raw handle, made once per handle."""
@@ -349,6 +373,20 @@ class PrebuiltLaunch:
         self._streams[handle] = stream
         return stream
 
+    def _rewrite(self, index: int, value) -> None:
+        """Write a per-call value other than the last one: numba-cuda's own parameters for it."""
+        from numba.cuda.typing.typeof import Purpose, typeof
+
+        entry = self._per_call[index]
+        received = typeof(value, Purpose.argument)
+        if received != entry[1]:
+            raise TypeError(
+                f"per-call value {index}: expected {entry[1]} (the type the kernel was compiled for), got {received}"
+            )
+        items, _ = _numba_parameters((entry[1],), (value,), self._kernel)
+        self._write(entry[0], [_slot_value(item) for item in items])
+        entry[2] = value
+
     def parameters(self) -> bytes:
         """The parameter bytes the next launch passes, 8 per parameter (for tests and audits)."""
         return bytes(self._storage)[: _SLOT * self.num_parameters]
@@ -357,31 +395,12 @@ class PrebuiltLaunch:
         return f"<PrebuiltLaunch {self.num_parameters} parameters, grid {self._grid}, block {self._block}>"
 
 
-def _data_slots(argument_types, starts, num_bound: int) -> list[int]:
-    """The parameter index of each per-call array's data pointer (an array's fifth parameter)."""
-    from numba.core import types
-
-    slots = []
-    for argument_type, start in zip(argument_types[num_bound:], starts[num_bound:]):
-        if not isinstance(argument_type, types.Array):
-            raise PrebuiltUnavailable(f"a per-call value of type {argument_type}: only arrays are passed per call")
-        slots.append(start + 4)
-    return slots
-
-
-def _data_pointer(value) -> int:
-    """A device array's or a CUDA tensor's data pointer."""
-    data_ptr = getattr(value, "data_ptr", None)
-    if data_ptr is not None:
-        return data_ptr()
-    return value.device_ctypes_pointer.value or 0
-
-
 def _dim3(name: str, dims) -> tuple[int, int, int]:
     dims = (dims,) if isinstance(dims, (int, np.integer)) else tuple(dims)
     if not 1 <= len(dims) <= 3 or any(not isinstance(d, (int, np.integer)) or d < 1 for d in dims):
         raise ValueError(f"{name}: expected 1 to 3 positive ints, got {dims!r}")
-    return tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    x, y, z = (*(int(d) for d in dims), 1, 1)[:3]
+    return x, y, z
 
 
 class _HostMemory:

@@ -19,12 +19,17 @@ launch overhead of every kernel:
         step.replay()                         # one policy forward + one env step
     env.check_actions()                       # one host read: a bad action raises here
 
+``capture_step(env, policy, obs, steps=16)`` captures 16 steps in one graph: a replay
+then runs 16 policy forwards and 16 env steps for one call, and the host pays one
+replay instead of 16 sets of launches (`kernelgym.collectors.DeviceCollector` captures
+its whole fragment the same way).
+
 It follows torch's recipe: ``warmup`` eager steps on a side stream (they compile and load
-every kernel and let torch's allocator settle; they step the env), then the capture of one
-step. The capture runs nothing. Each replay reads the observation buffer, runs the policy
-into the captured action tensor (memory of the graph's private pool, allocated once at
-capture, reused by every replay), copies it into the env's action buffer, and steps every
-env; the outputs land in the env's own buffers (``step.obs``, ``step.rewards``, ...,
+every kernel and let torch's allocator settle; they step the env), then the capture of
+``steps`` steps. The capture runs nothing. Each replayed step reads the observation
+buffer, runs the policy into its captured action tensor (memory of the graph's private
+pool, allocated once at capture, reused by every replay), copies it into the env's action
+buffer, and steps every env; the outputs land in the env's own buffers (``step.obs``, ``step.rewards``, ...,
 the tensors ``env.step`` returns). A bad action is recorded on the device by the env's
 deferred check and raised by ``env.check_actions()`` (or the next ``env.numpy()``,
 ``reset()``, ``close()``): read it once per rollout, not per replay. An env whose
@@ -81,31 +86,36 @@ class TorchGraphs:
 
 
 class CapturedStep:
-    """One captured ``env.step(policy(obs))``: call `replay` once per step.
+    """``steps`` captured ``env.step(policy(obs))``: call `replay` once per ``steps`` steps.
 
     Attributes
     ----------
     graph : torch.cuda.CUDAGraph
+    steps : int
+        Env steps per replay.
     obs, actions, rewards, terminated, truncated : torch.Tensor
         The static tensors a replay reads and writes: the env's observation buffer, the
-        policy's action tensor, and the env's output buffers.
+        policy's action tensor of the last captured step, and the env's output buffers
+        (after a replay they hold the last step's outputs).
     info : dict
         The env's ``info`` tensors (static too).
     """
 
-    __slots__ = ("graph", "obs", "actions", "rewards", "terminated", "truncated", "info", "_api")
+    __slots__ = ("graph", "steps", "obs", "actions", "rewards", "terminated", "truncated", "info", "_api")
 
-    def __init__(self, graph, obs, actions, outputs, api):
-        self.graph, self.obs, self.actions, self._api = graph, obs, actions, api
+    def __init__(self, graph, steps, obs, actions, outputs, api):
+        self.graph, self.steps, self.obs, self.actions, self._api = graph, steps, obs, actions, api
         _, self.rewards, self.terminated, self.truncated, self.info = outputs
 
     def replay(self) -> None:
-        """One policy forward and one env step, on the current stream, no host synchronization."""
+        """``steps`` policy forwards and env steps, on the current stream, no host synchronization."""
         self._api.replay(self.graph)
 
 
-def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, api: Any = None) -> CapturedStep:
-    """Capture ``env.step(policy(obs))`` in a CUDA graph, after ``warmup`` eager steps.
+def capture_step(
+    env, policy: Callable, obs: torch.Tensor, *, steps: int = 1, warmup: int = 3, api: Any = None
+) -> CapturedStep:
+    """Capture ``steps`` times ``env.step(policy(obs))`` in one CUDA graph, after ``warmup`` eager steps.
 
     Parameters
     ----------
@@ -118,6 +128,8 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
     obs : torch.Tensor, or a dict/tuple of them
         The env's observation buffer: the tensor ``env.reset()`` and ``env.step()`` return
         (for a Dict/Tuple observation space, the tree of leaf tensors they return).
+    steps : int
+        Env steps per replay (>= 1).
     warmup : int
         Eager steps on a side stream before the capture (>= 1); they step the env.
     api : TorchGraphs-like, optional
@@ -131,8 +143,10 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
     ------
     ValueError
         An env off ``cuda`` (with the default ``api``), a ``"sync"`` action check, a
-        ``warmup`` below 1, or an ``obs`` that is not the env's observation buffer.
+        ``steps`` or ``warmup`` below 1, or an ``obs`` that is not the env's observation buffer.
     """
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps: expected an int >= 1 (env steps per replay), got {steps!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:
         raise ValueError(f"warmup: expected an int >= 1 (eager steps before the capture), got {warmup!r}")
     if api is None:
@@ -159,13 +173,18 @@ def capture_step(env, policy: Callable, obs: torch.Tensor, *, warmup: int = 3, a
             actions = policy(obs)
         return actions, env.step(actions)
 
+    def captured_steps():
+        for _ in range(steps - 1):
+            one_step()
+        return one_step()  # every step writes the same output buffers: the last one's are returned
+
     side = api.side_stream()
     with api.on_stream(side):
         for _ in range(warmup):
             one_step()
     api.join(side)
-    graph, (actions, outputs) = api.capture(one_step)
-    return CapturedStep(graph, obs, actions, outputs, api)
+    graph, (actions, outputs) = api.capture(captured_steps)
+    return CapturedStep(graph, steps, obs, actions, outputs, api)
 
 
 def _is_observation_buffer(env, obs) -> bool:

@@ -35,8 +35,9 @@ env ``i`` and writes ``obs[i]``; it takes only what it uses. The runtime owns th
 which envs reset (NEXT_STEP or SAME_STEP autoreset), rewards 0 and flags False after a
 reset, the time limit (``truncated``), the episode step counter and the SAME_STEP
 final observation, composed with the env's kernels into one launch per step. An
-agent-layout env may give a tuple of agent kernels (phases, launched in order: a
-launch boundary is a barrier between phases). An env that also counts the steps of
+agent-layout env may give a tuple of agent kernels (phases, run in order with a
+barrier over the env's agents between them: one launch with block barriers where the
+env's agents fit one block, else one launch per phase). An env that also counts the steps of
 its episode in a state array names that array in ``EnvSpec.episode_step``, so that
 ``set_state`` starts the runtime's counter from the same value.
 """

@@ -13,8 +13,9 @@ observation) from the env's kernels and the bodies below, bound by name
 "count step" also keeps the episode statistics unless the env was made with
 ``episode_statistics=False`` (they cost about a tenth of a CartPole step on cpu).
 
-Agent-layout envs run each phase as its own launch (a launch boundary is the barrier
-between phases), with the per-env bookkeeping in one launch before and after them.
+Agent-layout envs run each phase as its own program, with the per-env bookkeeping in one
+program before and after them; `kernelgym.core.bind_launches` runs them as one launch with
+block barriers between them where an env's agents fit one block, else one launch each.
 Rows of ``restore_on_reset`` state arrays come back through the data manager's
 ``save_copy_and_apply_at_reset`` copies (`kernelgym.core.builtin_kernels.restore_saved_rows`):
 one reset mechanism for core and envs.

@@ -5,9 +5,10 @@ checks the taggers' *new* positions, then every agent observes everyone's final
 state. Each phase is a core ``@agent_kernel`` (one block per env and one thread per
 agent on a GPU, a prange over envs on the cpu) that names only the runtime buffers,
 state arrays and params it uses (`kernelgym.envs.runtime.names`); the spec's
-``step_kernel`` is the tuple of phases and the runtime launches them in order, each
-its own launch. A launch boundary is a barrier over all agents of all envs, so no
-phase needs ``cuda.syncthreads`` and one source serves cpu, sim and cuda. Values that
+``step_kernel`` is the tuple of phases and the runtime runs them in order with a barrier
+between them (`kernelgym.core.bind_launches`: one launch with block barriers where an
+env's agents fit one block, else one launch each), so no phase calls
+``cuda.syncthreads`` itself and one source serves cpu, sim and cuda. Values that
 several agents of an env write within a phase (tag counters, a tagger's reward) go
 through ``atomic_add``.
 

@@ -7,11 +7,11 @@ from one shared RNG stream (each gets the draws its turn gives it), a per-env va
 several agents write without ``atomic_add`` (the last writer wins), an agent that reads
 what another agent writes in the same phase.
 
-The check runs each phase of the env's reset and step kernels (each its own launch, as
-the runtime launches them) on the cpu twin from one drawn input: in order, then with the
-envs in reverse order and the agents of every env in reversed and in random orders
-(`kernelgym.core.binding.LaunchOrder`). Every result must be bitwise the in-order one:
-each state array, ``obs``, ``rewards``, ``terminated`` and ``rng_states``.
+The check runs each phase of the env's reset and step kernels (each its own launch; the
+runtime's fused launch runs the same phases with barriers between them) on the cpu twin
+from one drawn input: in order, then with the envs in reverse order and the agents of
+every env in reversed and in random orders (`kernelgym.core.binding.LaunchOrder`). Every
+result must be bitwise the in-order one: each state array, ``obs``, ``rewards``, ``terminated`` and ``rng_states``.
 
 No order shows a read-modify-write of a shared value whose sequential result is the same
 in every order (``count[env] += 1`` from several agents, without ``atomic_add``): the

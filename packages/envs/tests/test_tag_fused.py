@@ -1,0 +1,76 @@
+"""An agent env's step and reset phases in ONE launch equal one launch per phase, bit for bit.
+
+`kernelgym.core.bind_launches` fuses the phase programs of an agent env whose agents fit one
+block: a block barrier between phases on cuda and in the simulator, phase by phase over an
+env's agents on cpu. Each Tag env runs here twice from the same seed and actions: fused (the
+default) and with one launch per phase (the fusion switched off for that env's make), on cpu
+and in the simulator, both autoreset modes, the action check on, through several episodes.
+"""
+
+import numpy as np
+import pytest
+
+import kernelgym.envs as kge
+from kernelgym.core import binding
+
+CASES = [
+    ("TagGridWorld-v0", {"num_taggers": 3, "num_runners": 2, "grid_length": 4, "episode_length": 9}),
+    ("TagContinuous-v0", {"num_taggers": 2, "num_runners": 5, "episode_length": 7, "num_other_agents_observed": 3}),
+]
+
+
+def one_launch_per_phase(programs, num_envs, num_agents):
+    return programs
+
+
+def rollout(env_id, params, backend, num_envs, steps, mode, fused, monkeypatch):
+    with monkeypatch.context() as patch:
+        if not fused:
+            patch.setattr(binding, "_fused", one_launch_per_phase)
+        env = kge.make(env_id, num_envs, backend=backend, seed=4, autoreset_mode=mode, **params)
+    launches = (len(env._step_launch.records), len(env._launch_reset.records))
+    env.action_space.seed(7)
+    outputs = [env.reset(seed=4, numpy=True)[0]]
+    for _ in range(steps):
+        outputs.append(env.step(np.asarray(env.action_space.sample()), numpy=True)[:4])
+    env.close()
+    return launches, outputs
+
+
+def assert_same(a, b):
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert_same(a[key], b[key])
+    elif isinstance(a, (tuple, list)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_same(x, y)
+    else:
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize(("env_id", "params"), CASES)
+@pytest.mark.parametrize("mode", ["next_step", "same_step"])
+def test_fused_phases_equal_one_launch_per_phase_on_cpu(env_id, params, mode, monkeypatch):
+    fused = rollout(env_id, params, "cpu", 5, 25, mode, True, monkeypatch)
+    phased = rollout(env_id, params, "cpu", 5, 25, mode, False, monkeypatch)
+    assert fused[0] == (1, 1) and phased[0][0] > 1
+    assert_same(fused[1], phased[1])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("env_id", "params"), CASES)
+def test_fused_phases_equal_one_launch_per_phase_and_cpu_in_the_simulator(env_id, params, monkeypatch):
+    fused = rollout(env_id, params, "sim", 3, 12, "next_step", True, monkeypatch)
+    phased = rollout(env_id, params, "sim", 3, 12, "next_step", False, monkeypatch)
+    cpu = rollout(env_id, params, "cpu", 3, 12, "next_step", True, monkeypatch)
+    assert fused[0] == (1, 1) and phased[0][0] > 1
+    assert_same(fused[1], phased[1])
+    assert_same(fused[1], cpu[1])
+
+
+def test_agents_that_do_not_fit_one_block_keep_one_launch_per_phase():
+    env = kge.make("TagGridWorld-v0", 2, backend="cpu", seed=0, num_taggers=300, num_runners=1)
+    assert len(env._step_launch.records) > 1
+    env.close()
