@@ -166,3 +166,80 @@ def test_make_gives_multi_agent_views_and_separates_terminated_from_truncated():
 def test_crowded_rollout_matches_the_sequential_reference_on_a_gpu():
     # real concurrent threads: a non-atomic counter update loses tags here
     assert rollout_against_reference("cuda", CROWDED, num_envs=64, num_steps=60, seed=3) > 200
+
+
+# ------------------------------------------------------- partial observation (WarpDrive's)
+# several runners on a small grid: ties and runners tagged out happen often
+PARTIAL = TagGridWorldParams(num_taggers=4, num_runners=3, grid_length=3, episode_length=12, use_full_observation=False)
+
+
+def numpy_partial_observation(params, state):
+    """The partial observation by a plain numpy nearest search (argmin takes the lowest id of ties)."""
+    xy = np.stack([state["loc_x"], state["loc_y"]], axis=1).astype(np.int64)
+    taggers, in_game = params.num_taggers, np.asarray(state["in_game"])
+    squared = ((xy[:, None, :] - xy[None, :, :]) ** 2).sum(axis=-1)
+    obs = np.zeros((params.num_agents, 6), np.float32)
+    for agent in range(params.num_agents):
+        if agent < taggers:
+            runners = np.arange(taggers, params.num_agents)
+            candidates = runners[in_game[taggers:]] if in_game[taggers:].any() else runners
+        else:
+            candidates = np.arange(taggers)
+        target = candidates[np.argmin(squared[agent, candidates])]
+        obs[agent] = [
+            *(xy[agent] / params.grid_length),
+            *(xy[target] / params.grid_length),
+            float(agent >= taggers),
+            int(state["timestep"]) / params.episode_length,
+        ]
+    return obs
+
+
+@settings(max_examples=40)
+@given(SPEC.load("state_strategy")(PARTIAL))
+def test_partial_observation_is_the_nearest_search_of_plain_numpy(state):
+    np.testing.assert_array_equal(REFERENCE.observe(PARTIAL, state), numpy_partial_observation(PARTIAL, state))
+
+
+def test_partial_observation_ties_go_to_the_lowest_id_and_no_runner_left_shows_the_tagged_one():
+    params = TagGridWorldParams(num_taggers=3, num_runners=2, grid_length=8, use_full_observation=False)
+    state = REFERENCE.reset(params) | {
+        "loc_x": np.int32([4, 0, 8, 2, 6]),
+        "loc_y": np.int32([4, 0, 0, 4, 4]),
+        "timestep": np.int32(3),
+    }
+    obs = REFERENCE.observe(params, state)
+    # tagger 0 at (4, 4) is 2 cells from both runners: the lower id, runner 3 at (2, 4)
+    np.testing.assert_array_equal(obs[0], np.float32([0.5, 0.5, 0.25, 0.5, 0.0, 0.03]))
+    # runner 4 at (6, 4): tagger 0 (distance 4) is nearer than tagger 2 at (8, 0) (distance 20)
+    np.testing.assert_array_equal(obs[4], np.float32([0.75, 0.5, 0.5, 0.5, 1.0, 0.03]))
+    # runner 3 out: tagger 0 sees runner 4; both out: the nearest tagged-out runner, 3 again
+    one_out = state | {"in_game": np.array([True, True, True, False, True]), "runners_left": np.int32(1)}
+    np.testing.assert_array_equal(REFERENCE.observe(params, one_out)[0, 2:4], np.float32([0.75, 0.5]))
+    all_out = state | {"in_game": np.array([True, True, True, False, False]), "runners_left": np.int32(0)}
+    np.testing.assert_array_equal(REFERENCE.observe(params, all_out)[0, 2:4], np.float32([0.25, 0.5]))
+
+
+def test_partial_observation_space_and_warpdrives_start():
+    resolved = SPEC.resolve(PARTIAL)
+    assert resolved.observation_space.shape == (6,) and PARTIAL.observation_size == 6
+    params = TagGridWorldParams(num_taggers=2, grid_length=4, use_full_observation=False)
+    obs = Batch("cpu", params, num_envs=2).host()["obs"]
+    assert obs.shape == (2, 3, 6)
+    # taggers at the centre see the runner at the corner; the runner sees tagger 0
+    np.testing.assert_array_equal(obs[1], np.float32([[0.5, 0.5, 0, 0, 0, 0]] * 2 + [[0, 0, 0.5, 0.5, 1, 0]]))
+    assert all(SPEC.resolve(params).observation_space.contains(row) for row in obs[0])
+
+
+def test_partial_rollout_matches_the_sequential_reference_on_cpu():
+    assert rollout_against_reference("cpu", PARTIAL, num_envs=8, num_steps=30, seed=4) > 10
+
+
+def test_use_full_observation_must_be_a_bool():
+    with pytest.raises(ValueError, match=r"use_full_observation: expected a bool, got 0"):
+        TagGridWorldParams(use_full_observation=0)
+
+
+@pytest.mark.sim
+def test_partial_rollout_matches_the_sequential_reference_in_the_simulator():
+    assert rollout_against_reference("sim", PARTIAL, num_envs=2, num_steps=10, seed=6) > 0

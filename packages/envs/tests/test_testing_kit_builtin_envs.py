@@ -41,3 +41,10 @@ class TestTagContinuous(EnvTestSuite):
     env_id = "TagContinuous-v0"
     backends = ("cpu", "sim", "cuda")
     max_examples = 3
+
+
+class TestTagGridWorldPartialObservation(EnvTestSuite):
+    env_id = "TagGridWorld-v0"
+    params = {"use_full_observation": False, "num_taggers": 3, "num_runners": 2}
+    backends = ("cpu", "sim", "cuda")
+    max_examples = 3

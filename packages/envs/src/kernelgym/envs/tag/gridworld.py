@@ -16,10 +16,19 @@ With the default single runner this is exactly WarpDrive's game.
 The episode is **terminated** when no runner is left and **truncated** (by the
 runtime) after ``episode_length`` steps.
 
-Observation of each agent (full observation, ``4 * num_agents + 1`` floats):
-``x / grid_length`` of every agent, then ``y / grid_length`` of every agent, then
+Observation of each agent with ``use_full_observation`` (the default, ``4 * num_agents + 1``
+floats): ``x / grid_length`` of every agent, then ``y / grid_length`` of every agent, then
 every agent's type (0 tagger, 1 runner in the game, -1 runner tagged out), then a
 one-hot of the observer, then ``t / episode_length``.
+
+Partial observation (``use_full_observation=False``, WarpDrive's, 6 floats): the agent's
+own ``x / grid_length`` and ``y / grid_length``; the ``x / grid_length`` and
+``y / grid_length`` of its target (for a tagger the nearest runner still in the game, for a
+runner the nearest tagger; nearest by squared grid distance, ties to the lowest agent id);
+1.0 for a runner (in the game or not), 0.0 for a tagger; ``t / episode_length``. When no
+runner is left (the last observation of a terminated episode) a tagger's target is the
+nearest of all runners, all tagged out: with one runner that is the cell where it was
+tagged, which is what WarpDrive's tagger observes (its single runner, in the game or not).
 
 A step runs as the phases ``move``, ``tag``, ``finish``, a reset as ``place``,
 ``first_observation`` (see `kernelgym.envs.tag._common`). The rules are written once,
@@ -41,6 +50,7 @@ from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 from kernelgym.envs.tag._common import check_game_invariants, one_env
 
 NUM_ACTIONS = 5  # stay, +x, -x, +y, -y
+PARTIAL_OBSERVATION_SIZE = 6  # own x, y; target x, y; runner flag; t / T
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +65,7 @@ class TagGridWorldParams:
     tag_reward_for_tagger: float = 10.0
     tag_penalty_for_runner: float = 2.0
     step_cost_for_tagger: float = 0.01
+    use_full_observation: bool = True
 
     def __post_init__(self):
         for name, minimum in (("num_taggers", 1), ("num_runners", 1), ("grid_length", 1), ("episode_length", 1)):
@@ -64,10 +75,20 @@ class TagGridWorldParams:
         # obs are float32: positions and counts must stay exactly representable
         if self.grid_length > 2**24:
             raise ValueError(f"TagGridWorldParams grid_length: expected an int <= 2**24, got {self.grid_length!r}")
+        # a kernel constant: an int or a string here would compile a different branch test
+        if not isinstance(self.use_full_observation, (bool, np.bool_)):
+            raise ValueError(
+                f"TagGridWorldParams use_full_observation: expected a bool, got {self.use_full_observation!r}"
+            )
 
     @property
     def num_agents(self) -> int:
         return self.num_taggers + self.num_runners
+
+    @property
+    def observation_size(self) -> int:
+        """Floats per agent observation: ``4 * num_agents + 1`` full, 6 partial."""
+        return 4 * self.num_agents + 1 if self.use_full_observation else PARTIAL_OBSERVATION_SIZE
 
 
 # ------------------------------------------- the rules, once (kernels and reference)
@@ -114,10 +135,64 @@ def on_a_taggers_cell(env, runner, loc_x, loc_y, num_taggers):
 
 
 @device_function
-def observe_agent(
+def nearest_agent(env, agent, first, last, loc_x, loc_y, in_game, in_game_only):
+    """The agent of ids ``first .. last - 1`` nearest to ``agent`` (squared grid distance, ties
+    to the lowest id); with ``in_game_only`` only agents still in the game count. -1 if none does."""
+    best = -1
+    best_distance = np.int64(0)
+    for other in range(first, last):
+        if in_game_only and not in_game[env, other]:
+            continue
+        # int64: a squared distance on a grid of side up to 2**24 overflows int32
+        dx = np.int64(loc_x[env, other]) - np.int64(loc_x[env, agent])
+        dy = np.int64(loc_y[env, other]) - np.int64(loc_y[env, agent])
+        distance = dx * dx + dy * dy
+        if best < 0 or distance < best_distance:
+            best = other
+            best_distance = distance
+    return best
+
+
+@device_function
+def observe_partial(
     env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
 ):
-    """``agent``'s full observation (module docstring) into ``obs[env, agent]``."""
+    """``agent``'s partial observation (module docstring) into ``obs[env, agent]``."""
+    if agent < num_taggers:
+        target = nearest_agent(env, agent, num_taggers, num_agents, loc_x, loc_y, in_game, True)
+        if target < 0:  # no runner left: the nearest of the tagged-out runners
+            target = nearest_agent(env, agent, num_taggers, num_agents, loc_x, loc_y, in_game, False)
+    else:
+        target = nearest_agent(env, agent, 0, num_taggers, loc_x, loc_y, in_game, False)
+    obs[env, agent, 0] = loc_x[env, agent] / grid_length
+    obs[env, agent, 1] = loc_y[env, agent] / grid_length
+    obs[env, agent, 2] = loc_x[env, target] / grid_length
+    obs[env, agent, 3] = loc_y[env, target] / grid_length
+    obs[env, agent, 4] = 0.0 if agent < num_taggers else 1.0
+    obs[env, agent, 5] = timestep[env] / episode_length
+
+
+@device_function
+def observe_agent(
+    env,
+    agent,
+    num_agents,
+    obs,
+    loc_x,
+    loc_y,
+    in_game,
+    timestep,
+    num_taggers,
+    grid_length,
+    episode_length,
+    use_full_observation,
+):
+    """``agent``'s observation, full or partial (module docstring), into ``obs[env, agent]``."""
+    if not use_full_observation:
+        observe_partial(
+            env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+        )
+        return
     for other in range(num_agents):
         obs[env, agent, other] = loc_x[env, other] / grid_length
         obs[env, agent, num_agents + other] = loc_y[env, other] / grid_length
@@ -193,6 +268,7 @@ def finish(
     episode_length,
     tag_reward_for_tagger,
     step_cost_for_tagger,
+    use_full_observation,
 ):
     """Phase 3: tag and step rewards, observations, and the terminated flag."""
     rewards[env, agent] = end_of_step_reward(
@@ -204,7 +280,18 @@ def finish(
         step_cost_for_tagger,
     )
     observe_agent(
-        env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+        env,
+        agent,
+        num_agents,
+        obs,
+        loc_x,
+        loc_y,
+        in_game,
+        timestep,
+        num_taggers,
+        grid_length,
+        episode_length,
+        use_full_observation,
     )
     if agent == 0:
         terminated[env] = runners_left[env] == 0
@@ -239,11 +326,33 @@ def place(
 
 @agent_kernel
 def first_observation(
-    env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+    env,
+    agent,
+    num_agents,
+    obs,
+    loc_x,
+    loc_y,
+    in_game,
+    timestep,
+    num_taggers,
+    grid_length,
+    episode_length,
+    use_full_observation,
 ):
     """Reset phase 2: every agent observes the start state (all agents are placed)."""
     observe_agent(
-        env, agent, num_agents, obs, loc_x, loc_y, in_game, timestep, num_taggers, grid_length, episode_length
+        env,
+        agent,
+        num_agents,
+        obs,
+        loc_x,
+        loc_y,
+        in_game,
+        timestep,
+        num_taggers,
+        grid_length,
+        episode_length,
+        use_full_observation,
     )
 
 
@@ -304,9 +413,9 @@ def reference_step(params, state, action, rng_states=None):
 
 
 def reference_observe(params, state):
-    """Every agent's full observation, shape ``(num_agents, 4 * num_agents + 1)``."""
+    """Every agent's observation, shape ``(num_agents, params.observation_size)``."""
     batch = one_env(state)
-    obs = np.zeros((1, params.num_agents, 4 * params.num_agents + 1), np.float32)
+    obs = np.zeros((1, params.num_agents, params.observation_size), np.float32)
     for agent in range(params.num_agents):
         observe_agent(
             0,
@@ -320,6 +429,7 @@ def reference_observe(params, state):
             params.num_taggers,
             params.grid_length,
             params.episode_length,
+            params.use_full_observation,
         )
     return obs[0]
 
@@ -364,7 +474,9 @@ def check_invariants(params, state):
 
 
 def _observation_space(params):
-    return spaces.Box(low=-1.0, high=1.0, shape=(4 * params.num_agents + 1,), dtype=np.float32)
+    # the full observation's types are -1 for a tagged-out runner; the partial one is in [0, 1]
+    low = -1.0 if params.use_full_observation else 0.0
+    return spaces.Box(low=low, high=1.0, shape=(params.observation_size,), dtype=np.float32)
 
 
 SPEC = EnvSpec(
