@@ -408,8 +408,6 @@ def test_check_help_states_the_example_counts_the_kit_runs(capsys):
         (["CartPole-v1", "--seed", "-1"], "--seed", "expected an integer >= 0", "'-1'"),
         (["CartPole-v1", "--backend", "tpu"], "--backend", "choose from", "'tpu'"),
         (["CartPole-v1", "--precision", "float16"], "--precision", "choose from", "'float16'"),
-        (["CartPole-v1", "--param", "gravity"], "--param", "expected NAME=VALUE", "'gravity'"),
-        (["CartPole-v1", "--param", "gravity=nine"], "--param", "expected gravity=<float>", "gravity=nine"),
         (
             ["GoRight-v0", "--precision", "float32"],
             "--precision",

@@ -147,7 +147,6 @@ def main_check(argv=None) -> int:
     parser = _parser()
     args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
     _check_precision(parser, args.env_ids, args.precision)
-    params = dict(args.param) if args.param else None
     if args.backend == "sim" and not _simulator_on():
         return _rerun_in_simulator(argv)
     from kernelgym.core import BackendUnavailableError
@@ -166,7 +165,6 @@ def main_check(argv=None) -> int:
                 max_examples=args.max_examples,
                 checks=checks,
                 seed=args.seed,
-                params=params,
                 precision=args.precision,
                 fast_math=args.fast_math,
                 progress=True,
