@@ -225,6 +225,7 @@ class KernelVectorEnv(StateIO):
         self._time_limit_stride = to_backend(np.zeros(1, np.int64), self.backend)
         self.check_action_values = check_action_values
         self.num_agents = resolved.num_agents
+        self._state_bounds = resolved.state_bounds  # what set_state lets in (StateArray.low/high)
         # copies: seeding one env's space must not change another's samples
         self.single_observation_space = copy.deepcopy(resolved.observation_space)
         self.single_action_space = copy.deepcopy(resolved.action_space)
