@@ -132,6 +132,13 @@ def _check_tensor(backend: str, label: str, tensor) -> None:
             f"{label}: expected a tensor dtype numpy and Numba know (e.g. torch.float32), got {tensor.dtype}"
         ) from None
     check_supported_dtype(label, dtype)
+    if tensor.requires_grad:
+        # a launch reads and writes the storage outside autograd: torch refuses in-place writes
+        # to such a tensor, and its numpy() refuses to hand the storage out; so does a launch
+        raise TypeError(
+            f"{label}: expected a tensor that does not require grad (a launch writes it in place, "
+            f"outside autograd), got one with requires_grad=True; pass tensor.detach()"
+        )
     if tensor.is_conj() or tensor.is_neg():
         raise TypeError(
             f"{label}: expected a tensor without a lazy conjugate/negative bit, got one; "

@@ -196,7 +196,8 @@ class StateArray:
         low, high = bounds
         if low is not None and high is not None and np.any(low > high):
             raise ValueError(
-                f"StateArray {self.name!r} low, high: expected low <= high, got low {low.tolist()} and high {high.tolist()}"
+                f"StateArray {self.name!r} low, high: expected low <= high, got low {low.tolist()} "
+                f"and high {high.tolist()}"
             )
         return low, high
 

@@ -247,6 +247,16 @@ class ParamsTable:
                 ) from None
             if not (math.isfinite(low) and math.isfinite(high) and low <= high):
                 raise ValueError(f"randomize[{name!r}]: expected finite low <= high, got ({low}, {high})")
+            # the draw computes low + (high - low) * u in the table's dtype: both bounds and the
+            # width must be finite there, or every draw is inf (as set_params refuses the values)
+            low_real, high_real = checked_cast(np.array([low, high]), self.real, f"randomize[{name!r}]")
+            with np.errstate(over="ignore"):
+                width = high_real - low_real
+            if not np.isfinite(width):
+                raise ValueError(
+                    f"randomize[{name!r}]: expected a range whose width high - low is finite in "
+                    f"{np.dtype(self.real)} (at most {np.finfo(self.real).max:g}), got ({low}, {high})"
+                )
             for bound in (low, high):
                 self._record_check(f"randomize[{name!r}]", {name: bound})
             row = self.fields.index(name)
