@@ -80,7 +80,8 @@ class BodyAccess(NamedTuple):
         ``for j in range(x.shape[1])`` needs ``out.shape[1] >= x.shape[1]``).
     known : bool
         False when the source could not be read (a body typed at a prompt): then every
-        array is taken as per env, and as written.
+        array is taken as written, and as per env in an env kernel, per (env, agent) in an
+        agent kernel (its agent index is unproven: the agent dim is checked from the layout).
     """
 
     layouts: dict
@@ -111,7 +112,11 @@ def _read_access(kernel) -> BodyAccess:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.py_func)))
     except (OSError, TypeError, SyntaxError):
-        return _UNKNOWN
+        if kernel.kind != "agent":
+            return _UNKNOWN
+        # the signature stays readable: every value may be indexed [env, agent]
+        values = tuple(inspect.signature(kernel.py_func).parameters)[3:]
+        return _UNKNOWN._replace(layouts=dict.fromkeys(values, "per_agent"), ndims=dict.fromkeys(values, 2))
     function = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)), None)
     if function is None:
         return _NOTHING

@@ -218,6 +218,13 @@ class _WriteOnceKernel:
     __qualname__: str  # the body's, per instance (functools.update_wrapper)
 
     def __init__(self, fn):
+        if not isinstance(getattr(fn, "__module__", None), str):
+            # launchers are cached by module and name: exec() without __name__ in its globals leaves none
+            raise TypeError(
+                f"{type(self).__name__.lower()[:-6]}_kernel {getattr(fn, '__qualname__', fn)!r}: expected a function "
+                f"with a module name (__module__), got __module__ {getattr(fn, '__module__', None)!r}; "
+                f"define it in a module, or exec() it with globals that hold '__name__'"
+            )
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.body = device_function(fn)

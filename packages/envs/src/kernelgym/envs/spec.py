@@ -433,6 +433,11 @@ def validate_params(spec: EnvSpec, overrides: dict):
             raise TypeError(f"make({spec.id!r}): unknown param {name!r}; expected one of {sorted(fields)}")
         default = getattr(spec.params, name)
         if not _same_kind(default, value):
+            if isinstance(default, np.ndarray) and isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"make({spec.id!r}) param {name!r}: expected ndarray of {default.ndim} dims and a dtype that "
+                    f"casts to {default.dtype} (same kind), got ndarray of shape {value.shape} and dtype {value.dtype}"
+                )
             raise TypeError(
                 f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
                 f"got {type(value).__name__} {value!r}"

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernelgym.core import env_kernel, rng
-from kernelgym.core.arrays import to_backend
+from kernelgym.core.arrays import is_torch_tensor, to_backend
 from kernelgym.core.binding import PerEnvScalar
 from kernelgym.envs.runtime.state_io import checked_cast
 from kernelgym.envs.spec import PRECISIONS
@@ -206,6 +206,11 @@ class ParamsTable:
                     f"{where}: param {name!r} cannot change per env or at run time (a compile-time "
                     f"constant of the env; change it with a new make()); expected one of "
                     f"{list(self.fields)}"
+                )
+            if is_torch_tensor(value) and value.device.type != "cpu":
+                raise TypeError(
+                    f"{where} param {name!r}: expected numbers, a numpy array or a cpu tensor, "
+                    f"got a {value.device.type} tensor"
                 )
             array = np.asarray(value)
             if array.dtype.kind not in "fiu":
