@@ -30,3 +30,11 @@ def test_a_constant_table_of_the_wrong_shape_or_dtype_names_both(layout, receive
     message = str(refused.value)
     assert "param 'layout': expected ndarray of 2 dims and a dtype that casts to uint8" in message
     assert f"got ndarray of {received}" in message
+
+
+def test_capture_step_names_an_env_that_is_none():
+    pytest.importorskip("torch")
+    from kernelgym.envs.cuda_graph import capture_step
+
+    with pytest.raises(TypeError, match=r"env: expected a KernelVectorEnv \(kernelgym.envs.make\), got NoneType None"):
+        capture_step(None, lambda obs: obs, None)
