@@ -110,7 +110,9 @@ def body_access(kernel) -> BodyAccess:
 
 def _read_access(kernel) -> BodyAccess:
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.py_func)))
+        lines, first_line = inspect.getsourcelines(kernel.py_func)
+        source = textwrap.dedent("".join(lines))
+        tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError):
         if kernel.kind != "agent":
             return _UNKNOWN
@@ -135,17 +137,29 @@ def _read_access(kernel) -> BodyAccess:
     bounds: set[tuple] = set()
     loops = _loop_extents(function, values, reassigned)
     unconditional = _unconditional_nodes(function.body)
+    aliases = _aliases(function, values)
+
+    def unproven(node, name: str, how: str) -> ValueError:
+        where = f"{kernel.__qualname__} ({inspect.getsourcefile(kernel.py_func)}:{first_line + node.lineno - 1})"
+        return ValueError(
+            f"{where}: `{ast.get_source_segment(source, node)}` writes {name!r} {how}, which the launch "
+            f"check cannot prove inside the array; write the env's own row ({name}[{env}, ...]) through "
+            f"the parameter itself, and pass what another row needs as an input array"
+        )
 
     def indexed(name: str, index, store: bool, node) -> None:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         ndims[name] = max(ndims.get(name, 0), len(parts))
         if store:
             written.add(name)
+            # an env index moved or scaled (x[i - 1], x[i + 1], x[2 * i]) reaches another env's row
+            # or past the last one: refused rather than trusted
+            if not reassigned and _moves_index(parts[0], (env, agent)):
+                raise unproven(node, name, "at an offset or scaled env index")
         for axis, part in enumerate(parts if id(node) in unconditional else ()):
-            # a constant leading index (``clock[0]``): the caller's array must hold that row; a
-            # constant index within an env's row is the body's own layout (the testing kit's
-            # canary check finds a body writing past it)
-            if axis == 0 and isinstance(part, ast.Constant) and type(part.value) is int and part.value >= 0:
+            # a constant index (``clock[0]``, ``x[i, 2]``): the caller's array must hold that row
+            # or column, whatever the body writes there
+            if isinstance(part, ast.Constant) and type(part.value) is int and part.value >= 0:
                 bounds.add((name, axis, part.value + 1))
             elif isinstance(part, ast.Name) and part.id in loops:
                 bounds.add((name, axis, loops[part.id]))
@@ -156,6 +170,13 @@ def _read_access(kernel) -> BodyAccess:
             layouts[name] = "per_agent" if per_agent else "per_env"
 
     for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and isinstance(node.ctx, ast.Store)
+        ):
+            raise unproven(node, aliases[node.value.id], f"through the local name {node.value.id!r}")
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in values:
             indexed(node.value.id, node.slice, isinstance(node.ctx, ast.Store), node)
         elif isinstance(node, ast.Call):
@@ -172,6 +193,24 @@ def _read_access(kernel) -> BodyAccess:
                 names = names[1:]
             passed.update(names)
     return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+
+
+def _moves_index(index, names) -> bool:
+    """Whether ``index`` is arithmetic on the env (or agent) index: ``i - 1``, ``i + k``, ``2 * i``."""
+    return isinstance(index, ast.BinOp) and any(
+        isinstance(node, ast.Name) and node.id in names for node in ast.walk(index)
+    )
+
+
+def _aliases(function, values) -> dict:
+    """Local names bound to a value parameter (``y = x``): ``{y: x}``."""
+    return {
+        target.id: node.value.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in values
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id not in values
+    }
 
 
 def _unconditional_nodes(statements) -> set:
