@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernelgym.core import bind, env_kernel
+from kernelgym.core import bind, device_function, env_kernel
 
 
 @env_kernel
@@ -35,6 +35,31 @@ def write_double(i, x):
 def write_alias(i, x):
     y = x
     y[i] = 1.0
+
+
+@device_function
+def put(x, j):
+    x[j] = 1.0
+
+
+@device_function
+def put_before(x, j):
+    x[j - 1] = 1.0
+
+
+@env_kernel
+def helper_at_next(i, x):
+    put(x, i + 1)
+
+
+@env_kernel
+def helper_moves_it(i, x):
+    put_before(x, i)
+
+
+@env_kernel
+def helper_at_own_row(i, x):
+    put(x, i)
 
 
 @env_kernel
@@ -76,6 +101,21 @@ def test_a_write_the_check_cannot_prove_is_refused_naming_the_line(kernel, text,
         assert f"{kernel.__qualname__} (" in message and f":{line})" in message
         assert f"`{text}` writes 'x' {how}" in message and "x[i, ...]" in message
     assert not x.any()
+
+
+@pytest.mark.parametrize(
+    "kernel, text, helper",
+    [(helper_at_next, "put(x, i + 1)", "put"), (helper_moves_it, "put_before(x, i)", "put_before")],
+)
+def test_an_env_index_moved_on_its_way_through_a_device_function_is_refused(kernel, text, helper):
+    x = np.zeros(8)
+    with pytest.raises(ValueError) as refused:
+        kernel.launch("cpu", 4, x)
+    message = str(refused.value)
+    assert f"`{text}` writes 'x' in {helper} at an offset or scaled env index" in message
+    assert not x.any()
+    helper_at_own_row.launch("cpu", 4, x)  # the env's own row through a helper is proven
+    assert x.tolist() == [1.0] * 4 + [0.0] * 4
 
 
 def test_a_read_at_an_offset_stays_allowed():

@@ -181,6 +181,8 @@ def _read_access(kernel) -> BodyAccess:
             indexed(node.value.id, node.slice, isinstance(node.ctx, ast.Store), node)
         elif isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if not reassigned:
+                _check_helper_call(node, kernel.py_func.__globals__, values, (env, agent), unproven)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
             if (
@@ -193,6 +195,50 @@ def _read_access(kernel) -> BodyAccess:
                 names = names[1:]
             passed.update(names)
     return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+
+
+def _helper(func, namespace):
+    """The Python function behind a called ``@device_function`` (``f`` or ``module.f``), else None."""
+    if isinstance(func, ast.Name):
+        target = namespace.get(func.id)
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        target = getattr(namespace.get(func.value.id), func.attr, None)
+    else:
+        return None
+    py_func = getattr(target, "py_func", None)
+    return py_func if inspect.isfunction(py_func) else None
+
+
+def _check_helper_call(call, namespace, values, indices, unproven) -> None:
+    """Refuse a call that hands a ``@device_function`` helper a value array and an env index it
+    writes that array at, moved (``put(x, i + 1)`` with ``x[j] = ...``), or that the helper moves
+    itself (``x[j - 1] = ...`` with ``j`` the env index)."""
+    helper = _helper(call.func, namespace)
+    if helper is None:
+        return
+    try:
+        function = ast.parse(textwrap.dedent(inspect.getsource(helper))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return  # its source cannot be read: the array counts as written (``passed``)
+    if not isinstance(function, ast.FunctionDef):
+        return
+    parameters = [argument.arg for argument in function.args.args]
+    given = dict(zip(parameters, call.args))
+    given.update((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)
+    arrays = {name: arg.id for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in values}
+    env_names = {name for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in indices}
+    moved = {name for name, arg in given.items() if _moves_index(arg, indices)}
+    for node in ast.walk(function):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in arrays
+        ):
+            continue
+        leading = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
+        if (isinstance(leading, ast.Name) and leading.id in moved) or _moves_index(leading, env_names):
+            raise unproven(call, arrays[node.value.id], f"in {helper.__qualname__} at an offset or scaled env index")
 
 
 def _moves_index(index, names) -> bool:
