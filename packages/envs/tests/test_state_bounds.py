@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kernelgym.envs as kge
+from kernelgym.core import rng
 from kernelgym.envs import EnvSpec, StateArray
 from kernelgym.envs.classic import mountain_car
+from kernelgym.envs.spec import reference_reset
 
 BUILT_IN = ("kernelgym-envs", "kernelgym-minatar", "kernelgym-example-plugin")
 
@@ -119,3 +121,35 @@ def _spec(**bounds):
 def test_a_spec_with_unusable_bounds_is_refused_at_registration(bounds, error, message):
     with pytest.raises(error, match=message):
         _spec(**bounds)
+
+
+@pytest.mark.parametrize(
+    "env_id", ["Acrobot-v1", "CartPole-v1", "MountainCar-v0", "Pendulum-v1", "TagContinuous-v0", "TagGridWorld-v0"]
+)
+def test_every_state_a_reference_rollout_reaches_lies_inside_the_bounds(env_id):
+    # bounds tighter than the env would refuse its own states (get_state -> set_state)
+    spec = kge.get_spec(env_id)
+    resolved = spec.resolve(spec.params)
+    reference = spec.load("reference")
+    n = resolved.num_agents
+    streams = rng.seed_streams(7, 1) if spec.kernel_layout == "env" else rng.seed_agent_streams(7, 1, n).reshape(n, 2)
+    space = resolved.action_space
+    space.seed(0)
+    state, steps = reference_reset(spec, reference.reset, spec.params, streams), 0
+    for _ in range(150):
+        assert _outside(state, resolved.state_bounds) == []
+        action = np.stack([space.sample() for _ in range(n)]) if spec.kernel_layout == "agent" else space.sample()
+        state, _, terminated = reference.step(spec.params, state, action, streams)
+        steps += 1
+        if terminated or steps == resolved.max_episode_steps:  # the runtime truncates there
+            assert _outside(state, resolved.state_bounds) == []
+            state, steps = reference_reset(spec, reference.reset, spec.params, streams), 0
+
+
+def _outside(state, bounds):
+    """The names of the arrays of one env's ``state`` with a value outside ``bounds``."""
+    return sorted(
+        name
+        for name, (low, high) in bounds.items()
+        if (low is not None and np.any(state[name] < low)) or (high is not None and np.any(state[name] > high))
+    )

@@ -980,6 +980,9 @@ def check_invariants(params, state):
 
 # The state bounds set_state enforces (`StateArray.low`/``high``): positions and cells index the
 # neighbour grid, agent numbers index the env's agents.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _grid_length(params):
     return params.grid_length
 
@@ -1023,19 +1026,14 @@ SPEC = EnvSpec(
         StateArray("loc_y", np.float32, per_agent=True, low=0.0, high=_grid_length),
         StateArray("speed", np.float32, per_agent=True, low=0.0, high=_top_speed),
         StateArray("direction", np.float32, per_agent=True, low=0.0, high=TWO_PI),
-        StateArray(
-            "acceleration",
-            np.float32,
-            per_agent=True,
-            low=lambda params: params.min_acceleration,
-            high=lambda params: params.max_acceleration,
-        ),
+        # no index: any finite value
+        StateArray("acceleration", np.float32, per_agent=True, low=-_FLOAT32_MAX, high=_FLOAT32_MAX),
         StateArray("in_game", np.bool_, per_agent=True, initial=True),
         StateArray("timestep", np.int32, low=0, high=_episode_length),
         StateArray("runners_left", np.int32, low=0, high=_num_runners),
         # the neighbour grid (`bin_env`), rebuilt by every step and reset before it is read
         StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side**2 + 2,), low=0, high=_num_agents),
-        StateArray("cell_agents", np.int32, per_agent=True, low=0, high=_last_agent),
+        StateArray("cell_agents", np.int32, per_agent=True, low=-1, high=_last_agent),
     ),
     step_kernel=(move, tag, bin_agents, finish),
     reset_kernel=(start, bin_agents, first_observation),
