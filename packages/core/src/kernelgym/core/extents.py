@@ -10,7 +10,11 @@ may crash the process. So every launch path (`EnvKernel.launch`, `AgentKernel.la
   is per agent and also needs ``num_agents`` columns; ``atomic_add(x, env, ...)`` and the
   `kernelgym.core.rng` draws (``uniform(states, i)``) index their first argument the same
   way. It also finds the parameters a body writes (stores, ``atomic_add``, rng draws) and
-  those it hands to other functions (which may write them).
+  those it hands to other functions (which may write them). A constant index on any axis
+  (``x[i, 2]``) is a bound the array's shape must hold. A write it cannot prove is refused,
+  naming the line: at an offset or scaled env index (``x[i - 1]``, ``x[2 * i]``), through a
+  local alias (``y = x``), or in a ``@device_function`` helper handed a moved env index or
+  moving it itself (one level of helpers is read).
 - `check_array` refuses, naming the argument: a dtype kernels cannot take (big-endian,
   float128, ...), too few dims or rows for what the body indexes, and for written arrays a
   broadcast (stride 0) one, where every env would write the same element; `read_only_error`
