@@ -25,7 +25,9 @@ of 4 run at the same time. The steps:
    compute-sanitizer over a short run of every checked env.
 5. ``launch_paths``: host us per CartPole step by launch path, check on and off
    (benchmarks/bench_launch.py); ``fragments``: captured 16-step fragments against eager
-   ones (fragments.py); ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
+   ones (fragments.py); ``tag_baseline``: TagGridWorld with WarpDrive's partial observation
+   against a hand-written CUDA C kernel, equal over 100 steps, then timed (tag_baseline.py);
+   ``tag`` (WarpDrive's scale, packed agent blocks against one env per block),
    ``bandwidth``, ``cartpole``, ``launch`` (and CUDA-graph replay), ``collector``: throughput.
 6. ``demo``, ``demo-cpu``: ``kernelgym demo`` to a mean return of 475 on the backend, then
    on the cpu (not in ``--tiny``: the offline venv it proves has no matplotlib).
@@ -70,6 +72,7 @@ def steps(backend: str, tiny: bool, workers: int) -> list[tuple[str, list[str], 
     throughput = part_steps(
         ("launch_paths", 120),
         ("fragments", 120),
+        ("tag_baseline", 180),
         ("tag", 240),
         ("bandwidth", 30),
         ("cartpole", 90),

@@ -242,6 +242,13 @@ def part_fragments(backend: str, tiny: bool) -> None:
     fragments.part_fragments(backend, tiny)
 
 
+def part_tag_baseline(backend: str, tiny: bool) -> None:
+    """TagGridWorld (partial observation) against the hand-written CUDA C kernel (tag_baseline.py)."""
+    import tag_baseline
+
+    tag_baseline.part_tag_baseline(backend, tiny)
+
+
 def _equal(a, b) -> bool:
     return np.array_equal(a.cpu().numpy(), b.cpu().numpy(), equal_nan=True)
 

@@ -21,6 +21,19 @@ def test_sb3_refuses_a_multi_agent_env_unless_agents_are_envs():
         KernelSB3VecEnv(ENV_ID, num_envs=2, backend="cpu")
 
 
+def test_a_wrong_action_shape_names_the_shape_sb3_sees():
+    from kernelgym.envs.sb3 import KernelSB3VecEnv
+
+    venv = KernelSB3VecEnv(ENV_ID, num_envs=2, backend="cpu", seed=0, agents_as_envs=True)
+    venv.reset()
+    rows = 2 * venv.env.num_agents
+    with pytest.raises(
+        ValueError, match=rf"actions: expected shape \({rows},\) \(one row per agent: agents_as_envs\), got \(2,\)"
+    ):
+        venv.step_async(np.zeros(2, np.int64))
+    venv.close()
+
+
 def test_every_agent_is_one_sb3_env():
     from kernelgym.envs.sb3 import KernelSB3VecEnv
 

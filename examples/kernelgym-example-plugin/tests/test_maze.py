@@ -29,3 +29,18 @@ def test_the_layout_is_one_read_only_table_that_make_can_swap():
 def test_a_layout_of_the_wrong_kind_is_refused():
     with pytest.raises(TypeError, match="param 'layout': expected ndarray"):
         kge.make("ImageMaze-v0", 1, backend="cpu", layout=np.zeros(7, np.uint8))
+
+
+@pytest.mark.parametrize(
+    "layout, message",
+    [
+        (np.array([[1, 1, 1], [1, 2, 1], [1, 1, 1]], np.uint8), "at least one free cell"),
+        (np.ones((4, 4), np.uint8), "at least one free cell"),
+        (np.array([[1, 1, 1], [0, 0, 2], [1, 1, 1]], np.uint8), "walls .1. all around the border"),
+        (np.array([[1, 1, 1], [1, 5, 1], [1, 1, 1]], np.uint8), "cells 0 .free., 1 .wall. or 2 .goal."),
+    ],
+)
+def test_a_layout_reset_could_not_start_on_is_refused_at_make(layout, message):
+    # reset draws cells until it finds a free one: without one it would loop forever
+    with pytest.raises(ValueError, match=f"layout: expected {message}"):
+        kge.make("ImageMaze-v0", 1, backend="cpu", layout=layout)

@@ -80,7 +80,8 @@ SPEC = EnvSpec(
     id="GoRight-v0",
     observation_space=spaces.Box(0.0, 1.0, (1,), np.float32),
     action_space=spaces.Discrete(2),
-    state=(StateArray("position", np.int32),),
+    # bounds: set_state refuses a position off the corridor
+    state=(StateArray("position", np.int32, low=0, high=lambda params: params.length),),
     step_kernel=step,
     reset_kernel=reset,
     reference=reference,

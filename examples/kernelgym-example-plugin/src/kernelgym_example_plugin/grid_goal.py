@@ -94,7 +94,11 @@ SPEC = EnvSpec(
     id="GridGoal-v0",
     observation_space=_observation_space,
     action_space=spaces.Discrete(4),
-    state=(StateArray("agent", np.int32, (2,)), StateArray("goal", np.int32, (2,))),
+    state=(
+        # cells index the image: set_state refuses one off the grid
+        StateArray("agent", np.int32, (2,), low=0, high=lambda params: params.size - 1),
+        StateArray("goal", np.int32, (2,), low=0, high=lambda params: params.size - 1),
+    ),
     step_kernel=step,
     reset_kernel=reset,
     reference=CPUReference(_reference_reset, _reference_step, _reference_observe),

@@ -38,6 +38,21 @@ class MazeParams:
     layout: np.ndarray = dataclasses.field(default_factory=lambda: LAYOUT)  # a constant table
     step_cost: float = 0.01
 
+    def __post_init__(self):
+        # Checked when the env is made: `start_cell` draws until it finds a free cell (it would
+        # never return without one), and `move` reads the cell next to the agent unchecked
+        # (a border that is not all wall would let it walk off the layout).
+        layout = np.asarray(self.layout)
+        if layout.ndim != 2 or min(layout.shape) < 3:
+            raise ValueError(f"layout: expected a 2-D array of at least 3 x 3 cells, got shape {layout.shape}")
+        if not np.isin(layout, (0, 1, 2)).all():
+            raise ValueError(f"layout: expected cells 0 (free), 1 (wall) or 2 (goal), got {np.unique(layout).tolist()}")
+        border = np.concatenate([layout[0], layout[-1], layout[:, 0], layout[:, -1]])
+        if not (border == 1).all():
+            raise ValueError(f"layout: expected walls (1) all around the border, got border cells {border.tolist()}")
+        if not (layout == 0).any():
+            raise ValueError(f"layout: expected at least one free cell (0) to start on, got none in {layout.tolist()}")
+
 
 @device_function
 def start_cell(rng_states, s, layout):
@@ -103,7 +118,11 @@ SPEC = EnvSpec(
     id="ImageMaze-v0",
     observation_space=lambda p: spaces.Box(0, 255, (3, *p.layout.shape), np.uint8),
     action_space=spaces.Discrete(4),
-    state=(StateArray("row", np.int32), StateArray("col", np.int32)),
+    # inside the walled border: `move` reads the cells around the agent
+    state=(
+        StateArray("row", np.int32, low=1, high=lambda params: params.layout.shape[0] - 2),
+        StateArray("col", np.int32, low=1, high=lambda params: params.layout.shape[1] - 2),
+    ),
     step_kernel=step,
     reset_kernel=reset,
     reference=CPUReference(_reset, _step, _observe),

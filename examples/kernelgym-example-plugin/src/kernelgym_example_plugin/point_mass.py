@@ -84,7 +84,11 @@ SPEC = EnvSpec(
     id="PointMass-v0",
     observation_space=spaces.Box(-np.inf, np.inf, (4,), np.float32),
     action_space=spaces.Box(-1.0, 1.0, (2,), np.float32),
-    state=(StateArray("position", np.float64, (2,)), StateArray("velocity", np.float64, (2,))),
+    # no state value indexes anything: any float is a state the physics can step
+    state=(
+        StateArray("position", np.float64, (2,), low=-np.inf, high=np.inf),
+        StateArray("velocity", np.float64, (2,), low=-np.inf, high=np.inf),
+    ),
     step_kernel=step,
     reset_kernel=reset,
     reference=reference,

@@ -108,8 +108,9 @@ SPEC = EnvSpec(
     observation_space=spaces.Box(-1.0, 1.0, (3,), np.float32),
     action_space=spaces.Discrete(3),
     state=(
-        StateArray("value", np.float64, per_agent=True),
-        StateArray("next_value", np.float64, per_agent=True, restore_on_reset=True),
+        # every move keeps a value in [-1, 1] (`moved`)
+        StateArray("value", np.float64, per_agent=True, low=-1.0, high=1.0),
+        StateArray("next_value", np.float64, per_agent=True, restore_on_reset=True, low=-1.0, high=1.0),
     ),
     step_kernel=(move, settle, observe),
     reset_kernel=(place, first_observation),

@@ -54,7 +54,8 @@ def reset(i, rng_states, obs, position, energy, goal, start_range):
 # ------------------------------------------------------------------ planted bugs
 @env_kernel
 def step_off_by_one(i, actions, obs, rewards, terminated, position, energy, goal, goal_reward, step_cost):
-    """BUG: the energy is written one column past the observation row."""
+    """BUG: the energy is written one column past the observation row (at a column computed from
+    the data, which the launch check cannot see: a constant one it refuses before any launch)."""
     move = actions[i] - 1
     position[i] += move
     energy[i] = 0.9 * energy[i] + 0.1 * abs(move)
@@ -63,7 +64,8 @@ def step_off_by_one(i, actions, obs, rewards, terminated, position, energy, goal
     rewards[i] = goal_reward if done else -step_cost
     obs[i, 0] = position[i] / goal
     obs[i, 1] = energy[i]
-    obs[i, 2] = energy[i]
+    past = 2 if energy[i] >= 0.0 else 1  # energy never drops below 0: always column 2
+    obs[i, past] = energy[i]
 
 
 @env_kernel

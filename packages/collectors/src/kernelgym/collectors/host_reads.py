@@ -8,13 +8,13 @@ host. On the cpu backend none of them waits, but each one is a sync on cuda: cou
 them on the CPU finds, in CI, what would stall a GPU and what a CUDA graph cannot
 capture.
 
-.. code-block:: python
+```python
+from kernelgym.collectors.host_reads import HostReads
 
-    from kernelgym.collectors.host_reads import HostReads
-
-    with HostReads() as reads:
-        collector.collect()
-    assert not reads.reads, reads.summary()
+with HostReads() as reads:
+    collector.collect()
+assert not reads.reads, reads.summary()
+```
 """
 
 from __future__ import annotations

@@ -13,7 +13,9 @@ start, watch and stop their worker processes with these functions only:
 
 Process groups: each child leads its own process group (`child_main` calls
 ``os.setsid``), so that what it starts (an env's simulator subprocess) is in that group,
-and `reap` signals the whole group: nothing a hung worker started outlives it.
+and `reap` signals the whole group: nothing a hung worker started outlives it. On
+Linux a reaper in the group (`start_group_reaper`) kills the group once the child
+ends in any way, its parent's death included.
 
 Dying with the parent: on Linux the child asks the kernel for SIGKILL when its parent
 thread ends (``prctl(PR_SET_PDEATHSIG)``), which works even while the child runs code
@@ -136,7 +138,35 @@ def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any)
     if hasattr(os, "setsid"):
         os.setsid()
     die_with_parent(*start)
+    if sys.platform.startswith("linux"):
+        start_group_reaper()
     return target(*args)
+
+
+def start_group_reaper() -> None:
+    """Fork a small process that kills this process's group once this process ends.
+
+    A worker killed by its death signal (``PR_SET_PDEATHSIG``: SIGKILL, no code runs) would
+    leave what its code started (a sampler's simulator subprocess) running in its group. The
+    reaper, a child in that group, asks Linux for SIGTERM when the worker ends, however it
+    ends, and then SIGKILLs the group: itself and whatever is left. It holds no file of the
+    worker's (closed at once): the parent still sees the worker's pipes and sentinel close.
+    What leaves the group (its own ``setsid``) is out of reach.
+    """
+    worker = os.getpid()
+    if os.fork() != 0:
+        return
+    try:
+        os.closerange(3, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 1024)
+        # blocked before the request: a SIGTERM that comes before sigwait is kept pending, not lost
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() == worker:  # else the worker ended before the request was made
+            signal.sigwait({signal.SIGTERM})
+        os.killpg(0, signal.SIGKILL)
+    finally:
+        os._exit(0)
 
 
 def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str) -> Any:

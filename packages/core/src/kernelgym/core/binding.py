@@ -644,7 +644,14 @@ def _bind_one(
                     raise BindingError(f"Precondition record: expected an env_kernel, got {type(item.record).__name__}")
                 body, positions = body_call(item.check)
                 record = None if item.record is None else body_call(item.record)
-                statements.append(("require", body, positions, position_of(item.fault, "Precondition"), record))
+                fault = position_of(item.fault, "Precondition")
+                if getattr(checked[fault], "size", 0) < 1:  # the launch writes element 0
+                    shape = getattr(checked[fault], "shape", None)
+                    raise BindingError(
+                        f"Precondition fault {item.fault!r}: expected a one-element array for the fault "
+                        f"code, got {'a scalar' if shape is None else f'shape {tuple(shape)}'}"
+                    )
+                statements.append(("require", body, positions, fault, record))
                 continue
             if isinstance(item, _Phases):
                 for phase in item.programs:

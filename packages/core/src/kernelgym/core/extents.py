@@ -10,7 +10,11 @@ may crash the process. So every launch path (`EnvKernel.launch`, `AgentKernel.la
   is per agent and also needs ``num_agents`` columns; ``atomic_add(x, env, ...)`` and the
   `kernelgym.core.rng` draws (``uniform(states, i)``) index their first argument the same
   way. It also finds the parameters a body writes (stores, ``atomic_add``, rng draws) and
-  those it hands to other functions (which may write them).
+  those it hands to other functions (which may write them). A constant index on any axis
+  (``x[i, 2]``) is a bound the array's shape must hold. A write it cannot prove is refused,
+  naming the line: at an offset or scaled env index (``x[i - 1]``, ``x[2 * i]``), through a
+  local alias (``y = x``), or in a ``@device_function`` helper handed a moved env index or
+  moving it itself (one level of helpers is read).
 - `check_array` refuses, naming the argument: a dtype kernels cannot take (big-endian,
   float128, ...), too few dims or rows for what the body indexes, and for written arrays a
   broadcast (stride 0) one, where every env would write the same element; `read_only_error`
@@ -80,7 +84,8 @@ class BodyAccess(NamedTuple):
         ``for j in range(x.shape[1])`` needs ``out.shape[1] >= x.shape[1]``).
     known : bool
         False when the source could not be read (a body typed at a prompt): then every
-        array is taken as per env, and as written.
+        array is taken as written, and as per env in an env kernel, per (env, agent) in an
+        agent kernel (its agent index is unproven: the agent dim is checked from the layout).
     """
 
     layouts: dict
@@ -109,9 +114,15 @@ def body_access(kernel) -> BodyAccess:
 
 def _read_access(kernel) -> BodyAccess:
     try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.py_func)))
+        lines, first_line = inspect.getsourcelines(kernel.py_func)
+        source = textwrap.dedent("".join(lines))
+        tree = ast.parse(source)
     except (OSError, TypeError, SyntaxError):
-        return _UNKNOWN
+        if kernel.kind != "agent":
+            return _UNKNOWN
+        # the signature stays readable: every value may be indexed [env, agent]
+        arrays = tuple(inspect.signature(kernel.py_func).parameters)[3:]
+        return _UNKNOWN._replace(layouts=dict.fromkeys(arrays, "per_agent"), ndims=dict.fromkeys(arrays, 2))
     function = next((node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)), None)
     if function is None:
         return _NOTHING
@@ -130,17 +141,29 @@ def _read_access(kernel) -> BodyAccess:
     bounds: set[tuple] = set()
     loops = _loop_extents(function, values, reassigned)
     unconditional = _unconditional_nodes(function.body)
+    aliases = _aliases(function, values)
+
+    def unproven(node, name: str, how: str) -> ValueError:
+        where = f"{kernel.__qualname__} ({inspect.getsourcefile(kernel.py_func)}:{first_line + node.lineno - 1})"
+        return ValueError(
+            f"{where}: `{ast.get_source_segment(source, node)}` writes {name!r} {how}, which the launch "
+            f"check cannot prove inside the array; write the env's own row ({name}[{env}, ...]) through "
+            f"the parameter itself, and pass what another row needs as an input array"
+        )
 
     def indexed(name: str, index, store: bool, node) -> None:
         parts = index.elts if isinstance(index, ast.Tuple) else [index]
         ndims[name] = max(ndims.get(name, 0), len(parts))
         if store:
             written.add(name)
+            # an env index moved or scaled (x[i - 1], x[i + 1], x[2 * i]) reaches another env's row
+            # or past the last one: refused rather than trusted
+            if not reassigned and _moves_index(parts[0], (env, agent)):
+                raise unproven(node, name, "at an offset or scaled env index")
         for axis, part in enumerate(parts if id(node) in unconditional else ()):
-            # a constant leading index (``clock[0]``): the caller's array must hold that row; a
-            # constant index within an env's row is the body's own layout (the testing kit's
-            # canary check finds a body writing past it)
-            if axis == 0 and isinstance(part, ast.Constant) and type(part.value) is int and part.value >= 0:
+            # a constant index (``clock[0]``, ``x[i, 2]``): the caller's array must hold that row
+            # or column, whatever the body writes there
+            if isinstance(part, ast.Constant) and type(part.value) is int and part.value >= 0:
                 bounds.add((name, axis, part.value + 1))
             elif isinstance(part, ast.Name) and part.id in loops:
                 bounds.add((name, axis, loops[part.id]))
@@ -151,10 +174,19 @@ def _read_access(kernel) -> BodyAccess:
             layouts[name] = "per_agent" if per_agent else "per_env"
 
     for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and isinstance(node.ctx, ast.Store)
+        ):
+            raise unproven(node, aliases[node.value.id], f"through the local name {node.value.id!r}")
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in values:
             indexed(node.value.id, node.slice, isinstance(node.ctx, ast.Store), node)
         elif isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
+            if not reassigned:
+                _check_helper_call(node, kernel.py_func.__globals__, values, (env, agent), unproven)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
             if (
@@ -167,6 +199,68 @@ def _read_access(kernel) -> BodyAccess:
                 names = names[1:]
             passed.update(names)
     return BodyAccess(layouts, ndims, frozenset(written), frozenset(passed - written), frozenset(bounds))
+
+
+def _helper(func, namespace):
+    """The Python function behind a called ``@device_function`` (``f`` or ``module.f``), else None."""
+    if isinstance(func, ast.Name):
+        target = namespace.get(func.id)
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        target = getattr(namespace.get(func.value.id), func.attr, None)
+    else:
+        return None
+    py_func = getattr(target, "py_func", None)
+    return py_func if inspect.isfunction(py_func) else None
+
+
+def _check_helper_call(call, namespace, values, indices, unproven) -> None:
+    """Refuse a call that hands a ``@device_function`` helper a value array and an env index it
+    writes that array at, moved (``put(x, i + 1)`` with ``x[j] = ...``), or that the helper moves
+    itself (``x[j - 1] = ...`` with ``j`` the env index)."""
+    helper = _helper(call.func, namespace)
+    if helper is None:
+        return
+    try:
+        function = ast.parse(textwrap.dedent(inspect.getsource(helper))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return  # its source cannot be read: the array counts as written (``passed``)
+    if not isinstance(function, ast.FunctionDef):
+        return
+    parameters = [argument.arg for argument in function.args.args]
+    given = dict(zip(parameters, call.args))
+    given.update((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)
+    arrays = {name: arg.id for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in values}
+    env_names = {name for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in indices}
+    moved = {name for name, arg in given.items() if _moves_index(arg, indices)}
+    for node in ast.walk(function):
+        if not (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in arrays
+        ):
+            continue
+        leading = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
+        if (isinstance(leading, ast.Name) and leading.id in moved) or _moves_index(leading, env_names):
+            raise unproven(call, arrays[node.value.id], f"in {helper.__qualname__} at an offset or scaled env index")
+
+
+def _moves_index(index, names) -> bool:
+    """Whether ``index`` is arithmetic on the env (or agent) index: ``i - 1``, ``i + k``, ``2 * i``."""
+    return isinstance(index, ast.BinOp) and any(
+        isinstance(node, ast.Name) and node.id in names for node in ast.walk(index)
+    )
+
+
+def _aliases(function, values) -> dict:
+    """Local names bound to a value parameter (``y = x``): ``{y: x}``."""
+    return {
+        target.id: node.value.id
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in values
+        for target in node.targets
+        if isinstance(target, ast.Name) and target.id not in values
+    }
 
 
 def _unconditional_nodes(statements) -> set:

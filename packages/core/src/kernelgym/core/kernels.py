@@ -132,6 +132,13 @@ def _check_tensor(backend: str, label: str, tensor) -> None:
             f"{label}: expected a tensor dtype numpy and Numba know (e.g. torch.float32), got {tensor.dtype}"
         ) from None
     check_supported_dtype(label, dtype)
+    if tensor.requires_grad:
+        # a launch reads and writes the storage outside autograd: torch refuses in-place writes
+        # to such a tensor, and its numpy() refuses to hand the storage out; so does a launch
+        raise TypeError(
+            f"{label}: expected a tensor that does not require grad (a launch writes it in place, "
+            f"outside autograd), got one with requires_grad=True; pass tensor.detach()"
+        )
     if tensor.is_conj() or tensor.is_neg():
         raise TypeError(
             f"{label}: expected a tensor without a lazy conjugate/negative bit, got one; "
@@ -211,6 +218,13 @@ class _WriteOnceKernel:
     __qualname__: str  # the body's, per instance (functools.update_wrapper)
 
     def __init__(self, fn):
+        if not isinstance(getattr(fn, "__module__", None), str):
+            # launchers are cached by module and name: exec() without __name__ in its globals leaves none
+            raise TypeError(
+                f"{type(self).__name__.lower()[:-6]}_kernel {getattr(fn, '__qualname__', fn)!r}: expected a function "
+                f"with a module name (__module__), got __module__ {getattr(fn, '__module__', None)!r}; "
+                f"define it in a module, or exec() it with globals that hold '__name__'"
+            )
         functools.update_wrapper(self, fn)
         self.py_func = fn
         self.body = device_function(fn)

@@ -27,6 +27,8 @@ import dataclasses
 import functools
 import math
 
+import numpy as np
+
 __all__ = ["GPU_LIMITS", "GpuLimits", "LaunchFit", "agent_block", "configured_threads_per_block", "launch_fit"]
 
 
@@ -141,10 +143,10 @@ def agent_block(num_agents: int, cap: int) -> tuple[int, int]:
     11 agents get 11 envs (121 threads, 4 warps), within 5% of the best at every budget;
     one env per block left 83% of the lanes idle.
     """
-    if num_agents < 1 or cap < 1:
-        raise ValueError(f"num_agents and cap: expected >= 1, received {num_agents} and {cap}")
-    per_env = min(num_agents, cap)
     limits = GPU_LIMITS["sm_90"]
+    _check_count("num_agents", num_agents, 1)
+    _check_count("cap", cap, 1, limits.max_threads_per_block)
+    per_env = min(num_agents, cap)
     fewest = _round_up(math.ceil(cap / limits.warp_size), limits.warp_allocation_granularity)
     budgets = range(fewest, limits.max_warps_per_sm + 1, limits.warp_allocation_granularity)
 
@@ -158,6 +160,15 @@ def agent_block(num_agents: int, cap: int) -> tuple[int, int]:
     never_worse = [envs for envs in choices if all(busy(envs, b) >= busy(1, b) for b in budgets)]
     envs_per_block = max(never_worse, key=lambda envs: (min(busy(envs, b) / best[b] for b in budgets), -envs))
     return envs_per_block, per_env
+
+
+def _check_count(name: str, value, least: int, most: int | None = None) -> None:
+    """Refuse a count that is not an int in ``[least, most]`` (2.5 threads, NaN registers)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name}: expected an int, got {type(value).__name__} {value!r}")
+    if value < least or (most is not None and value > most):
+        bounds = f">= {least}" if most is None else f"in [{least}, {most}]"
+        raise ValueError(f"{name}: expected an int {bounds}, got {value}")
 
 
 def launch_fit(
@@ -179,11 +190,13 @@ def launch_fit(
         Blocks in x, y and z.
     """
     limits = limits_for(target)
-    if threads_per_block < 1 or registers_per_thread < 0 or shared_bytes < 0:
-        raise ValueError(
-            f"expected threads_per_block >= 1, registers_per_thread >= 0, shared_bytes >= 0, received "
-            f"{threads_per_block}, {registers_per_thread}, {shared_bytes}"
-        )
+    _check_count("threads_per_block", threads_per_block, 1)
+    _check_count("registers_per_thread", registers_per_thread, 0)
+    _check_count("shared_bytes", shared_bytes, 0)
+    if not isinstance(grid, tuple) or len(grid) != 3:
+        raise TypeError(f"grid: expected a tuple of 3 block counts, got {grid!r}")
+    for axis, blocks in zip("xyz", grid):
+        _check_count(f"grid {axis}", blocks, 1)
     problems = []
     if threads_per_block > limits.max_threads_per_block:
         problems.append(f"{threads_per_block} threads per block > {limits.max_threads_per_block}")

@@ -49,6 +49,7 @@ import torch
 
 from kernelgym.envs.observations import is_structured, leaf_arrays
 from kernelgym.envs.runtime.actions import check_mode
+from kernelgym.envs.runtime.vector_env import KernelVectorEnv
 
 __all__ = ["CapturedStep", "TorchGraphs", "capture_step"]
 
@@ -145,6 +146,10 @@ def capture_step(
         An env off ``cuda`` (with the default ``api``), a ``"sync"`` action check, a
         ``steps`` or ``warmup`` below 1, or an ``obs`` that is not the env's observation buffer.
     """
+    if not isinstance(env, KernelVectorEnv):
+        raise TypeError(f"env: expected a KernelVectorEnv (kernelgym.envs.make), got {type(env).__name__} {env!r}")
+    if not callable(policy):
+        raise TypeError(f"policy: expected a callable obs -> actions, got {type(policy).__name__} {policy!r}")
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
         raise ValueError(f"steps: expected an int >= 1 (env steps per replay), got {steps!r}")
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 1:

@@ -116,6 +116,13 @@ class KernelSB3VecEnv(VecEnv):
 
     def step_async(self, actions: np.ndarray) -> None:
         actions = np.asarray(actions)
+        expected = (self.num_envs, *self.action_space.shape)
+        native = (self.env.num_envs, self._agents, *self.action_space.shape)
+        if self.env.multi_agent and actions.shape not in (expected, native):
+            # checked here: the env would name its own (num_envs, num_agents, ...) shape, not this view's
+            raise ValueError(
+                f"actions: expected shape {expected} (one row per agent: agents_as_envs), got {actions.shape}"
+            )
         if self.env.multi_agent and actions.ndim >= 1 and actions.shape[0] == self.num_envs:
             actions = actions.reshape(self.env.num_envs, self._agents, *actions.shape[1:])
         self._actions = actions

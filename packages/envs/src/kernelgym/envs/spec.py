@@ -135,6 +135,13 @@ class StateArray:
         runtime (``reset()`` included) nor the env's reset kernel writes it; the reset
         kernel may read it, and the reference's reset sees its current value (see
         `CPUReference`). It holds ``initial`` until first set.
+    low, high : number, array, callable(params) -> number or array, or None
+        The values the env's kernels accept, inclusive: ``set_state`` refuses a value
+        outside them, naming the array, the env and the bound, and writes nothing (a
+        kernel that indexes with a state value trusts it). An array broadcasts against
+        one env's slice (``shape``, or ``(num_agents, *shape)`` when ``per_agent``).
+        None (the default): no bound beyond the dtype's range. NaN is not compared
+        (it is no index); give a float array finite bounds to keep infinities out.
     """
 
     name: str
@@ -144,6 +151,8 @@ class StateArray:
     initial: int | float | bool = 0
     restore_on_reset: bool = False
     keep_on_reset: bool = False
+    low: Any = None
+    high: Any = None
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.isidentifier():
@@ -167,6 +176,31 @@ class StateArray:
         stored = np.asarray(self.initial).astype(dtype)
         if stored != self.initial and not (isinstance(self.initial, float) and math.isnan(self.initial)):
             raise ValueError(f"StateArray {self.name!r} initial: {self.initial!r} is not representable as {dtype}")
+
+    def resolved_bounds(self, params) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """``(low, high)`` for these params, each a float64 array (None where not declared)."""
+        bounds: list[np.ndarray | None] = []
+        for side in ("low", "high"):
+            value = getattr(self, side)
+            if callable(value):
+                value = value(params)
+            if value is None:
+                bounds.append(None)
+                continue
+            where = f"StateArray {self.name!r} {side}"
+            array = np.asarray(value)
+            if array.dtype.kind not in "biuf":
+                raise TypeError(f"{where}: expected a number or an array of numbers, got {value!r}")
+            if np.any(np.isnan(array.astype(np.float64))):
+                raise ValueError(f"{where}: expected a number, got NaN")
+            bounds.append(array)
+        low, high = bounds
+        if low is not None and high is not None and np.any(low > high):
+            raise ValueError(
+                f"StateArray {self.name!r} low, high: expected low <= high, got low {low.tolist()} "
+                f"and high {high.tolist()}"
+            )
+        return low, high
 
     def resolved_shape(self, params) -> tuple[int, ...]:
         """The trailing shape for these params (``shape`` itself unless it is a callable)."""
@@ -349,9 +383,11 @@ class EnvSpec:
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1):
             raise ValueError(f"{where} max_episode_steps: expected None or an int >= 1, got {limit!r}")
         shapes = {}
+        bounds = {}
         for array in self.state:
             leading = (int(num_agents),) if array.per_agent else ()
             shapes[array.name] = leading + array.resolved_shape(params)
+            bounds[array.name] = _broadcast_bounds(where, array, params, shapes[array.name])
         if self.episode_step is not None and shapes[self.episode_step] != ():
             raise ValueError(
                 f"{where} episode_step: the state array {self.episode_step!r} must hold one "
@@ -363,6 +399,7 @@ class EnvSpec:
             action_space=action_space,
             max_episode_steps=None if limit is None else int(limit),
             state_shapes=shapes,
+            state_bounds=bounds,
         )
 
     def make_params(self, **overrides):
@@ -378,6 +415,8 @@ class ResolvedSpec(NamedTuple):
     action_space: spaces.Space
     max_episode_steps: int | None
     state_shapes: dict[str, tuple[int, ...]]  # trailing shape per env, agent dim included
+    # (low, high) per state array, each None or an array of its trailing shape (`StateArray.low`)
+    state_bounds: dict[str, tuple[np.ndarray | None, np.ndarray | None]] = {}
 
 
 def validate_params(spec: EnvSpec, overrides: dict):
@@ -405,6 +444,11 @@ def validate_params(spec: EnvSpec, overrides: dict):
             raise TypeError(f"make({spec.id!r}): unknown param {name!r}; expected one of {sorted(fields)}")
         default = getattr(spec.params, name)
         if not _same_kind(default, value):
+            if isinstance(default, np.ndarray) and isinstance(value, np.ndarray):
+                raise TypeError(
+                    f"make({spec.id!r}) param {name!r}: expected ndarray of {default.ndim} dims and a dtype that "
+                    f"casts to {default.dtype} (same kind), got ndarray of shape {value.shape} and dtype {value.dtype}"
+                )
             raise TypeError(
                 f"make({spec.id!r}) param {name!r}: expected {type(default).__name__}, "
                 f"got {type(value).__name__} {value!r}"
@@ -633,6 +677,25 @@ def _check_shape(where, shape) -> tuple[int, ...]:
     if not all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) and n >= 1 for n in shape):
         raise ValueError(f"{where}: expected a tuple of ints >= 1, got {shape!r}")
     return tuple(int(n) for n in shape)
+
+
+def _broadcast_bounds(where, array, params, shape):
+    """``array``'s (low, high) for ``params``, each None or broadcast to one env's ``shape``."""
+    bounds = []
+    for side, value in zip(("low", "high"), array.resolved_bounds(params)):
+        if value is not None:
+            try:
+                value = np.broadcast_to(value, shape)
+            except ValueError as error:
+                raise ValueError(
+                    f"{where} state {array.name!r} {side}: expected a number or an array that "
+                    f"broadcasts to one env's shape {shape}, got shape {value.shape}"
+                ) from error
+            if array.dtype.kind == "f":
+                # compared in the stored precision, as the env's own float32 clips round its bounds
+                value = value.astype(array.dtype)
+        bounds.append(value)
+    return tuple(bounds)
 
 
 def _check_reference(where, field, value):

@@ -36,11 +36,13 @@ from gymnasium import spaces
 from kernelgym.core import device_function, rng
 from kernelgym.envs.spec import CPUReference, EnvSpec
 
-__all__ = ["GRID", "MinAtarParams", "full_action", "make_specs", "reference_for", "sticky"]
+__all__ = ["GRID", "NO_BOUND", "NUM_ACTIONS", "MinAtarParams", "full_action", "make_specs", "reference_for", "sticky"]
 
 GRID = 10  # every MinAtar game is a 10 x 10 grid
 NUM_ACTIONS = 6  # n l u r d f
 NOOP, LEFT, UP, RIGHT, DOWN, FIRE = range(NUM_ACTIONS)
+# the upper bound (`StateArray.high`) of a counter no kernel indexes with: any int32 it holds
+NO_BOUND = int(np.iinfo(np.int32).max)
 
 
 @dataclasses.dataclass(frozen=True)

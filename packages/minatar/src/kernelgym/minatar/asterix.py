@@ -24,6 +24,8 @@ from kernelgym.minatar._common import (
     DOWN,
     GRID,
     LEFT,
+    NO_BOUND,
+    NUM_ACTIONS,
     RIGHT,
     UP,
     action_mask,
@@ -278,19 +280,20 @@ def reset(
 
 
 STATE = (
-    StateArray("last_action", np.int32, restore_on_reset=True),
-    StateArray("player_x", np.int32),
-    StateArray("player_y", np.int32),
-    StateArray("ent_x", np.int32, shape=(SLOTS,)),
+    StateArray("last_action", np.int32, restore_on_reset=True, low=0, high=NUM_ACTIONS - 1),
+    StateArray("player_x", np.int32, low=0, high=GRID - 1),
+    StateArray("player_y", np.int32, low=1, high=GRID - 2),
+    # one column past either edge: an entity that just left (and is off) keeps its x
+    StateArray("ent_x", np.int32, shape=(SLOTS,), low=-1, high=GRID),
     StateArray("ent_on", np.bool_, shape=(SLOTS,)),
     StateArray("ent_right", np.bool_, shape=(SLOTS,)),
     StateArray("ent_gold", np.bool_, shape=(SLOTS,)),
-    StateArray("spawn_speed", np.int32),
-    StateArray("spawn_timer", np.int32),
-    StateArray("move_speed", np.int32),
-    StateArray("move_timer", np.int32),
-    StateArray("ramp_timer", np.int32),
-    StateArray("ramp_index", np.int32),
+    StateArray("spawn_speed", np.int32, low=1, high=INIT_SPAWN_SPEED),
+    StateArray("spawn_timer", np.int32, low=0, high=INIT_SPAWN_SPEED),
+    StateArray("move_speed", np.int32, low=1, high=INIT_MOVE_INTERVAL),
+    StateArray("move_timer", np.int32, low=0, high=INIT_MOVE_INTERVAL),
+    StateArray("ramp_timer", np.int32, low=-1, high=RAMP_INTERVAL),
+    StateArray("ramp_index", np.int32, low=0, high=NO_BOUND),
 )
 
 REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)

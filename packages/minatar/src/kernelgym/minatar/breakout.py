@@ -23,6 +23,7 @@ from kernelgym.envs.spec import StateArray
 from kernelgym.minatar._common import (
     GRID,
     LEFT,
+    NUM_ACTIONS,
     RIGHT,
     action_mask,
     clear_observation,
@@ -167,13 +168,13 @@ def reset(i, rng_states, obs, ball_x, ball_y, ball_dir, pos, last_x, last_y, str
 
 STATE = (
     # the game action played last (sticky actions repeat it); 0 at every reset
-    StateArray("last_action", np.int32, restore_on_reset=True),
-    StateArray("ball_x", np.int32),
-    StateArray("ball_y", np.int32),
-    StateArray("ball_dir", np.int32),
-    StateArray("pos", np.int32),
-    StateArray("last_x", np.int32),
-    StateArray("last_y", np.int32),
+    StateArray("last_action", np.int32, restore_on_reset=True, low=0, high=NUM_ACTIONS - 1),
+    StateArray("ball_x", np.int32, low=0, high=GRID - 1),
+    StateArray("ball_y", np.int32, low=0, high=GRID - 1),
+    StateArray("ball_dir", np.int32, low=0, high=3),
+    StateArray("pos", np.int32, low=0, high=GRID - 1),
+    StateArray("last_x", np.int32, low=0, high=GRID - 1),
+    StateArray("last_y", np.int32, low=0, high=GRID - 1),
     StateArray("strike", np.bool_),
     StateArray("brick", np.bool_, shape=(GRID, GRID)),
 )

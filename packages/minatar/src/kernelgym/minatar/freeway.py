@@ -22,6 +22,7 @@ from kernelgym.envs.spec import StateArray
 from kernelgym.minatar._common import (
     DOWN,
     GRID,
+    NUM_ACTIONS,
     UP,
     action_mask,
     clear_observation,
@@ -147,13 +148,13 @@ def reset(i, rng_states, obs, pos, move_timer, time_left, car_x, car_timer, car_
 
 
 STATE = (
-    StateArray("last_action", np.int32, restore_on_reset=True),
-    StateArray("pos", np.int32),  # the chicken's row
-    StateArray("move_timer", np.int32),
-    StateArray("time_left", np.int32),
-    StateArray("car_x", np.int32, shape=(CARS,)),  # car k drives in row k + 1
-    StateArray("car_timer", np.int32, shape=(CARS,)),
-    StateArray("car_speed", np.int32, shape=(CARS,)),  # frames per move, signed by direction
+    StateArray("last_action", np.int32, restore_on_reset=True, low=0, high=NUM_ACTIONS - 1),
+    StateArray("pos", np.int32, low=0, high=GRID - 1),  # the chicken's row
+    StateArray("move_timer", np.int32, low=0, high=PLAYER_SPEED),
+    StateArray("time_left", np.int32, low=-1, high=TIME_LIMIT),
+    StateArray("car_x", np.int32, shape=(CARS,), low=0, high=GRID - 1),  # car k drives in row k + 1
+    StateArray("car_timer", np.int32, shape=(CARS,), low=0, high=5),
+    StateArray("car_speed", np.int32, shape=(CARS,), low=-5, high=5),  # frames per move, signed by direction
 )
 
 REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)

@@ -34,6 +34,8 @@ from kernelgym.minatar._common import (
     FIRE,
     GRID,
     LEFT,
+    NO_BOUND,
+    NUM_ACTIONS,
     RIGHT,
     UP,
     action_mask,
@@ -544,26 +546,33 @@ def reset(
     observe(i, obs, oxygen, diver_count, sub_x, sub_y, sub_right, f_bullets, e_bullets, fish, subs, divers, counts)
 
 
+# The bounds of a table row's fields (X, Y, RIGHTWARD, TIMER, SHOT): x may be one column
+# past either edge (a row leaves the table there), timers count down from their interval.
+_ROW_LOW = np.array([-1, 0, 0, 0, 0])
+_ROW_HIGH = np.array([GRID, GRID - 1, 1, max(INIT_MOVE_INTERVAL, DIVER_MOVE_INTERVAL), ENEMY_SHOT_INTERVAL + 1])
+_CAPACITIES = np.array(list(CAPACITY.values()))
+
 STATE = (
-    StateArray("last_action", np.int32, restore_on_reset=True),
-    StateArray("oxygen", np.int32),
-    StateArray("diver_count", np.int32),
-    StateArray("sub_x", np.int32),
-    StateArray("sub_y", np.int32),
+    StateArray("last_action", np.int32, restore_on_reset=True, low=0, high=NUM_ACTIONS - 1),
+    StateArray("oxygen", np.int32, low=-1, high=MAX_OXYGEN),
+    StateArray("diver_count", np.int32, low=0, high=MAX_DIVERS),
+    StateArray("sub_x", np.int32, low=0, high=GRID - 1),
+    StateArray("sub_y", np.int32, low=0, high=GRID - 2),
     StateArray("sub_right", np.bool_),
     # object tables: rows of (x, y, rightward[, timer[, shot]]) in the original's list order
-    StateArray("f_bullets", np.int8, shape=(CAPACITY["f_bullets"], 3)),
-    StateArray("e_bullets", np.int8, shape=(CAPACITY["e_bullets"], 3)),
-    StateArray("fish", np.int8, shape=(CAPACITY["fish"], 4)),
-    StateArray("subs", np.int8, shape=(CAPACITY["subs"], 5)),
-    StateArray("divers", np.int8, shape=(CAPACITY["divers"], 4)),
-    StateArray("counts", np.int32, shape=(len(CAPACITY),)),  # rows in use, per table (CAPACITY's order)
-    StateArray("e_spawn_speed", np.int32),
-    StateArray("e_spawn_timer", np.int32),
-    StateArray("d_spawn_timer", np.int32),
-    StateArray("move_speed", np.int32),
-    StateArray("ramp_index", np.int32),
-    StateArray("shot_timer", np.int32),
+    StateArray("f_bullets", np.int8, shape=(CAPACITY["f_bullets"], 3), low=_ROW_LOW[:3], high=_ROW_HIGH[:3]),
+    StateArray("e_bullets", np.int8, shape=(CAPACITY["e_bullets"], 3), low=_ROW_LOW[:3], high=_ROW_HIGH[:3]),
+    StateArray("fish", np.int8, shape=(CAPACITY["fish"], 4), low=_ROW_LOW[:4], high=_ROW_HIGH[:4]),
+    StateArray("subs", np.int8, shape=(CAPACITY["subs"], 5), low=_ROW_LOW, high=_ROW_HIGH),
+    StateArray("divers", np.int8, shape=(CAPACITY["divers"], 4), low=_ROW_LOW[:4], high=_ROW_HIGH[:4]),
+    # rows in use, per table (CAPACITY's order)
+    StateArray("counts", np.int32, shape=(len(CAPACITY),), low=0, high=_CAPACITIES),
+    StateArray("e_spawn_speed", np.int32, low=1, high=INIT_SPAWN_SPEED),
+    StateArray("e_spawn_timer", np.int32, low=0, high=INIT_SPAWN_SPEED),
+    StateArray("d_spawn_timer", np.int32, low=0, high=DIVER_SPAWN_SPEED),
+    StateArray("move_speed", np.int32, low=1, high=INIT_MOVE_INTERVAL),
+    StateArray("ramp_index", np.int32, low=0, high=NO_BOUND),
+    StateArray("shot_timer", np.int32, low=0, high=SHOT_COOL_DOWN),
     StateArray("surface", np.bool_),
 )
 

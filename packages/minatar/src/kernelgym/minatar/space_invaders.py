@@ -24,6 +24,8 @@ from kernelgym.minatar._common import (
     FIRE,
     GRID,
     LEFT,
+    NO_BOUND,
+    NUM_ACTIONS,
     RIGHT,
     action_mask,
     full_action,
@@ -346,17 +348,17 @@ def reset(
 
 
 STATE = (
-    StateArray("last_action", np.int32, restore_on_reset=True),
-    StateArray("pos", np.int32),
+    StateArray("last_action", np.int32, restore_on_reset=True, low=0, high=NUM_ACTIONS - 1),
+    StateArray("pos", np.int32, low=0, high=GRID - 1),
     StateArray("alien", np.bool_, shape=(GRID, GRID)),
     StateArray("f_bullet", np.bool_, shape=(GRID, GRID)),
     StateArray("e_bullet", np.bool_, shape=(GRID, GRID)),
-    StateArray("alien_dir", np.int32),
-    StateArray("move_interval", np.int32),
-    StateArray("alien_move_timer", np.int32),
-    StateArray("alien_shot_timer", np.int32),
-    StateArray("ramp_index", np.int32),
-    StateArray("shot_timer", np.int32),
+    StateArray("alien_dir", np.int32, low=-1, high=1),
+    StateArray("move_interval", np.int32, low=0, high=ENEMY_MOVE_INTERVAL),
+    StateArray("alien_move_timer", np.int32, low=-1, high=ENEMY_MOVE_INTERVAL),
+    StateArray("alien_shot_timer", np.int32, low=-1, high=ENEMY_SHOT_INTERVAL),
+    StateArray("ramp_index", np.int32, low=0, high=NO_BOUND),
+    StateArray("shot_timer", np.int32, low=0, high=SHOT_COOL_DOWN),
 )
 
 REFERENCE = reference_for(STATE, step, reset, observe, CHANNELS)

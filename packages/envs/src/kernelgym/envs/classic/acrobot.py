@@ -225,7 +225,10 @@ SPEC = EnvSpec(
     id="Acrobot-v1",
     observation_space=_observation_space,
     action_space=spaces.Discrete(3),
-    state=tuple(StateArray(name, np.float32) for name in STATE_NAMES),
+    state=tuple(
+        StateArray(name, np.float32, low=-bound, high=bound)
+        for name, bound in zip(STATE_NAMES, (np.pi, np.pi, MAX_VEL_1, MAX_VEL_2), strict=True)
+    ),
     step_kernel=step_kernel,
     reset_kernel=reset_kernel,
     reference=REFERENCE,

@@ -308,7 +308,8 @@ SPEC = EnvSpec(
     id="CartPole-v1",
     observation_space=_observation_space,
     action_space=spaces.Discrete(2),
-    state=tuple(StateArray(name, np.float32) for name in _STATE_NAMES),
+    # no state value indexes anything: any float is a state the physics can step
+    state=tuple(StateArray(name, np.float32, low=-np.inf, high=np.inf) for name in _STATE_NAMES),
     step_kernel=step,
     reset_kernel=reset,
     reference=reference,

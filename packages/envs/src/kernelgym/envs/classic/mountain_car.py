@@ -162,7 +162,10 @@ SPEC = EnvSpec(
         dtype=np.float32,
     ),
     action_space=spaces.Discrete(3),
-    state=(StateArray("position", np.float32), StateArray("velocity", np.float32)),
+    state=(
+        StateArray("position", np.float32, low=MIN_POSITION, high=MAX_POSITION),
+        StateArray("velocity", np.float32, low=-MAX_SPEED, high=MAX_SPEED),
+    ),
     step_kernel=step_kernel,
     reset_kernel=reset_kernel,
     reference=REFERENCE,

@@ -186,7 +186,11 @@ SPEC = EnvSpec(
     id="Pendulum-v1",
     observation_space=_observation_space,
     action_space=_action_space,
-    state=(StateArray("theta", np.float32), StateArray("theta_dot", np.float32)),
+    state=(
+        # any finite angle (observations take its cos and sin)
+        StateArray("theta", np.float32, low=-np.finfo(np.float32).max, high=np.finfo(np.float32).max),
+        StateArray("theta_dot", np.float32, low=lambda params: -params.max_speed, high=lambda params: params.max_speed),
+    ),
     step_kernel=step_kernel,
     reset_kernel=reset_kernel,
     reference=REFERENCE,

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from kernelgym.core import env_kernel, rng
-from kernelgym.core.arrays import to_backend
+from kernelgym.core.arrays import is_torch_tensor, to_backend
 from kernelgym.core.binding import PerEnvScalar
 from kernelgym.envs.runtime.state_io import checked_cast
 from kernelgym.envs.spec import PRECISIONS
@@ -207,6 +207,11 @@ class ParamsTable:
                     f"constant of the env; change it with a new make()); expected one of "
                     f"{list(self.fields)}"
                 )
+            if is_torch_tensor(value) and value.device.type != "cpu":
+                raise TypeError(
+                    f"{where} param {name!r}: expected numbers, a numpy array or a cpu tensor, "
+                    f"got a {value.device.type} tensor"
+                )
             array = np.asarray(value)
             if array.dtype.kind not in "fiu":
                 raise TypeError(f"{where} param {name!r}: expected float values, got dtype {array.dtype}")
@@ -247,6 +252,17 @@ class ParamsTable:
                 ) from None
             if not (math.isfinite(low) and math.isfinite(high) and low <= high):
                 raise ValueError(f"randomize[{name!r}]: expected finite low <= high, got ({low}, {high})")
+            # the draw computes low + (high - low) * u in the table's dtype: both bounds and the
+            # width must be finite there, or every draw is inf (as set_params refuses the values)
+            low_real, high_real = checked_cast(np.array([low, high]), self.real, f"randomize[{name!r}]")
+            with np.errstate(over="ignore"):
+                width = high_real - low_real
+            if not np.isfinite(width):
+                raise ValueError(
+                    f"randomize[{name!r}]: expected a range whose width high - low is finite in "
+                    f"{np.dtype(self.real)} (at most {float(np.finfo(np.dtype(self.real).type).max):g}), "
+                    f"got ({low}, {high})"
+                )
             for bound in (low, high):
                 self._record_check(f"randomize[{name!r}]", {name: bound})
             row = self.fields.index(name)

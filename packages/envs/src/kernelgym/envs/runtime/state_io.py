@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
         spec: EnvSpec
         num_envs: int
+        _state_bounds: dict
         _buffers: Buffers
         _unstarted: set[int] | None
 
@@ -135,8 +136,9 @@ class StateIO(_MixinBase):
         ``state`` holds any subset of the state arrays, each with its per-env shape (or
         the full batch shape when ``index`` is None), of a dtype that casts safely or of
         values the array's dtype holds (no integer wrap-around, no finite float turned
-        infinite: `checked_cast`); the others keep their values. Every value is checked
-        before anything is written.
+        infinite: `checked_cast`) and within the array's declared bounds
+        (`StateArray.low`/``high``: a kernel may index with them); the others keep their
+        values. Every value is checked before anything is written.
 
         By default the env(s) written are not pending a reset, and their episode step
         counter (which truncates at ``max_episode_steps``) starts from the value of the
@@ -174,6 +176,7 @@ class StateIO(_MixinBase):
             if value.shape != expected:
                 raise ValueError(f"state[{name!r}]: expected shape {expected}, got {value.shape}")
             checked[name] = checked_cast(value, target.dtype, f"state[{name!r}]")
+            self._check_bounds(name, checked[name], index)
         episode_steps = None if keep_episode_step else self._episode_steps(checked, index)
         for name, value in checked.items():
             self._buffers.write_rows(self.state[name], value, index)
@@ -187,6 +190,26 @@ class StateIO(_MixinBase):
                 self._buffers.write_rows(buffer, value, index)
         if len(checked) == len(self.state):
             self._mark_started(index)
+
+    def _check_bounds(self, name: str, value: np.ndarray, index: int | None) -> None:
+        """Refuse a value of state array ``name`` outside its declared bounds, naming the env and the bound."""
+        for side, bound in zip(("low", "high"), self._state_bounds[name]):
+            if bound is None:
+                continue
+            # NaN compares False both ways: it passes (it is no index; the dtype check admits it)
+            outside = value < bound if side == "low" else value > bound
+            if not np.any(outside):
+                continue
+            where = np.argwhere(outside)[0]
+            env = int(where[0]) if index is None else index
+            element = tuple(int(k) for k in (where[1:] if index is None else where))
+            limit = np.broadcast_to(bound, outside.shape[1:] if index is None else outside.shape)[element].item()
+            bad = value[tuple(where)].item()
+            at = f"[{', '.join(map(str, element))}]" if element else ""
+            raise ValueError(
+                f"state[{name!r}]{at} of env {env}: expected {'>=' if side == 'low' else '<='} {limit!r} "
+                f"(StateArray {name!r} {side} of {self.spec.id!r}), got {bad!r}; nothing was written"
+            )
 
     def _mark_started(self, index: int | None) -> None:
         """Envs ``index`` (all for None) have a state: ``step`` may run once every env has one."""

@@ -59,6 +59,9 @@ _AUTORESET_MODES = {
 # The public attributes that may change after make(); every other one is fixed (the kernels
 # are compiled for it), and setting it raises instead of changing nothing.
 _SETTABLE = frozenset({"max_episode_steps"})
+# The most envs one make() takes: a launch's grid of one thread (or block) per env stays within
+# CUDA's 2**31 - 1 blocks along x, and every per-env index fits an int32.
+MAX_NUM_ENVS = 2**31 - 1
 _FIXED_HINTS = {
     "state": "write values with set_state(...) or in place (env.state[name][...] = values)",
     "params": "per-env fields change with set_params(...); other fields are compile-time constants (a new make())",
@@ -186,8 +189,9 @@ class KernelVectorEnv(StateIO):
             raise TypeError(f"spec: expected an EnvSpec, got {type(spec).__name__}")
         if isinstance(num_envs, bool) or not isinstance(num_envs, (int, np.integer)):
             raise TypeError(f"num_envs: expected an int >= 1, got {type(num_envs).__name__} {num_envs!r}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs: expected an int >= 1, got {num_envs}")
+        if not 1 <= num_envs <= MAX_NUM_ENVS:
+            # checked before any buffer is allocated: numpy's allocation error names no argument
+            raise ValueError(f"num_envs: expected an int in [1, {MAX_NUM_ENVS}], got {num_envs}")
         if autoreset_mode not in _AUTORESET_MODES:
             raise ValueError(f"autoreset_mode: expected 'next_step' or 'same_step', got {autoreset_mode!r}")
         if not isinstance(episode_statistics, (bool, np.bool_)):
@@ -225,6 +229,7 @@ class KernelVectorEnv(StateIO):
         self._time_limit_stride = to_backend(np.zeros(1, np.int64), self.backend)
         self.check_action_values = check_action_values
         self.num_agents = resolved.num_agents
+        self._state_bounds = resolved.state_bounds  # what set_state lets in (StateArray.low/high)
         # copies: seeding one env's space must not change another's samples
         self.single_observation_space = copy.deepcopy(resolved.observation_space)
         self.single_action_space = copy.deepcopy(resolved.action_space)

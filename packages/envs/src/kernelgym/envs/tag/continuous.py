@@ -978,6 +978,35 @@ def check_invariants(params, state):
     check_game_invariants(params, state)
 
 
+# The state bounds set_state enforces (`StateArray.low`/``high``): positions and cells index the
+# neighbour grid, agent numbers index the env's agents.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _grid_length(params):
+    return params.grid_length
+
+
+def _top_speed(params):
+    return np.float32(params.max_speed * max(params.skill_level_tagger, params.skill_level_runner))
+
+
+def _episode_length(params):
+    return params.episode_length
+
+
+def _num_runners(params):
+    return params.num_runners
+
+
+def _num_agents(params):
+    return params.num_agents
+
+
+def _last_agent(params):
+    return params.num_agents - 1
+
+
 def _observation_space(params):
     # relative speeds and accelerations scale with the skill levels: no tight finite bound
     size = FEATURES * (1 + params.num_observed) + 1
@@ -993,17 +1022,18 @@ SPEC = EnvSpec(
     observation_space=_observation_space,
     action_space=_action_space,
     state=(
-        StateArray("loc_x", np.float32, per_agent=True),
-        StateArray("loc_y", np.float32, per_agent=True),
-        StateArray("speed", np.float32, per_agent=True),
-        StateArray("direction", np.float32, per_agent=True),
-        StateArray("acceleration", np.float32, per_agent=True),
+        StateArray("loc_x", np.float32, per_agent=True, low=0.0, high=_grid_length),
+        StateArray("loc_y", np.float32, per_agent=True, low=0.0, high=_grid_length),
+        StateArray("speed", np.float32, per_agent=True, low=0.0, high=_top_speed),
+        StateArray("direction", np.float32, per_agent=True, low=0.0, high=TWO_PI),
+        # no index: any finite value
+        StateArray("acceleration", np.float32, per_agent=True, low=-_FLOAT32_MAX, high=_FLOAT32_MAX),
         StateArray("in_game", np.bool_, per_agent=True, initial=True),
-        StateArray("timestep", np.int32),
-        StateArray("runners_left", np.int32),
+        StateArray("timestep", np.int32, low=0, high=_episode_length),
+        StateArray("runners_left", np.int32, low=0, high=_num_runners),
         # the neighbour grid (`bin_env`), rebuilt by every step and reset before it is read
-        StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side**2 + 2,)),
-        StateArray("cell_agents", np.int32, per_agent=True),
+        StateArray("cell_start", np.int32, shape=lambda params: (params.grid_side**2 + 2,), low=0, high=_num_agents),
+        StateArray("cell_agents", np.int32, per_agent=True, low=-1, high=_last_agent),
     ),
     step_kernel=(move, tag, bin_agents, finish),
     reset_kernel=(start, bin_agents, first_observation),

@@ -473,6 +473,23 @@ def check_invariants(params, state):
     check_game_invariants(params, state)
 
 
+# The state bounds set_state enforces (`StateArray.low`/``high``): positions index the grid.
+def _grid_length(params):
+    return params.grid_length
+
+
+def _episode_length(params):
+    return params.episode_length
+
+
+def _num_runners(params):
+    return params.num_runners
+
+
+def _num_agents(params):
+    return params.num_agents
+
+
 def _observation_space(params):
     # the full observation's types are -1 for a tagged-out runner; the partial one is in [0, 1]
     low = -1.0 if params.use_full_observation else 0.0
@@ -484,12 +501,12 @@ SPEC = EnvSpec(
     observation_space=_observation_space,
     action_space=spaces.Discrete(NUM_ACTIONS),
     state=(
-        StateArray("loc_x", np.int32, per_agent=True),
-        StateArray("loc_y", np.int32, per_agent=True),
+        StateArray("loc_x", np.int32, per_agent=True, low=0, high=_grid_length),
+        StateArray("loc_y", np.int32, per_agent=True, low=0, high=_grid_length),
         StateArray("in_game", np.bool_, per_agent=True, initial=True),
-        StateArray("timestep", np.int32),
-        StateArray("runners_left", np.int32),
-        StateArray("tagged_now", np.int32),
+        StateArray("timestep", np.int32, low=0, high=_episode_length),
+        StateArray("runners_left", np.int32, low=0, high=_num_runners),
+        StateArray("tagged_now", np.int32, low=0, high=_num_agents),
     ),
     step_kernel=(move, tag, finish),
     reset_kernel=(place, first_observation),
