@@ -55,6 +55,7 @@ __all__ = [
     "list_envs",
     "make",
     "register_plugin",
+    "undeclaring_plugins",
 ]
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,27 @@ class _Registry:
         """The ids declared in the ``kernelgym.envs.ids`` group that gymnasium can hold (nothing imported)."""
         return sorted(self.checked_declarations()[0])
 
+    def undeclaring_plugins(self) -> list[str]:
+        """The plugin entry points (``name = module``) whose module declares no id, nothing imported.
+
+        A plugin module declares its ids with entry points in the ``kernelgym.envs.ids``
+        group of its own distribution whose value is that module; registered plugins
+        (`register_plugin`) count as undeclaring too.
+        """
+        declaring = {
+            (entry_point.dist.name if entry_point.dist is not None else None, entry_point.value)
+            for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
+        }
+        undeclaring = [
+            f"{entry_point.name} = {entry_point.value}"
+            for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
+            if (entry_point.dist.name if entry_point.dist is not None else None, entry_point.value) not in declaring
+        ]
+        with self._lock:
+            registered = {name for name, _ in self._origins.values()}
+        entry_point_names = {entry_point.name for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)}
+        return sorted(undeclaring + sorted(registered - entry_point_names))
+
     def checked_declarations(self) -> tuple[dict[str, list[str | None]], list[str]]:
         """The declared ids gymnasium can hold (with the distributions declaring each), and a message per id left out.
 
@@ -279,6 +301,7 @@ class _Registry:
             name, distribution = self._origins.get(id(plugin), (registered_name, None))
             for spec in self._provided_specs(plugin, name, distribution):
                 claims.setdefault(spec.id, []).append(spec)
+        self._warn_about_undeclared_ids(claims)
         conflicts, collisions = {}, {}
         for group in _gymnasium_collisions(claims):
             claimed = [spec for env_id in group for spec in claims[env_id]]
@@ -306,6 +329,28 @@ class _Registry:
                 f"it is left out (the other ids still work): uninstall all but one of them"
             )
         return specs, conflicts, collisions
+
+    def _warn_about_undeclared_ids(self, claims: dict[str, list[EnvSpec]]) -> None:
+        """Warn about ids that a plugin declaring some ids in metadata provides undeclared.
+
+        The ``kernelgym`` command refuses an undeclared id without loading such a plugin
+        (see `undeclaring_plugins`), so the plugin's author learns it here.
+        """
+        declared: dict[tuple[str | None, str], set[str]] = {}
+        for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
+            distribution = entry_point.dist.name if entry_point.dist is not None else None
+            declared.setdefault((distribution, entry_point.value), set()).add(entry_point.name)
+        declared_anywhere = set().union(*declared.values())
+        for env_id, claimed in claims.items():
+            for spec in claimed:
+                module = getattr(self._manager.get_plugin(spec.plugin), "__name__", None)
+                if (spec.distribution, module) in declared and env_id not in declared_anywhere:
+                    _warn(
+                        f"env id {env_id!r} of plugin {spec.plugin!r} (distribution {spec.distribution!r}) is not "
+                        f"declared in its {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points, which declare "
+                        f"{sorted(declared[(spec.distribution, module)])}: the kernelgym command refuses it "
+                        f"without loading plugins; declare it there"
+                    )
 
     def conflicting_ids(self) -> list[str]:
         """The ids left out because two plugins claim them, or because they collide in gymnasium."""
@@ -383,6 +428,24 @@ def declared_env_ids() -> list[str]:
     warns about them).
     """
     return _REGISTRY.declared_ids()
+
+
+def undeclaring_plugins() -> list[str]:
+    """The installed or registered plugins whose ids are not declared in metadata, nothing imported.
+
+    When this is empty, `declared_env_ids` names every id a plugin is expected to provide,
+    so an id outside it can be refused without importing any plugin (the ``kernelgym``
+    command does). A plugin module that declares some of its ids is taken to declare all
+    of them; loading it warns about any id it provides undeclared.
+
+    Returns
+    -------
+    list of str
+        ``"name = module"`` of each entry point whose module declares no id in the
+        ``kernelgym.envs.ids`` group of its distribution, and the name of each plugin
+        given to `register_plugin`.
+    """
+    return _REGISTRY.undeclaring_plugins()
 
 
 def list_envs() -> list[str]:
