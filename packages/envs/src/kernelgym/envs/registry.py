@@ -135,6 +135,7 @@ class _Registry:
         # plugin object -> (plugin name, distribution name or None)
         self._origins: dict[int, tuple[str, str | None]] = {}
         self._listeners: list[Callable[[list[str]], object]] = []  # what a listener returns is unused
+        self._entry_points: dict[str, list[tuple]] = {}  # group -> (entry point, distribution name)
 
     # ------------------------------------------------------------------ plugins
     def register(self, plugin, name: str | None = None, distribution: str | None = None) -> None:
@@ -164,19 +165,29 @@ class _Registry:
         with self._lock:
             self._listeners.append(listener)
 
-    def _plugin_entry_points(self, group: str):
-        """The entry points of ``group`` that autoload may use (built-ins only when it is off)."""
-        found = entry_points(group=group)
+    def _plugin_entry_points(self, group: str) -> list[tuple]:
+        """(entry point, its distribution's name or None) of ``group`` that autoload may use
+        (built-ins only when it is off).
+
+        Each group is read once per registry: a scan of the installed distributions, and
+        each distribution's name from its METADATA, cost tens of milliseconds apiece.
+        """
+        with self._lock:
+            if group not in self._entry_points:
+                self._entry_points[group] = [
+                    (entry_point, entry_point.dist.name if entry_point.dist is not None else None)
+                    for entry_point in entry_points(group=group)
+                ]
+            found = self._entry_points[group]
         if os.environ.get(NO_AUTOLOAD_ENV_VAR) == "1":
-            return [ep for ep in found if ep.dist is not None and ep.dist.name == BUILTIN_DISTRIBUTION]
+            return [(ep, distribution) for ep, distribution in found if distribution == BUILTIN_DISTRIBUTION]
         return list(found)
 
     def _autoload(self) -> None:
         if self._autoloaded:
             return
         self._autoloaded = True
-        for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
-            distribution = entry_point.dist.name if entry_point.dist is not None else None
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
             try:
                 plugin = entry_point.load()
                 self.register(plugin, name=entry_point.name, distribution=distribution)
@@ -200,18 +211,18 @@ class _Registry:
         (`register_plugin`) count as undeclaring too.
         """
         declaring = {
-            (entry_point.dist.name if entry_point.dist is not None else None, entry_point.value)
-            for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
+            (distribution, entry_point.value)
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
         }
         undeclaring = [
             f"{entry_point.name} = {entry_point.value}"
-            for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
-            if (entry_point.dist.name if entry_point.dist is not None else None, entry_point.value) not in declaring
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
+            if (distribution, entry_point.value) not in declaring
         ]
         with self._lock:
             registered = {name for name, _ in self._origins.values()}
-        entry_point_names = {entry_point.name for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)}
-        return sorted(undeclaring + sorted(registered - entry_point_names))
+        plugins = self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
+        return sorted(undeclaring + sorted(registered - {entry_point.name for entry_point, _ in plugins}))
 
     def checked_declarations(self) -> tuple[dict[str, list[str | None]], list[str]]:
         """The declared ids gymnasium can hold (with the distributions declaring each), and a message per id left out.
@@ -221,8 +232,7 @@ class _Registry:
         distributions that declare it.
         """
         declared: dict[str, list[str | None]] = {}
-        for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
-            distribution = entry_point.dist.name if entry_point.dist is not None else None
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
             declared.setdefault(entry_point.name, []).append(distribution)
         problems = []
         for env_id in sorted(declared):
@@ -337,8 +347,7 @@ class _Registry:
         (see `undeclaring_plugins`), so the plugin's author learns it here.
         """
         declared: dict[tuple[str | None, str], set[str]] = {}
-        for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
-            distribution = entry_point.dist.name if entry_point.dist is not None else None
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
             declared.setdefault((distribution, entry_point.value), set()).add(entry_point.name)
         declared_anywhere = set().union(*declared.values())
         for env_id, claimed in claims.items():
