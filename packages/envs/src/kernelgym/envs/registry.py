@@ -136,6 +136,8 @@ class _Registry:
         self._origins: dict[int, tuple[str, str | None]] = {}
         self._listeners: list[Callable[[list[str]], object]] = []  # what a listener returns is unused
         self._entry_points: dict[str, list[tuple]] = {}  # group -> (entry point, distribution name)
+        # env id -> its spec, from its declaring plugin alone, before every plugin is loaded
+        self._declared_specs: dict[str, EnvSpec] = {}
 
     # ------------------------------------------------------------------ plugins
     def register(self, plugin, name: str | None = None, distribution: str | None = None) -> None:
@@ -159,6 +161,7 @@ class _Registry:
             self._manager.register(plugin, name=name)
             self._origins[id(plugin)] = (name, distribution)
             self._specs = None  # rebuilt on next lookup, so id conflicts surface there
+            self._declared_specs = {}
 
     def add_listener(self, listener: Callable[[list[str]], object]) -> None:
         """Call ``listener(sorted ids)`` after every (re)collection of the specs."""
@@ -252,6 +255,53 @@ class _Registry:
         return declared, problems
 
     # -------------------------------------------------------------------- specs
+    def declared_spec(self, env_id: str) -> EnvSpec | None:
+        """The spec of ``env_id`` from the one plugin module that declares it, loading no other.
+
+        Loading every plugin costs a second or more (each builds the dispatchers of all its
+        kernels); `make` needs one. None when that cannot decide: the plugins are loaded
+        already, ``env_id`` is declared by no module or by more than one, some plugin
+        declares no ids (`undeclaring_plugins`: it could provide any id), or the declaring
+        module fails or does not provide ``env_id``; then the caller loads them all, which
+        reports any such failure. A plugin that honours its declarations cannot claim the
+        id too, so a conflict needs an undeclared id, which loading that plugin warns about.
+        """
+        with self._lock:
+            if self._specs is not None or self._autoloaded:
+                return self._specs.get(env_id) if self._specs is not None else None
+            if env_id in self._declared_specs:
+                return self._declared_specs[env_id]
+            declarations = [
+                (distribution, entry_point.value)
+                for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
+                if entry_point.name == env_id
+            ]
+            if len(declarations) != 1 or self.undeclaring_plugins():
+                return None
+            found = []
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
+                if (distribution, entry_point.value) != declarations[0]:
+                    continue
+                try:
+                    plugin = entry_point.load()
+                    self.register(plugin, name=entry_point.name, distribution=distribution)
+                except PLUGIN_FAILURES:  # loading them all reports it, with the other plugins
+                    return None
+                found += self._provided_specs(plugin, entry_point.name, distribution)
+            matching = [spec for spec in found if spec.id == env_id]
+            if len(matching) != 1:
+                return None
+            self._declared_specs[env_id] = matching[0]
+            listeners = list(self._listeners)
+        for listener in listeners:  # gymnasium completes the id's time limit
+            listener([env_id])
+        return matching[0]
+
+    def known_conflicts(self) -> list[str]:
+        """The ids left out for a conflict among the plugins collected so far (loads nothing)."""
+        with self._lock:
+            return sorted(self._conflicts)
+
     def specs(self) -> dict[str, EnvSpec]:
         with self._lock:
             self._autoload()
@@ -473,8 +523,11 @@ def get_spec(env_id: str) -> EnvSpec:
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id: expected a str, got {type(env_id).__name__} {env_id!r}")
-    specs = _REGISTRY.specs()
     key = env_id.removeprefix("kernelgym/")
+    declared = _REGISTRY.declared_spec(key)
+    if declared is not None:
+        return declared
+    specs = _REGISTRY.specs()
     if key in specs:
         return specs[key]
     claims = _REGISTRY.conflict(key)
