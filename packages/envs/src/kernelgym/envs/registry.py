@@ -161,7 +161,6 @@ class _Registry:
             self._manager.register(plugin, name=name)
             self._origins[id(plugin)] = (name, distribution)
             self._specs = None  # rebuilt on next lookup, so id conflicts surface there
-            self._declared_specs = {}
 
     def add_listener(self, listener: Callable[[list[str]], object]) -> None:
         """Call ``listener(sorted ids)`` after every (re)collection of the specs."""
