@@ -111,6 +111,8 @@ def table(rows: dict, checkouts: dict, first: str) -> list[str]:
         "|---|" + "---:|" * (len(checkouts) + both),
     ]
     for label, per_checkout in rows.items():
+        if not all(per_checkout.values()):  # a kind not measured in this run (--repeats 0)
+            continue
         medians = {name: statistics.median(per_checkout[name]) for name in checkouts}
         cells = [
             f"{medians[name]:.2f} [{min(per_checkout[name]):.2f}-{max(per_checkout[name]):.2f}]" for name in checkouts
@@ -125,7 +127,7 @@ def measure_make(args, checkouts: dict, work: Path) -> list[str]:
     warm_caches = {name: work / f"warm-{name}" for name in checkouts}
     kinds = ("warm", "warm, torch preloaded", "cold")
     times = {(env_id, kind): {name: [] for name in checkouts} for env_id in args.envs for kind in kinds}
-    for name, checkout in checkouts.items():  # fill the warm caches (not timed)
+    for name, checkout in checkouts.items() if args.repeats else ():  # fill the warm caches (not timed)
         for env_id in args.envs:
             probe(env_id, checkout_environment(checkout, warm_caches[name]), preload=False)
     for round_ in range(max(args.repeats, args.cold_repeats)):
