@@ -100,6 +100,6 @@ def test_every_installed_plugin_declares_its_ids():
 
 def test_check_names_without_the_kit_are_the_kits_checks():
     from kernelgym.envs.testing import check_names
-    from kernelgym.envs.testing.check_names import CHECK_NAMES
+    from kernelgym.envs.testing.known_checks import CHECK_NAMES
 
     assert list(CHECK_NAMES) == check_names()

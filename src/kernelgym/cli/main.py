@@ -365,8 +365,8 @@ def run_bench(args, parser) -> int:
 
 def run_check(args, parser) -> int:
     from kernelgym.envs import get_spec
-    from kernelgym.envs.testing.check_names import CHECK_NAMES
     from kernelgym.envs.testing.cli import precision_problem
+    from kernelgym.envs.testing.known_checks import CHECK_NAMES
 
     # what metadata and the kit's names can refuse first: loading the plugins takes seconds
     check_declared_env_ids(parser, args.envs)

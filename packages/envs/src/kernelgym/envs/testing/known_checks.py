@@ -2,7 +2,8 @@
 
 The ``kernelgym check`` command refuses a wrong ``--checks`` name with these before it
 loads anything; `kernelgym.envs.testing.CHECKS` holds the checks themselves, in this
-order (a test keeps the two equal).
+order (a test keeps the two equal). Not named ``check_names``: a submodule of that name
+would shadow the package's `check_names` function once imported.
 """
 
 __all__ = ["CHECK_NAMES"]
