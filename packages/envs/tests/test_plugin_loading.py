@@ -380,3 +380,47 @@ def test_gymnasium_make_of_an_id_two_undeclaring_plugins_claim_names_both_distri
         PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
     )
     assert result.stdout.strip() == "named"
+
+
+def test_an_id_a_declaring_plugin_provides_undeclared_is_warned_about_and_the_plugin_listed(tmp_path):
+    # the kernelgym command refuses undeclared ids without loading plugins that declare ids
+    second = 'id="Declared-v0"), dataclasses.replace(cartpole.SPEC, id="Hidden-v0")]'
+    two_ids = CLASHING_PLUGIN.replace('id="Clash-v0")]', second)
+    _install_fake_distribution(tmp_path, "declares-one", two_ids, ids=["Declared-v0"])
+    _install_fake_distribution(tmp_path, "declares-none", CLASHING_PLUGIN)
+    result = _run(
+        """
+        import warnings
+        warnings.simplefilter("always")
+        import kernelgym.envs as kge
+        from kernelgym.envs.registry import undeclaring_plugins
+
+        print(undeclaring_plugins())
+        assert {"Declared-v0", "Hidden-v0", "Clash-v0"} <= set(kge.list_envs())
+    """,
+        PYTHONPATH=os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    )
+    assert result.stdout.strip() == "['declares_none = declares_none']", result.stdout
+    warned = [line for line in result.stderr.splitlines() if "'Hidden-v0'" in line]
+    assert warned and "not declared" in warned[0] and "['Declared-v0']" in warned[0], result.stderr
+    assert not any("'Clash-v0'" in line for line in result.stderr.splitlines()), result.stderr
+
+
+def test_make_of_a_declared_id_loads_only_its_plugin_and_gymnasium_gets_its_time_limit():
+    result = _run("""
+        import sys
+        import gymnasium
+        import kernelgym.envs as kge
+
+        env = kge.make("CartPole-v1", 2, backend="cpu", seed=0)
+        others = ("kernelgym.envs.classic.acrobot", "kernelgym.envs.tag.continuous", "kernelgym.minatar.breakout",
+                  "kernelgym_example_plugin.go_right")
+        print(sorted(name for name in others if name in sys.modules))
+        print(gymnasium.spec("kernelgym/CartPole-v1").max_episode_steps, env.spec.plugin, env.spec.distribution)
+        assert {"Acrobot-v1", "MinAtar-Breakout-v1", "GoRight-v0"} <= set(kge.list_envs())
+        print(sorted(name for name in others if name in sys.modules) == sorted(others))
+    """)
+    loaded_first, limit, loaded_all = result.stdout.split("\n")[:3]
+    assert loaded_first == "[]", result.stdout
+    assert limit == "500 cartpole kernelgym-envs", result.stdout
+    assert loaded_all == "True", result.stdout

@@ -290,13 +290,49 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # ------------------------------------------------------------------------- commands
+def check_declared_env_ids(parser: argparse.ArgumentParser, env_ids: list[str]) -> None:
+    """Exit with code 2 for an id no installed plugin declares, before any plugin is imported.
+
+    Plugins declare their ids in metadata (the ``kernelgym.envs.ids`` entry points), so a
+    mistyped id is refused in well under a second instead of after every plugin loaded.
+    When a plugin declares none, its ids are known only once it is loaded, and
+    `check_env_id` decides.
+    """
+    from kernelgym.envs.registry import declared_env_ids, undeclaring_plugins
+
+    declared = declared_env_ids()
+    unknown = [env_id for env_id in env_ids if env_id not in declared]
+    if unknown and not undeclaring_plugins():
+        parser.error(unknown_env_message(unknown[0], declared))
+
+
 def check_env_id(parser: argparse.ArgumentParser, env_id: str) -> None:
-    """Exit with code 2 unless ``env_id`` is registered."""
+    """Exit with code 2 unless ``env_id`` is registered (this loads the plugins)."""
     import kernelgym.envs as kge
 
     known = kge.list_envs()
     if env_id not in known:
-        parser.error(f"argument ENV: expected one of the registered envs {known}, received {env_id!r}")
+        parser.error(unknown_env_message(env_id, known))
+
+
+def unknown_env_message(env_id: str, known: list[str]) -> str:
+    """argparse's error text for an unknown ``env_id``, naming an id that differs only in case."""
+    same_but_case = [name for name in known if name.lower() == env_id.lower()]
+    hint = f" (ids are case-sensitive: did you mean {same_but_case[0]!r}?)" if same_but_case else ""
+    return f"argument ENV: expected one of the registered envs {known}, received {env_id!r}{hint}"
+
+
+def check_backend_name(parser: argparse.ArgumentParser, name: str) -> None:
+    """Exit with code 2 when ``--backend sim`` cannot run, before numba or a plugin is imported.
+
+    The simulator replaces ``numba.cuda`` only when ``NUMBA_ENABLE_CUDASIM=1`` is set before
+    numba is imported; the command imports numba later, so the variable decides here.
+    """
+    if name == "sim" and "numba" not in sys.modules and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        parser.error(
+            "argument --backend: expected a backend available here, received 'sim': it needs "
+            "NUMBA_ENABLE_CUDASIM=1 in the environment (e.g. `NUMBA_ENABLE_CUDASIM=1 kernelgym ...`)"
+        )
 
 
 def resolve_backend_or_exit(parser: argparse.ArgumentParser, name: str) -> str:
@@ -317,12 +353,15 @@ def run_list(args, parser) -> int:
 
 
 def run_bench(args, parser) -> int:
+    check_declared_env_ids(parser, [args.env])
+    check_backend_name(parser, args.backend)
+    check_env_id(parser, args.env)
+    backend = resolve_backend_or_exit(parser, args.backend)
+    # after the arguments are checked: matplotlib and the runtime take seconds to import
     from kernelgym.cli.outputs import save_output
     from kernelgym.cli.plots import plot_throughput
     from kernelgym.cli.throughput import bench_env, print_throughput_table
 
-    check_env_id(parser, args.env)
-    backend = resolve_backend_or_exit(parser, args.backend)
     bench = bench_env(
         args.env,
         sorted(set(args.num_envs)),
@@ -343,17 +382,21 @@ def run_bench(args, parser) -> int:
 
 def run_check(args, parser) -> int:
     from kernelgym.envs import get_spec
-    from kernelgym.envs.testing import check_names, main_check
     from kernelgym.envs.testing.cli import precision_problem
+    from kernelgym.envs.testing.known_checks import CHECK_NAMES
+
+    # what metadata and the kit's names can refuse first: loading the plugins takes seconds
+    check_declared_env_ids(parser, args.envs)
+    unknown = [name for name in args.checks or () if name not in CHECK_NAMES]
+    if unknown:
+        parser.error(f"argument --checks: expected names among {list(CHECK_NAMES)}, received {unknown}")
+    from kernelgym.envs.testing import main_check
 
     for env_id in args.envs:
         check_env_id(parser, env_id)
         problem = precision_problem(get_spec(env_id), args.precision)
         if problem:
             parser.error(problem)
-    unknown = [name for name in args.checks or () if name not in check_names()]
-    if unknown:
-        parser.error(f"argument --checks: expected names among {check_names()}, received {unknown}")
     # the kit's own command runs the checks, prints the reports and re-runs sim in a child
     forwarded = [*args.envs, "--backend", args.backend]
     if args.max_examples is not None:
@@ -372,10 +415,11 @@ def run_check(args, parser) -> int:
 
 
 def run_gpu_compile(args, parser) -> int:
-    from kernelgym.cli.gpu_compile_table import run_gpu_compile as compile_everything
-
+    check_declared_env_ids(parser, args.envs)
     for env_id in args.envs:
         check_env_id(parser, env_id)
+    from kernelgym.cli.gpu_compile_table import run_gpu_compile as compile_everything
+
     return compile_everything(args.envs or None, verbose=args.verbose)
 
 
@@ -385,11 +429,13 @@ def run_demo(args, parser) -> int:
     # steps of a small training run (10x faster on a busy 2-core machine). OpenMP reads
     # this when it loads, so it applies only if torch was not imported yet.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    check_backend_name(parser, args.backend)
+    backend = resolve_backend_or_exit(parser, args.backend)
+    # after the backend is checked: torch and matplotlib take seconds to import
     from kernelgym.cli.outputs import save_output
     from kernelgym.cli.plots import plot_learning_curve
     from kernelgym.cli.ppo import PPOConfig, train
 
-    backend = resolve_backend_or_exit(parser, args.backend)
     num_envs = args.num_envs
     if args.num_envs_given:
         reason = "--num-envs"

@@ -1,42 +1,55 @@
 """kernelgym.core: backends, write-once kernels bound by name, device RNG, data and function managers.
 
-Importing this package neither imports torch nor compiles a kernel.
+Importing this package neither imports torch nor compiles a kernel. Its names are
+imported on first use, so that a caller of one module (the ``kernelgym`` command asking
+for `resolve_backend`, say) does not pay for numba-cuda and the binding machinery.
 """
 
+import importlib
 from importlib import metadata as _metadata
 
 from kernelgym.core import helper_cache as _helper_cache
-from kernelgym.core import rng
-from kernelgym.core.arrays import to_dlpack, to_numpy, to_torch
-from kernelgym.core.backends import BackendUnavailableError, resolve_backend
-from kernelgym.core.binding import BindingError, Branch, bind, bind_launches
-from kernelgym.core.data_feed import DataFeed
-from kernelgym.core.data_manager import CUDADataManager
-from kernelgym.core.device_functions import atomic_add, device_function
-from kernelgym.core.function_manager import FunctionManager
-from kernelgym.core.kernels import agent_kernel, env_kernel
 
 # before any helper is first called: a cut-short Numba cache file of one is recompiled, not fatal
 _helper_cache.install()
 
 __version__ = _metadata.version("kernelgym-core")  # set by the repository's VERSION file
 
-__all__ = [
-    "resolve_backend",
-    "BackendUnavailableError",
-    "DataFeed",
-    "CUDADataManager",
-    "FunctionManager",
-    "env_kernel",
-    "agent_kernel",
-    "bind",
-    "bind_launches",
-    "Branch",
-    "BindingError",
-    "atomic_add",
-    "device_function",
-    "rng",
-    "to_torch",
-    "to_numpy",
-    "to_dlpack",
-]
+# name -> the submodule that defines it
+_EXPORTS = {
+    "resolve_backend": "backends",
+    "BackendUnavailableError": "backends",
+    "DataFeed": "data_feed",
+    "CUDADataManager": "data_manager",
+    "FunctionManager": "function_manager",
+    "env_kernel": "kernels",
+    "agent_kernel": "kernels",
+    "bind": "binding",
+    "bind_launches": "binding",
+    "Branch": "binding",
+    "BindingError": "binding",
+    "atomic_add": "device_functions",
+    "device_function": "device_functions",
+    "rng": None,  # the submodule itself
+    "to_torch": "arrays",
+    "to_numpy": "arrays",
+    "to_dlpack": "arrays",
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'kernelgym.core' has no attribute {name!r}")
+    module = _EXPORTS[name]
+    if module is None:
+        value = importlib.import_module(f"kernelgym.core.{name}")
+    else:
+        value = getattr(importlib.import_module(f"kernelgym.core.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

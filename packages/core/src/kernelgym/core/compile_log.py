@@ -82,7 +82,7 @@ def _title(module_name: str) -> str:
     return module_name
 
 
-_installed = False
+_installed: set = set()  # the event kinds listened to
 
 
 def compile_events() -> list:
@@ -98,11 +98,17 @@ def compile_events() -> list:
 
 
 def install() -> None:
-    """Listen for compilations on numba's event bus, and numba-cuda's when it has its own (idempotent)."""
-    global _installed
-    if _installed:
-        return
-    for module, kind in compile_events():
+    """Listen for compilations on numba's event bus, and on numba-cuda's once numba.cuda is
+    imported (idempotent).
+
+    Importing numba-cuda takes about a second, which a cpu-only process never needs:
+    `kernelgym.core.codegen.cuda_kernel` calls this again when it builds a ``cuda.jit``
+    launcher, and that adds numba-cuda's bus.
+    """
+    events = compile_events() if "numba.cuda" in sys.modules else [(event, COMPILE_EVENT)]
+    for module, kind in events:
+        if kind in _installed:
+            continue
         listener = type("LauncherCompileListener", (_LauncherCompileTimer, module.Listener), {})()
         module.register(kind, listener)
-    _installed = True
+        _installed.add(kind)

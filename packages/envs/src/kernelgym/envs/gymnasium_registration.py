@@ -102,8 +102,9 @@ def _register(env_id: str, max_episode_steps: int | None, provider: str) -> bool
 def register_conflicting_ids(_env_ids=None) -> None:
     """Register each id the kernelgym registry left out for a conflict (already warned about),
     so that making it reaches `kernelgym.envs.registry.get_spec`, whose error names the
-    claimants; an id gymnasium refuses (``Foo`` beside ``Foo-v0``) stays out."""
-    for env_id in registry._REGISTRY.conflicting_ids():
+    claimants; an id gymnasium refuses (``Foo`` beside ``Foo-v0``) stays out. Reads the
+    conflicts found so far: a listener runs after each collection, and loads nothing."""
+    for env_id in registry._REGISTRY.known_conflicts():
         gymnasium_id = f"{GYMNASIUM_NAMESPACE}/{env_id}"
         if gymnasium_id in gymnasium_registry:
             continue

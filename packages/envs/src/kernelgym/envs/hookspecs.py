@@ -31,6 +31,13 @@ A plugin also declares its env ids in its metadata, one entry point per id in th
 so that ``import kernelgym.envs`` registers ``"kernelgym/<id>"`` with gymnasium without
 importing any plugin. An undeclared id still works everywhere; gymnasium learns it at the
 first kernelgym lookup (`list_envs`, `make`, ...).
+
+Declarations also make things fast: ``make`` of a declared id loads only the module that
+declares it (every plugin loads at the first `list_envs`, or lookup of an undeclared id),
+and the ``kernelgym`` command refuses an id nobody declares without importing any plugin.
+Both rely on a module that declares ids declaring all of its ids: one it provides
+undeclared is warned about when it loads. While any plugin declares no ids at all, every
+lookup loads every plugin, as it must to find them.
 """
 
 import pluggy

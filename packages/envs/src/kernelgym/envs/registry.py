@@ -55,6 +55,7 @@ __all__ = [
     "list_envs",
     "make",
     "register_plugin",
+    "undeclaring_plugins",
 ]
 
 logger = logging.getLogger(__name__)
@@ -134,6 +135,9 @@ class _Registry:
         # plugin object -> (plugin name, distribution name or None)
         self._origins: dict[int, tuple[str, str | None]] = {}
         self._listeners: list[Callable[[list[str]], object]] = []  # what a listener returns is unused
+        self._entry_points: dict[str, list[tuple]] = {}  # group -> (entry point, distribution name)
+        # env id -> its spec, from its declaring plugin alone, before every plugin is loaded
+        self._declared_specs: dict[str, EnvSpec] = {}
 
     # ------------------------------------------------------------------ plugins
     def register(self, plugin, name: str | None = None, distribution: str | None = None) -> None:
@@ -163,19 +167,29 @@ class _Registry:
         with self._lock:
             self._listeners.append(listener)
 
-    def _plugin_entry_points(self, group: str):
-        """The entry points of ``group`` that autoload may use (built-ins only when it is off)."""
-        found = entry_points(group=group)
+    def _plugin_entry_points(self, group: str) -> list[tuple]:
+        """(entry point, its distribution's name or None) of ``group`` that autoload may use
+        (built-ins only when it is off).
+
+        Each group is read once per registry: a scan of the installed distributions, and
+        each distribution's name from its METADATA, cost tens of milliseconds apiece.
+        """
+        with self._lock:
+            if group not in self._entry_points:
+                self._entry_points[group] = [
+                    (entry_point, entry_point.dist.name if entry_point.dist is not None else None)
+                    for entry_point in entry_points(group=group)
+                ]
+            found = self._entry_points[group]
         if os.environ.get(NO_AUTOLOAD_ENV_VAR) == "1":
-            return [ep for ep in found if ep.dist is not None and ep.dist.name == BUILTIN_DISTRIBUTION]
+            return [(ep, distribution) for ep, distribution in found if distribution == BUILTIN_DISTRIBUTION]
         return list(found)
 
     def _autoload(self) -> None:
         if self._autoloaded:
             return
         self._autoloaded = True
-        for entry_point in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
-            distribution = entry_point.dist.name if entry_point.dist is not None else None
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
             try:
                 plugin = entry_point.load()
                 self.register(plugin, name=entry_point.name, distribution=distribution)
@@ -191,6 +205,27 @@ class _Registry:
         """The ids declared in the ``kernelgym.envs.ids`` group that gymnasium can hold (nothing imported)."""
         return sorted(self.checked_declarations()[0])
 
+    def undeclaring_plugins(self) -> list[str]:
+        """The plugin entry points (``name = module``) whose module declares no id, nothing imported.
+
+        A plugin module declares its ids with entry points in the ``kernelgym.envs.ids``
+        group of its own distribution whose value is that module; registered plugins
+        (`register_plugin`) count as undeclaring too.
+        """
+        declaring = {
+            (distribution, entry_point.value)
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
+        }
+        undeclaring = [
+            f"{entry_point.name} = {entry_point.value}"
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
+            if (distribution, entry_point.value) not in declaring
+        ]
+        with self._lock:
+            registered = {name for name, _ in self._origins.values()}
+        plugins = self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP)
+        return sorted(undeclaring + sorted(registered - {entry_point.name for entry_point, _ in plugins}))
+
     def checked_declarations(self) -> tuple[dict[str, list[str | None]], list[str]]:
         """The declared ids gymnasium can hold (with the distributions declaring each), and a message per id left out.
 
@@ -199,8 +234,7 @@ class _Registry:
         distributions that declare it.
         """
         declared: dict[str, list[str | None]] = {}
-        for entry_point in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
-            distribution = entry_point.dist.name if entry_point.dist is not None else None
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
             declared.setdefault(entry_point.name, []).append(distribution)
         problems = []
         for env_id in sorted(declared):
@@ -220,6 +254,53 @@ class _Registry:
         return declared, problems
 
     # -------------------------------------------------------------------- specs
+    def declared_spec(self, env_id: str) -> EnvSpec | None:
+        """The spec of ``env_id`` from the one plugin module that declares it, loading no other.
+
+        Loading every plugin costs a second or more (each builds the dispatchers of all its
+        kernels); `make` needs one. None when that cannot decide: the plugins are loaded
+        already, ``env_id`` is declared by no module or by more than one, some plugin
+        declares no ids (`undeclaring_plugins`: it could provide any id), or the declaring
+        module fails or does not provide ``env_id``; then the caller loads them all, which
+        reports any such failure. A plugin that honours its declarations cannot claim the
+        id too, so a conflict needs an undeclared id, which loading that plugin warns about.
+        """
+        with self._lock:
+            if self._specs is not None or self._autoloaded:
+                return self._specs.get(env_id) if self._specs is not None else None
+            if env_id in self._declared_specs:
+                return self._declared_specs[env_id]
+            declarations = [
+                (distribution, entry_point.value)
+                for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP)
+                if entry_point.name == env_id
+            ]
+            if len(declarations) != 1 or self.undeclaring_plugins():
+                return None
+            found = []
+            for entry_point, distribution in self._plugin_entry_points(hookspecs.ENTRY_POINT_GROUP):
+                if (distribution, entry_point.value) != declarations[0]:
+                    continue
+                try:
+                    plugin = entry_point.load()
+                    self.register(plugin, name=entry_point.name, distribution=distribution)
+                except PLUGIN_FAILURES:  # loading them all reports it, with the other plugins
+                    return None
+                found += self._provided_specs(plugin, entry_point.name, distribution)
+            matching = [spec for spec in found if spec.id == env_id]
+            if len(matching) != 1:
+                return None
+            self._declared_specs[env_id] = matching[0]
+            listeners = list(self._listeners)
+        for listener in listeners:  # gymnasium completes the id's time limit
+            listener([env_id])
+        return matching[0]
+
+    def known_conflicts(self) -> list[str]:
+        """The ids left out for a conflict among the plugins collected so far (loads nothing)."""
+        with self._lock:
+            return sorted(self._conflicts)
+
     def specs(self) -> dict[str, EnvSpec]:
         with self._lock:
             self._autoload()
@@ -279,6 +360,7 @@ class _Registry:
             name, distribution = self._origins.get(id(plugin), (registered_name, None))
             for spec in self._provided_specs(plugin, name, distribution):
                 claims.setdefault(spec.id, []).append(spec)
+        self._warn_about_undeclared_ids(claims)
         conflicts, collisions = {}, {}
         for group in _gymnasium_collisions(claims):
             claimed = [spec for env_id in group for spec in claims[env_id]]
@@ -306,6 +388,27 @@ class _Registry:
                 f"it is left out (the other ids still work): uninstall all but one of them"
             )
         return specs, conflicts, collisions
+
+    def _warn_about_undeclared_ids(self, claims: dict[str, list[EnvSpec]]) -> None:
+        """Warn about ids that a plugin declaring some ids in metadata provides undeclared.
+
+        The ``kernelgym`` command refuses an undeclared id without loading such a plugin
+        (see `undeclaring_plugins`), so the plugin's author learns it here.
+        """
+        declared: dict[tuple[str | None, str], set[str]] = {}
+        for entry_point, distribution in self._plugin_entry_points(hookspecs.ID_ENTRY_POINT_GROUP):
+            declared.setdefault((distribution, entry_point.value), set()).add(entry_point.name)
+        declared_anywhere = set().union(*declared.values())
+        for env_id, claimed in claims.items():
+            for spec in claimed:
+                module = getattr(self._manager.get_plugin(spec.plugin), "__name__", None)
+                if module is not None and (spec.distribution, module) in declared and env_id not in declared_anywhere:
+                    _warn(
+                        f"env id {env_id!r} of plugin {spec.plugin!r} (distribution {spec.distribution!r}) is not "
+                        f"declared in its {hookspecs.ID_ENTRY_POINT_GROUP!r} entry points, which declare "
+                        f"{sorted(declared[(spec.distribution, module)])}: the kernelgym command refuses it "
+                        f"without loading plugins; declare it there"
+                    )
 
     def conflicting_ids(self) -> list[str]:
         """The ids left out because two plugins claim them, or because they collide in gymnasium."""
@@ -385,6 +488,24 @@ def declared_env_ids() -> list[str]:
     return _REGISTRY.declared_ids()
 
 
+def undeclaring_plugins() -> list[str]:
+    """The installed or registered plugins whose ids are not declared in metadata, nothing imported.
+
+    When this is empty, `declared_env_ids` names every id a plugin is expected to provide,
+    so an id outside it can be refused without importing any plugin (the ``kernelgym``
+    command does). A plugin module that declares some of its ids is taken to declare all
+    of them; loading it warns about any id it provides undeclared.
+
+    Returns
+    -------
+    list of str
+        ``"name = module"`` of each entry point whose module declares no id in the
+        ``kernelgym.envs.ids`` group of its distribution, and the name of each plugin
+        given to `register_plugin`.
+    """
+    return _REGISTRY.undeclaring_plugins()
+
+
 def list_envs() -> list[str]:
     """The ids of every registered env, sorted (ids claimed by two plugins are left out)."""
     return sorted(_REGISTRY.specs())
@@ -401,8 +522,11 @@ def get_spec(env_id: str) -> EnvSpec:
     """
     if not isinstance(env_id, str):
         raise TypeError(f"env_id: expected a str, got {type(env_id).__name__} {env_id!r}")
-    specs = _REGISTRY.specs()
     key = env_id.removeprefix("kernelgym/")
+    declared = _REGISTRY.declared_spec(key)
+    if declared is not None:
+        return declared
+    specs = _REGISTRY.specs()
     if key in specs:
         return specs[key]
     claims = _REGISTRY.conflict(key)

@@ -143,7 +143,8 @@ class TagContinuousParams:
     @property
     def grid_side(self) -> int:
         """Cells per side of the neighbour grid (`grid_side_for`)."""
-        return grid_side_for(self.num_agents)
+        # its Python source: the host needs no compile (a registry lookup resolves this shape)
+        return grid_side_for.py_func(self.num_agents)
 
     @property
     def num_observed(self) -> int:
