@@ -20,7 +20,8 @@ The strategy is read from ``KERNELGYM_CPU_THREADS`` when a launch is bound:
 
 Numba's own knobs still apply: ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads`` set
 what "all" means, and ``NUMBA_THREADING_LAYER`` the layer. Worker processes that
-kernelgym starts divide the cores between them (`share_cores`).
+kernelgym starts divide the cores between them
+(``kernelgym.collectors.processes.share_cores``).
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ __all__ = [
     "adaptive_counts",
     "cpu_threads_strategy",
     "describe",
-    "share_cores",
     "usable_cpus",
 ]
 
@@ -99,27 +99,6 @@ def usable_cpus() -> int:
     if hasattr(os, "sched_getaffinity"):
         return len(os.sched_getaffinity(0))
     return os.cpu_count() or 1
-
-
-def share_cores(workers: int) -> int:
-    """Give the calling thread its share of the cores: numba threads for one of ``workers``
-    processes that run at once (at least one each).
-
-    Parameters
-    ----------
-    workers : int
-        How many processes share the machine's cores, at least 1.
-
-    Returns
-    -------
-    int
-        The numba thread count now set for the calling thread.
-    """
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers: expected an int >= 1, got {workers!r}")
-    threads = max(1, min(numba.config.NUMBA_NUM_THREADS, usable_cpus() // workers))
-    numba.set_num_threads(threads)
-    return threads
 
 
 class AdaptiveLaunch:

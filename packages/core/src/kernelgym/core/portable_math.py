@@ -134,7 +134,7 @@ _ROUND_TO_INTEGER_F32 = 12582912.0
 _FLOAT32_REDUCTION_LIMIT = 65536.0
 
 
-@numba.njit(cache=True)
+@numba.njit(inline="always", cache=True)
 def sincos_as(x, real):
     """``(sin(x), cos(x))`` of type ``real`` (``numpy.float64`` or ``numpy.float32``), computed
     in that precision; the same bits on every backend.
