@@ -119,7 +119,10 @@ def main() -> None:
     import numpy as np
 
     side = subprocess.Popen(
-        [args.gymnax_python, os.path.abspath(__file__), "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        [args.gymnax_python, os.path.abspath(__file__), "--serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
 
     def gymnax_rate(n: int, seconds: float) -> float:
@@ -133,7 +136,7 @@ def main() -> None:
         f"{os.cpu_count()} cpus, numba {numba.__version__} ({numba.config.NUMBA_NUM_THREADS} threads), "
         f"jax {versions['jax']}, gymnax {versions['gymnax']}"
     )
-    print("| envs | kernelgym default | kernelgym 1 thread | gymnax jit+scan | default / gymnax | 1 thread / gymnax | load |")
+    print("| envs | kernelgym default | kernelgym 1 thread | gymnax | default / gymnax | 1 thread / gymnax | load |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     rng = np.random.default_rng(0)
     try:

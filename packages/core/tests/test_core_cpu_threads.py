@@ -26,7 +26,9 @@ def test_the_strategy_is_adaptive_unless_the_environment_says_otherwise(monkeypa
 
 def test_a_bad_strategy_is_refused_naming_the_variable_the_names_and_the_value(monkeypatch):
     monkeypatch.setenv(cpu_threads.CPU_THREADS_ENV_VAR, "2")
-    with pytest.raises(ValueError, match=r"KERNELGYM_CPU_THREADS environment variable: expected one of .*'one'.*got '2'"):
+    with pytest.raises(
+        ValueError, match=r"KERNELGYM_CPU_THREADS environment variable: expected one of .*'one'.*got '2'"
+    ):
         cpu_threads.cpu_threads_strategy()
     with pytest.raises(TypeError, match=r"expected a str, one of .* got int 2"):
         cpu_threads.cpu_threads_strategy(2)

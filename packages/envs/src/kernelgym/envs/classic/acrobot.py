@@ -21,7 +21,7 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import device_function, env_kernel, rng
-from kernelgym.core.portable_math import cos_as, sin_as, sincos_as
+from kernelgym.core.portable_math import cos_as, sincos_as
 from kernelgym.envs.hookspecs import hookimpl
 from kernelgym.envs.spec import CPUReference, EnvSpec, StateArray
 
@@ -74,9 +74,7 @@ def _derivatives(theta1, theta2, dtheta1, dtheta2, torque, real):
         + (m1 * lc1 + m2 * l1) * g * cos_as(theta1 - real(math.pi / 2.0), real)
         + phi2
     )
-    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin2 - phi2) / (
-        m2 * lc2**2 + i2 - d2**2 / d1
-    )
+    ddtheta2 = (torque + d2 / d1 * phi1 - m2 * l1 * lc2 * dtheta1**2 * sin2 - phi2) / (m2 * lc2**2 + i2 - d2**2 / d1)
     ddtheta1 = -(d2 * ddtheta2 + phi1) / d1
     return dtheta1, dtheta2, ddtheta1, ddtheta2
 
