@@ -77,24 +77,14 @@ def _reduce(x):
 
 
 @numba.njit(inline="always", cache=True)
-def _sin_poly64(r, z):
-    return r + z * r * (_S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))))
-
-
-@numba.njit(inline="always", cache=True)
-def _cos_poly64(z):
-    half_z = 0.5 * z
-    w = 1.0 - half_z
-    return w + (((1.0 - w) - half_z) + z * (z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * (_C5 + z * _C6)))))))
-
-
-@numba.njit(inline="always", cache=True)
 def _sincos64(x):
     # inlined once into `sincos` and once into `sincos_as`, whose float32 build then drops it
     r, quadrant = _reduce(x)
     z = r * r
-    s = _sin_poly64(r, z)
-    c = _cos_poly64(z)
+    s = r + z * r * (_S1 + z * (_S2 + z * (_S3 + z * (_S4 + z * (_S5 + z * _S6)))))
+    half_z = 0.5 * z
+    w = 1.0 - half_z
+    c = w + (((1.0 - w) - half_z) + z * (z * (_C1 + z * (_C2 + z * (_C3 + z * (_C4 + z * (_C5 + z * _C6)))))))
     if quadrant == 0.0:
         return s, c
     if quadrant == 1.0:
@@ -102,22 +92,6 @@ def _sincos64(x):
     if quadrant == 2.0:
         return -s, -c
     return -c, s
-
-
-@numba.njit(inline="always", cache=True)
-def _sin_or_cos64(x, cosine):
-    # one polynomial, the one the quadrant picks: the same bits as `_sincos64`, half the work
-    r, quadrant = _reduce(x)
-    if cosine:
-        quadrant = (quadrant + 1.0) % 4.0  # cos(x) = sin(x + pi/2): the next quadrant's sine
-    z = r * r
-    if quadrant == 0.0:
-        return _sin_poly64(r, z)
-    if quadrant == 1.0:
-        return _cos_poly64(z)
-    if quadrant == 2.0:
-        return -_sin_poly64(r, z)
-    return -_cos_poly64(z)
 
 
 @numba.njit(cache=True)
@@ -141,13 +115,13 @@ def sincos(x):
 @numba.njit(cache=True)
 def sin(x):
     """``sin(x)`` as float64, the same bits on every backend (see `sincos`)."""
-    return _sin_or_cos64(x, False)
+    return sincos(x)[0]
 
 
 @numba.njit(cache=True)
 def cos(x):
     """``cos(x)`` as float64, the same bits on every backend (see `sincos`)."""
-    return _sin_or_cos64(x, True)
+    return sincos(x)[1]
 
 
 # Cephes' sinf/cosf: pi/2 in three float32 parts (n * part exact for the n that |x| <= 65536 gives)
@@ -158,28 +132,6 @@ _HALF_PI_3_F32 = 7.54978995489188216e-8
 _ROUND_TO_INTEGER_F32 = 12582912.0
 # up to here the float32 reduction keeps the absolute error below 1e-6
 _FLOAT32_REDUCTION_LIMIT = 65536.0
-
-
-@numba.njit(inline="always", cache=True)
-def _reduce32(x, real):
-    """``(r, quadrant)`` in float32, as `_reduce` (the caller checks the range)."""
-    n = (x * real(_INVERSE_HALF_PI) + real(_ROUND_TO_INTEGER_F32)) - real(_ROUND_TO_INTEGER_F32)
-    r = ((x - n * real(_HALF_PI_1_F32)) - n * real(_HALF_PI_2_F32)) - n * real(_HALF_PI_3_F32)
-    return r, n % real(4.0)
-
-
-@numba.njit(inline="always", cache=True)
-def _sin_poly32(r, z, real):
-    return ((real(-1.9515295891e-4) * z + real(8.3321608736e-3)) * z - real(1.6666654611e-1)) * z * r + r
-
-
-@numba.njit(inline="always", cache=True)
-def _cos_poly32(z, real):
-    return (
-        ((real(2.443315711809948e-5) * z - real(1.388731625493765e-3)) * z + real(4.166664568298827e-2)) * z * z
-        - real(0.5) * z
-        + real(1.0)
-    )
 
 
 @numba.njit(cache=True)
@@ -202,10 +154,16 @@ def sincos_as(x, real):
     x = real(x)
     if not abs(x) <= real(_FLOAT32_REDUCTION_LIMIT):  # inf, NaN, or float32 angles 0.008 rad apart
         return real(math.nan), real(math.nan)
-    r, quadrant = _reduce32(x, real)
+    n = (x * real(_INVERSE_HALF_PI) + real(_ROUND_TO_INTEGER_F32)) - real(_ROUND_TO_INTEGER_F32)
+    r = ((x - n * real(_HALF_PI_1_F32)) - n * real(_HALF_PI_2_F32)) - n * real(_HALF_PI_3_F32)
+    quadrant = n % real(4.0)
     z = r * r
-    s = _sin_poly32(r, z, real)
-    c = _cos_poly32(z, real)
+    s = ((real(-1.9515295891e-4) * z + real(8.3321608736e-3)) * z - real(1.6666654611e-1)) * z * r + r
+    c = (
+        ((real(2.443315711809948e-5) * z - real(1.388731625493765e-3)) * z + real(4.166664568298827e-2)) * z * z
+        - real(0.5) * z
+        + real(1.0)
+    )
     if quadrant == real(0.0):
         return s, c
     if quadrant == real(1.0):
@@ -215,36 +173,13 @@ def sincos_as(x, real):
     return -c, s
 
 
-@numba.njit(inline="always", cache=True)
-def _sin_or_cos_as(x, real, cosine):
-    # `sincos_as`'s value with the one polynomial the quadrant picks: the same bits
-    if not real(16777217.0) == real(16777216.0):
-        return real(_sin_or_cos64(x, cosine))
-    x = real(x)
-    if not abs(x) <= real(_FLOAT32_REDUCTION_LIMIT):
-        return real(math.nan)
-    r, quadrant = _reduce32(x, real)
-    if cosine:
-        quadrant = (quadrant + real(1.0)) % real(4.0)
-    z = r * r
-    if quadrant == real(0.0):
-        return _sin_poly32(r, z, real)
-    if quadrant == real(1.0):
-        return _cos_poly32(z, real)
-    if quadrant == real(2.0):
-        return -_sin_poly32(r, z, real)
-    return -_cos_poly32(z, real)
-
-
 @numba.njit(cache=True)
 def sin_as(x, real):
-    """``sin(x)`` of type ``real``, computed in that precision: `sincos_as`'s value at about
-    half its cost (one polynomial)."""
-    return _sin_or_cos_as(x, real, False)
+    """``sin(x)`` of type ``real``, computed in that precision (see `sincos_as`)."""
+    return sincos_as(x, real)[0]
 
 
 @numba.njit(cache=True)
 def cos_as(x, real):
-    """``cos(x)`` of type ``real``, computed in that precision: `sincos_as`'s value at about
-    half its cost (one polynomial)."""
-    return _sin_or_cos_as(x, real, True)
+    """``cos(x)`` of type ``real``, computed in that precision (see `sincos_as`)."""
+    return sincos_as(x, real)[1]
