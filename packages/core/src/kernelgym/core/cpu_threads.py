@@ -46,10 +46,10 @@ STRATEGIES = ("adaptive", "all", "one")
 
 # Seconds between tries of the other build: FIRST_GAP_S, doubled by each losing try up to
 # MAX_BACKOFF times, and never less than the time a losing try wasted over TRY_SHARE (so
-# that tries of a collapsed thread team cost about 1% of the time), at most MAX_GAP_S. A try runs up to
-# TRY_CALLS launches and times all but the first (which pays the team's wake-up, or the
-# cache refill after the other build); it loses at once when one launch takes more than
-# GIVE_UP times the current build's mean.
+# that tries of a collapsed thread team cost about 1% of the time), at most MAX_GAP_S.
+# A try runs up to TRY_CALLS launches and times all but the first (which pays the team's
+# wake-up, or the cache refill after the other build); it loses at once when one launch
+# takes more than GIVE_UP times the current build's mean.
 FIRST_GAP_S = 0.05
 MAX_BACKOFF = 64
 TRY_SHARE = 0.01
@@ -105,11 +105,14 @@ class AdaptiveLaunch:
     """A cpu launch that runs the faster of its thread-team build and its serial twin.
 
     Both builds compute the same results; only the time differs. It times each launch
-    (inside the compiled call, not the caller's work between launches), and after every
-    gap of launch time tries the other build for `TRY_CALLS` launches: the other build
-    takes over when its mean is below `SWITCH_MARGIN` times the current build's mean since
-    the last try. A losing try doubles the gap (up to `MAX_BACKOFF` times `FIRST_GAP_S`);
-    a switch resets it. When the calling thread has one numba thread, it stays serial.
+    (inside the compiled call, not the caller's work between launches), and after each gap
+    runs the caller's next `TRY_CALLS` launches in the other build: that build takes over
+    when its mean is below `SWITCH_MARGIN` times the current build's mean since the last
+    try, and loses at once when one of its launches takes `GIVE_UP` times that mean. A
+    losing try doubles the gap (up to `MAX_BACKOFF` times `FIRST_GAP_S`, and at least the
+    time it wasted over `TRY_SHARE`); a switch resets it. The serial twin is compiled at
+    the first try, not at bind. When the calling thread has one numba thread, it stays
+    serial. Concurrent callers may skew its timings, never its results.
 
     Attributes
     ----------
