@@ -209,6 +209,28 @@ def test_bench_rows_hold_positive_medians_and_consistent_ratios():
     assert bench.load_at_start >= 0 and bench.load_at_end >= 0
 
 
+@pytest.mark.parametrize("strategy", ["adaptive", "one"])
+def test_bench_says_which_cpu_threading_strategy_ran(monkeypatch, strategy):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernelgym.cli.throughput import bench_env, print_throughput_table
+
+    monkeypatch.setenv("KERNELGYM_CPU_THREADS", strategy)
+    bench = bench_env("CartPole-v1", [256], backend="cpu", steps=10, repeats=2, with_gymnasium=False, progress=False)
+    console = Console(file=StringIO(), width=300)
+    print_throughput_table("CartPole-v1", "cpu", bench, console=console)
+    out = console.file.getvalue()
+    assert f"cpu threads: KERNELGYM_CPU_THREADS={strategy}: " in out and "numba layer" in out
+    (row,) = bench.rows
+    if strategy == "adaptive":  # every launch of 256 envs was adaptive: the share is known
+        assert row.team_share is not None and 0 <= row.team_share <= 1
+        assert f"the thread team ran {row.team_share:.0%} at 256 envs of the launches" in out
+    else:
+        assert row.team_share is None and "1 thread per launch" in out and "thread team ran" not in out
+
+
 def _bench_with_spread(spread):
     from kernelgym.cli.throughput import Bench, Rates, Throughput
 

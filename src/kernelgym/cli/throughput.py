@@ -23,6 +23,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 import kernelgym.envs as kge
+from kernelgym.core import cpu_threads
 
 __all__ = [
     "Bench",
@@ -62,12 +63,15 @@ class Rates:
 
 @dataclasses.dataclass(frozen=True)
 class Throughput:
-    """env-steps/s at one ``num_envs`` (``gymnasium_*`` None without a counterpart)."""
+    """env-steps/s at one ``num_envs`` (``gymnasium_*`` None without a counterpart;
+    ``team_share``: the share of adaptive cpu launches that ran numba's thread team, None
+    when none ran)."""
 
     num_envs: int
     kernelgym: Rates
     gymnasium: Rates | None = None
     gymnasium_vector_env: str | None = None
+    team_share: float | None = None
 
     @property
     def kernelgym_steps_per_s(self) -> float:
@@ -94,11 +98,13 @@ class Throughput:
 
 @dataclasses.dataclass(frozen=True)
 class Bench:
-    """One `bench_env` run: its rows and the 1-minute load average at its start and end."""
+    """One `bench_env` run: its rows, the 1-minute load average at its start and end, and
+    on the cpu backend the threading strategy that ran (`kernelgym.core.cpu_threads.describe`)."""
 
     rows: list[Throughput]
     load_at_start: float
     load_at_end: float
+    cpu_threads: str | None = None
 
 
 def gymnasium_counterpart(env_id: str) -> str | None:
@@ -133,8 +139,12 @@ def time_repeats(
     return seconds
 
 
-def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repeats: int, progress: tqdm) -> Rates:
-    """env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``."""
+def measure_kernelgym(
+    env_id: str, num_envs: int, backend: str, steps: int, repeats: int, progress: tqdm
+) -> tuple[Rates, float | None]:
+    """env-steps/s of ``kernelgym.envs.make(env_id)`` over ``repeats``, and the share of its
+    adaptive cpu launches that ran the thread team (None when it ran none)."""
+    serial_before, team_before = cpu_threads.adaptive_counts()
     env = kge.make(env_id, num_envs=num_envs, backend=backend, seed=0)
     try:
         env.reset(seed=0)
@@ -145,7 +155,8 @@ def measure_kernelgym(env_id: str, num_envs: int, backend: str, steps: int, repe
         seconds = time_repeats(env.step, actions, steps, repeats, finish, progress)
     finally:
         env.close()
-    return Rates.of(num_envs * steps, seconds)
+    serial, team = (now - before for now, before in zip(cpu_threads.adaptive_counts(), (serial_before, team_before)))
+    return Rates.of(num_envs * steps, seconds), (team / (serial + team) if serial + team else None)
 
 
 def measure_gymnasium(env_id: str, num_envs: int, steps: int, repeats: int, progress: tqdm) -> tuple[Rates, str]:
@@ -199,13 +210,13 @@ def bench_env(
     with tqdm(total=total, unit="repeat", desc=f"bench {env_id}", disable=not progress) as bar:
         for n in num_envs:
             bar.set_postfix(num_envs=n, side="kernelgym")
-            ours = measure_kernelgym(env_id, n, backend, steps, repeats, bar)
+            ours, team_share = measure_kernelgym(env_id, n, backend, steps, repeats, bar)
             theirs, name = None, None
             if counterpart:
                 bar.set_postfix(num_envs=n, side="gymnasium")
                 theirs, name = measure_gymnasium(counterpart, n, steps, repeats, bar)
-            rows.append(Throughput(n, ours, theirs, name))
-    return Bench(rows, load_at_start, load_average())
+            rows.append(Throughput(n, ours, theirs, name, team_share))
+    return Bench(rows, load_at_start, load_average(), cpu_threads.describe() if backend == "cpu" else None)
 
 
 def print_throughput_table(env_id: str, backend: str, bench: Bench, console: Console | None = None) -> None:
@@ -219,6 +230,15 @@ def print_throughput_table(env_id: str, backend: str, bench: Bench, console: Con
         ratio = "n/a" if row.ratio is None else f"{row.ratio:.1f}x"
         table.add_row(f"{row.num_envs:,}", str(row.kernelgym), theirs, ratio)
     console.print(table)
+    if bench.cpu_threads is not None:
+        shares = ", ".join(
+            f"{row.team_share:.0%} at {row.num_envs:,} envs" for row in bench.rows if row.team_share is not None
+        )
+        console.print(
+            f"cpu threads: {bench.cpu_threads}"
+            + (f"; the thread team ran {shares} of the launches" if shares else "")
+            + f" (override: {cpu_threads.CPU_THREADS_ENV_VAR}=adaptive|all|one)"
+        )
     console.print(
         f"load average (1 min) at start {bench.load_at_start:.2f}, at end {bench.load_at_end:.2f}, "
         f"on {os.cpu_count()} cores"

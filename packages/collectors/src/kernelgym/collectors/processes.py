@@ -5,7 +5,8 @@ start, watch and stop their worker processes with these functions only:
 
 - `get_context` picks the start method; `start_process` starts a daemonic
   child that runs `child_main`: it ignores SIGINT (the parent decides when its
-  workers stop) and dies with its parent (`die_with_parent`);
+  workers stop), dies with its parent (`die_with_parent`) and takes its share of
+  the cores for numba's threads (`share_cores`);
 - `crashed_error` says how a dead child died (signal or exit code);
   `wait_readable` waits on a pipe and the child's sentinel together, so a death is
   seen at once, never as a hang;
@@ -48,6 +49,7 @@ __all__ = [
     "get_context",
     "is_seconds",
     "reap",
+    "share_cores",
     "start_process",
     "wait_readable",
     "watch",
@@ -126,10 +128,42 @@ def die_with_parent(kernel_signal: bool, forked_by_server: bool = False) -> None
     threading.Thread(target=watch, name="kernelgym-parent-watch", daemon=True).start()
 
 
-def child_main(target: Callable[..., Any], start: tuple[bool, bool], *args: Any) -> Any:
+def share_cores(workers: int) -> int:
+    """Limit this process's numba threads to its share of the usable cores, as one of
+    ``workers`` processes that run at once (at least one; less when ``NUMBA_NUM_THREADS``
+    already asks for less).
+
+    Workers that each took every core would spin against each other: numba's thread
+    team falls far below one thread when the cores are oversubscribed (see
+    `kernelgym.core.cpu_threads`). Before numba is imported this sets ``NUMBA_NUM_THREADS``;
+    after, ``numba.set_num_threads`` for the calling thread (numba stays optional here).
+
+    Returns
+    -------
+    int
+        The thread count set.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an int >= 1, got {workers!r}")
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, cpus // workers)
+    numba = sys.modules.get("numba")
+    if numba is not None:
+        threads = min(threads, numba.config.NUMBA_NUM_THREADS)
+        numba.set_num_threads(threads)
+    else:
+        asked = os.environ.get("NUMBA_NUM_THREADS", "")
+        if asked.isdigit() and 0 < int(asked) < threads:
+            threads = int(asked)
+        os.environ["NUMBA_NUM_THREADS"] = str(threads)
+    return threads
+
+
+def child_main(target: Callable[..., Any], start: tuple[bool, bool], workers: int, *args: Any) -> Any:
     """What a child started by `start_process` runs: ``target(*args)`` after
-    ignoring SIGINT and arranging to die with its parent (``start``: the arguments of
-    `die_with_parent`)."""
+    ignoring SIGINT, arranging to die with its parent (``start``: the arguments of
+    `die_with_parent`) and taking its share of the cores as one of ``workers``."""
+    share_cores(workers)
     # Ctrl-C reaches the whole process group; the parent decides when workers stop.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A group (and session) of its own: reap() then stops whatever the worker's code started.
@@ -169,7 +203,7 @@ def start_group_reaper() -> None:
         os._exit(0)
 
 
-def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str) -> Any:
+def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str, workers: int = 1) -> Any:
     """Start a daemonic child process running ``target(*args)`` through `child_main`.
 
     Parameters
@@ -178,13 +212,17 @@ def start_process(mp: Any, target: Callable[..., Any], args: tuple, *, name: str
     target : picklable callable (module level).
     args : its arguments.
     name : the process name.
+    workers : how many worker processes run at once, this one included: its numba
+        threads are the usable cores divided by it (`share_cores`).
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers: expected an int >= 1, got {workers!r}")
     # PR_SET_PDEATHSIG fires when the *thread* that forked the child ends: safe for the
     # fork server's main thread and ours, not for a short-lived thread of the caller
     forked_by_server = mp.get_start_method() == "forkserver"
     kernel_signal = forked_by_server or threading.current_thread() is threading.main_thread()
     process = mp.Process(
-        target=child_main, args=(target, (kernel_signal, forked_by_server), *args), name=name, daemon=True
+        target=child_main, args=(target, (kernel_signal, forked_by_server), workers, *args), name=name, daemon=True
     )
     process.start()
     return process

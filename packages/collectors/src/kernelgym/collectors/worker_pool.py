@@ -123,6 +123,7 @@ class WorkerPool:
             worker_main,
             (worker_end, self._payloads[index], first, self._auto_resample_when_done, active),
             name=f"kernelgym-vector-tasks-{index}",
+            workers=len(self._bounds),
         )
         worker_end.close()  # so that the parent sees EOF when the worker dies
         return WorkerHandle(index, process, parent_end, first, stop - first)

@@ -36,6 +36,8 @@ are passed at each call (``launch(actions)``), e.g. the caller's own action buff
 On ``cpu`` a launch of fewer than `PARALLEL_FROM` (env, agent) pairs runs the
 launcher's serial twin in the calling thread (same program, same results, no parallel
 region to enter), and a launch returns the smallest fault code its Precondition found.
+Larger launches run the thread team, the serial twin, or the faster of the two, timed
+(``KERNELGYM_CPU_THREADS``, `kernelgym.core.cpu_threads`).
 The bound arrays reach a cpu launcher packed once in one struct (see
 `kernelgym.core.codegen.program_launcher_module`): a call unboxes that struct and the
 per-call values, not every array (Numba's dispatcher costs about 50 ns an array).
@@ -83,7 +85,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from kernelgym.core import codegen, extents, kernels, prebuilt_launch
+from kernelgym.core import codegen, cpu_threads, extents, kernels, prebuilt_launch
 from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
@@ -763,7 +765,7 @@ def _bind_one(
         )
         if error is not None:
             return _Refusal(error), names, description, record
-        return functools.partial(launcher, *counts, *bound), names, description, record
+        return _cpu_launch(module, parallel, (*counts, *bound)), names, description, record
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description, record
     # the simulator's kernel[grid, block] configures the kernel object itself (shared by
@@ -781,6 +783,20 @@ def _bind_one(
         simulator=simulator,
     )
     return launch, names, description, record
+
+
+def _cpu_launch(module, parallel: bool, args: tuple):
+    """The cpu launch of ``module`` with ``args`` bound, as `cpu_threads.cpu_threads_strategy` says:
+    the thread team, the serial twin, or the faster of the two (`cpu_threads.AdaptiveLaunch`)."""
+    strategy = cpu_threads.cpu_threads_strategy()
+    if not parallel or strategy == "all":
+        launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
+        return functools.partial(launcher, *args)
+    import numba
+
+    if strategy == "one" or numba.config.NUMBA_NUM_THREADS == 1:
+        return functools.partial(module.cpu_serial_launcher, *args)
+    return cpu_threads.AdaptiveLaunch(module.cpu_launcher, module.cpu_serial_launcher, args)
 
 
 def _type_check(launcher, arguments, names, checked, description):

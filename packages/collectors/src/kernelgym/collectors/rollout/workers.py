@@ -180,7 +180,11 @@ class Workers:
             name = f"{self._name}-{i}"
             self.processes.append(
                 processes.start_process(
-                    self._mp, _worker_main, (self._target, self.errors, self.stop, name, *args), name=name
+                    self._mp,
+                    _worker_main,
+                    (self._target, self.errors, self.stop, name, *args),
+                    name=name,
+                    workers=len(self._args_list),
                 )
             )
         return self
