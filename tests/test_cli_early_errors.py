@@ -52,6 +52,13 @@ def run_probe(*argv, env=None):
         (["check", "NoSuch-v0"], "argument ENV", "expected one of the registered envs", "'NoSuch-v0'"),
         (["check", "cartpole-v1"], "argument ENV", "did you mean 'CartPole-v1'?", "'cartpole-v1'"),
         (["check", "CartPole-v1", "--checks", "nosuch"], "argument --checks", "expected names among", "['nosuch']"),
+        # the documented opt-in fast_math check is accepted: only the wrong name is named
+        (
+            ["check", "CartPole-v1", "--checks", "fast_math,long_horizon,nosuch"],
+            "argument --checks",
+            "'fast_math'",
+            "received ['nosuch']",
+        ),
         (["bench", "NoSuch-v0"], "argument ENV", "expected one of the registered envs", "'NoSuch-v0'"),
         (["demo", "--backend", "sim"], "argument --backend", "NUMBA_ENABLE_CUDASIM=1", "received 'sim'"),
         (["gpu-compile", "NoSuch-v0"], "argument ENV", "'CartPole-v1'", "'NoSuch-v0'"),

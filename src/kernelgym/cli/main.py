@@ -383,13 +383,14 @@ def run_bench(args, parser) -> int:
 def run_check(args, parser) -> int:
     from kernelgym.envs import get_spec
     from kernelgym.envs.testing.cli import precision_problem
-    from kernelgym.envs.testing.known_checks import CHECK_NAMES
+    from kernelgym.envs.testing.known_checks import CHECK_NAMES, OPT_IN_CHECKS
 
     # what metadata and the kit's names can refuse first: loading the plugins takes seconds
     check_declared_env_ids(parser, args.envs)
-    unknown = [name for name in args.checks or () if name not in CHECK_NAMES]
+    known = [*CHECK_NAMES, *OPT_IN_CHECKS]
+    unknown = [name for name in args.checks or () if name not in known]
     if unknown:
-        parser.error(f"argument --checks: expected names among {list(CHECK_NAMES)}, received {unknown}")
+        parser.error(f"argument --checks: expected names among {known}, received {unknown}")
     from kernelgym.envs.testing import main_check
 
     for env_id in args.envs:

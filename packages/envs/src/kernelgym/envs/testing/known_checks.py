@@ -6,7 +6,7 @@ order (a test keeps the two equal). Not named ``check_names``: a submodule of th
 would shadow the package's `check_names` function once imported.
 """
 
-__all__ = ["CHECK_NAMES"]
+__all__ = ["CHECK_NAMES", "OPT_IN_CHECKS"]
 
 CHECK_NAMES = (
     "out_of_bounds",
@@ -19,7 +19,11 @@ CHECK_NAMES = (
     "autoreset",
     "observations",
     "invariants",
+    "long_horizon",
     "invalid_actions",
     "stateful",
     "gpu_compile",
 )
+
+# checks that run only when named (``--checks fast_math`` or ``--fast-math``)
+OPT_IN_CHECKS = ("fast_math",)
