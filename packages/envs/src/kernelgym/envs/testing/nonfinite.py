@@ -216,13 +216,13 @@ def _library_folders() -> tuple[str, ...]:
     too, which numba.cuda redirects to), numpy, hypothesis, kernelgym's runtime and this kit."""
     import hypothesis
     import numba
-    import numba.cuda
+    from numba import cuda  # through kernelgym-core's numba-cuda, as the runtime imports it
 
     import kernelgym.core
     import kernelgym.envs.runtime
     import kernelgym.envs.testing
 
-    modules = (numba, numba.cuda, np, hypothesis, kernelgym.envs.runtime, kernelgym.envs.testing)
+    modules = (numba, cuda, np, hypothesis, kernelgym.envs.runtime, kernelgym.envs.testing)
     folders = [os.path.dirname(module.__file__) for module in modules if module.__file__]
     folders += list(kernelgym.core.__path__)
     return tuple(os.path.join(folder, "") for folder in folders)
