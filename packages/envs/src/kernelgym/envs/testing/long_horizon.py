@@ -38,6 +38,7 @@ __all__ = ["HORIZON", "INVARIANTS_EVERY", "check_long_horizon"]
 # thread as Python, so it only takes a short look
 HORIZON = {"cpu": (2048, 2000, 32), "cuda": (4096, 4000, 32), "sim": (8, 64, 2)}
 MIN_STEPS = 50  # the horizon with the fewest examples per check (see check_long_horizon)
+MIN_ENVS = 256  # the envs stepped with the fewest examples per check
 MIN_REPLAYED = 2  # the first and the last env: one with random actions, one with edge actions
 INVARIANTS_EVERY = 100  # steps between checks of every env's invariants (a Python call per env)
 HISTORY_SHOWN = 6  # steps of the failing env's history in the report
@@ -54,10 +55,12 @@ def check_long_horizon(harness: EnvHarness, config) -> str:
     """Thousands of envs x thousands of steps (random and edge actions): finite, invariants kept,
     a sample replayed through the reference; a failing env is replayed alone for its history."""
     num_envs, steps, replayed = HORIZON[harness.backend]
-    # fewer examples per check ask for a quicker look (a suite's few examples): fewer steps and
-    # fewer envs replayed through the reference (a Python call per env and step), in proportion
+    # fewer examples per check ask for a quicker look (a suite's few examples): fewer envs, fewer
+    # steps and fewer envs replayed through the reference (a Python call per env and step), in
+    # proportion; the default (or more) runs the whole horizon
     default = DEFAULT_MAX_EXAMPLES[harness.backend]
     share = min(config.max_examples, default)
+    num_envs = min(num_envs, max(MIN_ENVS, num_envs * share // default))
     steps = max(MIN_STEPS, steps * share // default)
     replayed = max(MIN_REPLAYED, replayed * share // default)
     seed = 0 if config.seed is None else config.seed
