@@ -74,10 +74,10 @@ def test_a_simulator_out_of_bounds_write_is_reported_at_the_kernel_line():
 
     function = walk.step_off_by_one.py_func
     lines, first = inspect.getsourcelines(function)
-    line = first + next(k for k, text in enumerate(lines) if "obs[i, 2] = energy[i]" in text)
+    line = first + next(k for k, text in enumerate(lines) if "obs[i, past] = energy[i]" in text)
     report = check_env(walk.OFF_BY_ONE, backend="sim", max_examples=3, seed=SEED, checks=["out_of_bounds"])
     result = report["out_of_bounds"]
     assert result.status == "failed", result.message
     # the simulator raises in numba's devicearray.py; the report names the kernel's line
-    site = f"at {inspect.getsourcefile(function)}:{line} in step_off_by_one: `obs[i, 2] = energy[i]`"
+    site = f"at {inspect.getsourcefile(function)}:{line} in step_off_by_one: `obs[i, past] = energy[i]`"
     assert site in result.message, result.message
