@@ -51,6 +51,10 @@ STRATEGIES = ("adaptive", "all", "one")
 # wake-up, or the cache refill after the other build); it loses at once when one launch
 # takes more than GIVE_UP times the current build's mean.
 FIRST_GAP_S = 0.05
+# The first try compiles the serial twin (about as long as the team's own compile, seconds on
+# a busy machine): it waits until the team's launches have taken this long, so that short
+# runs (tests, a quick look at an env) never pay for a twin they could not profit from.
+TWIN_AFTER_S = 1.0
 MAX_BACKOFF = 64
 TRY_SHARE = 0.01
 MAX_GAP_S = 30.0
@@ -180,16 +184,19 @@ class AdaptiveLaunch:
         else:
             self._spent += end - start
             self._counted += 1
-            if end >= self._try_at:
+            if end >= self._try_at and (self._spent >= TWIN_AFTER_S or self._twin_ready()):
                 self._begin_try(end)
         return result
+
+    def _twin_ready(self) -> bool:
+        return len(self.serial.signatures) >= len(self.func.signatures)
 
     def _begin_try(self, now: float) -> None:
         if not self._parallel and numba.get_num_threads() == 1:
             # one thread for this caller (a worker's share, numba.set_num_threads(1)): no team
             self._try_at = now + FIRST_GAP_S * MAX_BACKOFF
             return
-        if self._parallel and len(self.serial.signatures) < len(self.func.signatures):
+        if self._parallel and not self._twin_ready():
             # the twin's first call would compile (or load) it inside the timed try
             for signature in self.func.signatures:
                 self.serial.compile(signature)
