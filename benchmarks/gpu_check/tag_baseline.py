@@ -69,8 +69,8 @@ def _compile_only(params) -> dict:
 
     try:
         return {"ptx_bytes_sm_90": len(compile_source(params, "sm_90", "ptx"))}
-    except ImportError as error:
-        return {"compiled": f"not compiled: {error}"}
+    except (ImportError, RuntimeError) as error:  # no cuda-bindings, or no NVRTC library (cuda.pathfinder)
+        return {"compiled": f"not compiled: {type(error).__name__}: {error}"}
 
 
 def part_tag_baseline(backend: str, tiny: bool) -> None:

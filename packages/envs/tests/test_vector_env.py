@@ -300,7 +300,7 @@ def test_set_state_mid_episode_is_truncated_when_its_episode_ends(episode_length
 def test_set_state_refuses_a_negative_episode_step_and_changes_nothing():
     env = _small_tag(5)
     before = env.get_state()
-    with pytest.raises(ValueError, match=r"state\['timestep'\].*episode_step"):
+    with pytest.raises(ValueError, match=r"state\['timestep'\] of env 1: expected >= 0 .*got -1; nothing was written"):
         env.set_state(dict({name: value[1] for name, value in before.items()}, timestep=np.int32(-1)), index=1)
     assert all(np.array_equal(before[name], env.get_state()[name]) for name in before)
 
