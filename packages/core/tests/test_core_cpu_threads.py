@@ -2,6 +2,7 @@
 choice between the thread team and the serial twin (on a fake clock: nothing here is timed)."""
 
 import functools
+import sys
 
 import numba
 import numpy as np
@@ -66,6 +67,24 @@ def test_below_parallel_from_every_strategy_runs_serially(monkeypatch):
     for strategy in cpu_threads.STRATEGIES:
         launch, _, _ = _bound(monkeypatch, strategy, PARALLEL_FROM - 1)
         assert isinstance(launch, functools.partial) and launch.func.py_func.__name__ == "cpu_serial_launcher"
+
+
+@pytest.mark.parametrize("strategy", ["one", "adaptive"])
+def test_one_thread_per_launch_never_compiles_the_teams_build(monkeypatch, strategy):
+    # a shift no other test binds: a program (and launcher module) of its own, not yet compiled
+    monkeypatch.setenv(cpu_threads.CPU_THREADS_ENV_VAR, strategy)
+    if strategy == "adaptive":
+        monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    shift = {"one": 0.625, "adaptive": 0.375}[strategy]
+    x = np.arange(2.0 * PARALLEL_FROM).reshape(PARALLEL_FROM, 2)
+    out = np.zeros_like(x)
+    values = {"x": x, "out": out, "scale": 2.0, "shift": shift}
+    launch = bind(affine, values, backend="cpu", num_envs=PARALLEL_FROM).as_function()
+    launch()
+    module = sys.modules[launch.func.py_func.__module__]
+    assert launch.func is module.cpu_serial_launcher and module.cpu_serial_launcher.signatures
+    assert module.cpu_launcher.signatures == []
+    assert np.array_equal(out, x * 2.0 + shift)
 
 
 def test_one_numba_thread_binds_the_serial_twin(monkeypatch):

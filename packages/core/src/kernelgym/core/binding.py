@@ -756,8 +756,10 @@ def _bind_one(
     if order is not None:
         return _permuted(module, kind, counts, args, order, statements, description), names, description, record
     if backend == "cpu":
-        # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it saves
-        parallel = math.prod(counts) >= PARALLEL_FROM
+        # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it
+        # saves; where launches run one thread the team's build is never compiled (its parallel
+        # passes cost numba twice the serial build's time, minutes for a big program)
+        parallel = math.prod(counts) >= PARALLEL_FROM and cpu_threads.team_allowed()
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
         error = _type_check(
@@ -788,14 +790,10 @@ def _bind_one(
 def _cpu_launch(module, parallel: bool, args: tuple):
     """The cpu launch of ``module`` with ``args`` bound, as `cpu_threads.cpu_threads_strategy` says:
     the thread team, the serial twin, or the faster of the two (`cpu_threads.AdaptiveLaunch`)."""
-    strategy = cpu_threads.cpu_threads_strategy()
-    if not parallel or strategy == "all":
-        launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
-        return functools.partial(launcher, *args)
-    import numba
-
-    if strategy == "one" or numba.config.NUMBA_NUM_THREADS == 1:
+    if not parallel:  # few envs, KERNELGYM_CPU_THREADS=one or one numba thread (`cpu_threads.team_allowed`)
         return functools.partial(module.cpu_serial_launcher, *args)
+    if cpu_threads.cpu_threads_strategy() == "all":
+        return functools.partial(module.cpu_launcher, *args)
     return cpu_threads.AdaptiveLaunch(module.cpu_launcher, module.cpu_serial_launcher, args)
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "adaptive_counts",
     "cpu_threads_strategy",
     "describe",
+    "team_allowed",
     "usable_cpus",
 ]
 
@@ -96,6 +97,13 @@ def cpu_threads_strategy(value: str | None = None) -> str:
     if key not in STRATEGIES:
         raise ValueError(f"{source}: expected one of {STRATEGIES}, got {value!r}")
     return key
+
+
+def team_allowed(value: str | None = None) -> bool:
+    """Whether a cpu launch may run numba's thread team: not with the ``one`` strategy, nor
+    with one numba thread (``NUMBA_NUM_THREADS=1``). Where it may not, binding compiles the
+    serial twin only."""
+    return cpu_threads_strategy(value) != "one" and numba.config.NUMBA_NUM_THREADS > 1
 
 
 def usable_cpus() -> int:
