@@ -16,7 +16,7 @@ The strategy is read from ``KERNELGYM_CPU_THREADS`` when a launch is bound:
 ``all``
     Always the thread team (numba's thread count of the calling thread), as before.
 ``one``
-    Always the serial twin in the calling thread.
+    Always the serial twin in the calling thread; the team's build is never compiled.
 
 Numba's own knobs still apply: ``NUMBA_NUM_THREADS`` or ``numba.set_num_threads`` set
 what "all" means, and ``NUMBA_THREADING_LAYER`` the layer. Worker processes that
