@@ -42,7 +42,8 @@ def test_set_rng_states_takes_the_agent_streams_and_names_the_expected_shape():
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**32), num_envs=st.integers(1, 4), num_runners=st.integers(1, 4))
+# two runner counts: each one is a build of its own (tens of seconds), and the streams are per agent either way
+@given(seed=st.integers(0, 2**32), num_envs=st.integers(1, 4), num_runners=st.sampled_from([1, 3]))
 def test_every_tag_continuous_agent_draws_its_start_from_its_own_stream(seed, num_envs, num_runners):
     params = TagContinuousParams(num_taggers=2, num_runners=num_runners)
     env = kge.make(

@@ -135,7 +135,7 @@ class RayCollector(faults.ActorHosts):
         Resources of each actor.
     timeout : float or None
         Seconds to wait for a fragment before declaring its actor hung. An actor's start-up
-        (and restart) is allowed at least ``faults.START_TIMEOUT`` (60 s), as in
+        (and restart) is allowed at least ``faults.START_TIMEOUT`` (300 s), as in
         ``RayVectorSampledTasks``.
     restart_on_failure : bool
         Let Ray restart a lost actor (``max_restarts`` times; -1: no limit) and go on

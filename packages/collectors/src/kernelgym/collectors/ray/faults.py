@@ -100,8 +100,10 @@ def ray_account(exc: BaseException) -> str:
     return text[:240]
 
 
-#: seconds an actor may take to start (placement, process start, imports); at least the timeout
-START_TIMEOUT = 60.0
+#: seconds an actor may take to start (placement, process start, imports, the env's make); at
+#: least the timeout. A cold make compiles the env's kernels in each actor: tens of seconds
+#: alone, minutes for a big env or on a busy machine, which is no hang.
+START_TIMEOUT = 300.0
 
 
 def start_timeout(timeout: float | None) -> float | None:
