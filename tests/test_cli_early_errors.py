@@ -8,6 +8,7 @@ errors take 18-24 s). How long they take is measured in benchmarks/bench_make_ti
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,8 @@ from importlib.metadata import entry_points
 import pytest
 
 from kernelgym.envs.hookspecs import ENTRY_POINT_GROUP
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 # run main(argv) and report its exit code and which heavy modules it imported
 PROBE = textwrap.dedent("""
@@ -70,6 +73,20 @@ def test_argument_errors_exit_2_before_plugins_or_heavy_modules_load(argv, argum
     message = stderr.strip().splitlines()[-1]
     assert argument in message and expected in message and received in message, message
     assert result["loaded"] == [], result
+
+
+def test_version_names_every_installed_distribution_and_loads_nothing_heavy():
+    from importlib import metadata
+
+    result, stderr = run_probe("--version")
+    assert result == {"code": 0, "loaded": []}, stderr
+    completed = subprocess.run(
+        [sys.executable, "-m", "kernelgym.cli", "--version"], capture_output=True, text=True, timeout=300
+    )
+    lines = completed.stdout.splitlines()
+    version = (ROOT / "VERSION").read_text().strip()
+    assert completed.returncode == 0 and lines[0] == f"kernelgym {version}", completed.stdout
+    assert f"  kernelgym-core {version}" in lines and f"  numba {metadata.version('numba')}" in lines, lines
 
 
 def test_a_plugin_that_declares_no_ids_is_loaded_before_an_unknown_id_is_refused(tmp_path):

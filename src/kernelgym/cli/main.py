@@ -122,6 +122,43 @@ def png_path(text: str) -> str:
 
 
 # --------------------------------------------------------------------------- parser
+# what `kernelgym --version` reports besides kernelgym itself, where installed
+VERSION_DISTRIBUTIONS = (
+    "kernelgym-core",
+    "kernelgym-envs",
+    "kernelgym-collectors",
+    "kernelgym-memory",
+    "kernelgym-minatar",
+    "numba",
+    "numba-cuda",
+    "torch",
+)
+
+
+def version_text() -> str:
+    """kernelgym's version, then each installed distribution of `VERSION_DISTRIBUTIONS`, a line each."""
+    from importlib import metadata
+
+    lines = [f"kernelgym {metadata.version('kernelgym')}"]
+    for name in VERSION_DISTRIBUTIONS:
+        try:
+            lines.append(f"  {name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return "\n".join(lines)
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: `version_text`, read only when asked (no import of numba or torch)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``kernelgym`` command and its subcommands."""
     from kernelgym.envs.testing.cli import PARAM_HELP, max_examples_help
@@ -129,6 +166,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kernelgym",
         description="Reinforcement-learning environments as Numba kernels (GPU or CPU).",
+    )
+    parser.add_argument(
+        "--version", action=_VersionAction, help="print the versions of kernelgym's installed distributions and exit"
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
