@@ -99,12 +99,14 @@ def test_list_shows_builtin_envs_with_provider_spaces_and_agents(capsys):
     for env_id in kge.list_envs():
         assert env_id in out
     spec = kge.get_spec("CartPole-v1")
-    cartpole_line = next(line for line in out.splitlines() if "CartPole-v1" in line)
-    for cell in (spec.plugin, spec.distribution, "Box(4,) float32", "Discrete(2)", " 1 "):
-        assert cell in cartpole_line
+    lines = out.splitlines()
+    at = next(index for index, line in enumerate(lines) if "CartPole-v1" in line)
+    for cell in ("Box(4,) float32", "Discrete(2)", " 1 "):
+        assert cell in lines[at]
+    assert lines[at + 1].startswith(f"{spec.plugin} ({spec.distribution})"), lines[at + 1]  # the provider, under the id
 
 
-def test_list_fits_100_columns_with_every_id_whole():
+def test_list_fits_80_columns_with_every_id_and_provider_whole():
     from io import StringIO
 
     from rich.console import Console
@@ -112,12 +114,15 @@ def test_list_fits_100_columns_with_every_id_whole():
     import kernelgym.envs as kge
     from kernelgym.cli.env_table import print_env_table
 
-    console = Console(file=StringIO(), width=100)
+    console = Console(file=StringIO(), width=80)
     print_env_table(console)
     lines = console.file.getvalue().splitlines()
-    assert max(len(line.rstrip()) for line in lines) <= 100
+    assert max(len(line.rstrip()) for line in lines) <= 80
+    words = {word for line in lines for word in line.split()}
     for env_id in kge.list_envs():
+        spec = kge.get_spec(env_id)
         assert any(line.startswith(env_id + " ") for line in lines), env_id
+        assert spec.plugin in words and f"({spec.distribution})" in words, (spec.plugin, spec.distribution)
 
 
 def test_list_survives_a_plugin_that_exits_and_two_that_claim_one_id(tmp_path):

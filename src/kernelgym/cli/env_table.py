@@ -15,11 +15,12 @@ import kernelgym.envs as kge
 __all__ = ["describe_space", "env_rows", "print_env_table"]
 
 COLUMNS = ("env", "plugin", "distribution", "agents", "observation", "action", "description")
-TABLE_WIDTH = 100  # the table fits this many columns: long cells wrap, ids never do
-# Column widths: built-in providers and "Box(4,) float32" stay on one line; longer cells
-# wrap at spaces, or fold. The description goes under the id, in the env column, which
-# takes the width left over (3 columns between neighbours: padding, rule, padding).
-WIDTHS = {"plugin": 12, "distribution": 14, "agents": 6, "observation": 16, "action": 11}
+TABLE_WIDTH = 80  # the table fits a classic terminal: long cells wrap at spaces, ids never break
+# Column widths: "Box(4,) float32" and "Discrete(2)" stay on one line; longer spaces wrap at
+# spaces. The provider (plugin and distribution) and the description go under the id, in the
+# env column, which takes the width left over (3 columns between neighbours: padding, rule,
+# padding): at 80 columns, 38, more than any id or plugin name.
+WIDTHS = {"agents": 6, "observation": 16, "action": 11}
 GAP = 3
 
 
@@ -67,12 +68,15 @@ def print_env_table(console: Console | None = None) -> None:
         console = Console(width=width)
     table = Table(title="registered kernelgym envs", box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column(
-        "env / description", overflow="fold", width=console.width - sum(WIDTHS.values()) - GAP * len(WIDTHS)
+        "env / provider / description",
+        overflow="fold",
+        width=console.width - sum(WIDTHS.values()) - GAP * len(WIDTHS),
     )
     for column, width in WIDTHS.items():
         table.add_column(column, overflow="fold", width=width)
     for row in env_rows():
         env = Text(row["env"], style="bold")
+        env.append(f"\n{row['plugin']} ({row['distribution']})")
         env.append("\n" + row["description"], style="dim")
         table.add_row(env, *(row[column] for column in WIDTHS))
     console.print(table)
