@@ -319,6 +319,9 @@ def test_ctrl_c_prints_one_line_and_exits_130_without_a_traceback():
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        # Ctrl-C's default action, as in a terminal: a runner started in the background (nohup,
+        # `&`) ignores SIGINT, its children inherit that, and Python then sets no handler
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     # tqdm draws its bar (on stderr) once the command is measuring
     seen = ""
