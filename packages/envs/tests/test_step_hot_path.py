@@ -5,9 +5,7 @@ The cuda logic (deferred action check) is proved on the simulator, which runs th
 stepped, and the error surfaces at the next read of results.
 """
 
-import contextlib
 import gc
-import os
 import re
 import tracemalloc
 
@@ -241,26 +239,14 @@ def test_a_bad_action_among_many_is_named_by_its_first_index_and_changes_nothing
 _ENVS = {}
 
 
-@contextlib.contextmanager
-def _the_team_allowed():
-    """Bind the thread team's build where the envs reach PARALLEL_FROM, whatever the runner's
-    KERNELGYM_CPU_THREADS (tox's envs env runs one thread): the tests here cross the limit."""
-    previous = os.environ.get("KERNELGYM_CPU_THREADS")
-    os.environ["KERNELGYM_CPU_THREADS"] = "adaptive"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ["KERNELGYM_CPU_THREADS"]
-        else:
-            os.environ["KERNELGYM_CPU_THREADS"] = previous
-
-
 def _checked_env(env_id, num_envs):
     """One env per (id, size), reset, reused across examples (compiling costs seconds)."""
     key = (env_id, num_envs)
     if key not in _ENVS:
-        with _the_team_allowed():
+        # the team's build where the envs reach PARALLEL_FROM, whatever the runner's
+        # KERNELGYM_CPU_THREADS (tox's envs env runs one thread): the tests here cross the limit
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("KERNELGYM_CPU_THREADS", "adaptive")
             _ENVS[key] = kge.make(env_id, num_envs, backend="cpu", seed=0)
     _ENVS[key].reset(seed=0)
     return _ENVS[key]

@@ -14,9 +14,8 @@ import kernelgym.envs as kge
 
 __all__ = ["describe_space", "env_rows", "print_env_table"]
 
-COLUMNS = ("env", "plugin", "distribution", "agents", "observation", "action", "description")
 TABLE_WIDTH = 80  # the table fits a classic terminal: long cells wrap at spaces, ids never break
-# Column widths: "Box(4,) float32" and "Discrete(2)" stay on one line; longer spaces wrap at
+# Column widths: "Box(4,) float32" and "Discrete(2)" stay on one line; longer cells wrap at
 # spaces. The provider (plugin and distribution) and the description go under the id, in the
 # env column, which takes the width left over (3 columns between neighbours: padding, rule,
 # padding): at 80 columns, 38, more than any id or plugin name.
