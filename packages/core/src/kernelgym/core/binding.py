@@ -711,11 +711,13 @@ def _bind_one(
     names = [name for name in names if name not in per_call] + list(per_call)
     statements = _positions(statements, {name: index for index, name in enumerate(names)})
     # scalars (params) and scalar types (an env's `real`) become constants of the launcher:
-    # fewer arguments to type at each call, and the compiler folds them, as in a hand-written loop
+    # fewer arguments to type at each call, and the compiler folds them, as in a hand-written
+    # loop. KERNELGYM_PARAMS=arguments passes the scalars instead: one compile for every value
+    mode = codegen.params_mode()
     constants = {
         index: checked[name]
         for index, name in enumerate(names)
-        if name not in per_call and codegen.is_constant(checked[name])
+        if name not in per_call and codegen.is_constant(checked[name], mode)
     }
     index_of = {name: index for index, name in enumerate(names)}
     per_env = {

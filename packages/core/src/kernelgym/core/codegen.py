@@ -35,6 +35,8 @@ import platformdirs
 from kernelgym.core.disk_cache import CacheWarning, check_cache_of, usable_folder
 
 CACHE_DIR_ENV_VAR = "KERNELGYM_CACHE_DIR"
+PARAMS_ENV_VAR = "KERNELGYM_PARAMS"
+PARAMS_MODES = ("constants", "arguments")
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
 TEMPLATE_VERSION = "13"
@@ -265,11 +267,39 @@ def _literal(value) -> str:
     return repr(value)
 
 
-def is_constant(value) -> bool:
-    """Whether a bound value is compiled into a launcher as a constant: a Python or numpy
-    bool, int or float, or a numpy scalar type (e.g. an env's ``real``, see `_literal`)."""
+def params_mode(value: str | None = None) -> str:
+    """How bound scalars (an env's params) reach a launcher: ``"constants"`` or ``"arguments"``.
+
+    Parameters
+    ----------
+    value : {"constants", "arguments"} or None
+        ``None`` reads ``KERNELGYM_PARAMS`` (``"constants"`` when unset or empty), at each bind.
+
+    Returns
+    -------
+    str
+        ``"constants"`` (default): each scalar is compiled into the launcher, which the
+        compiler folds, as in a hand-written loop; every set of values is a compile of its
+        own. ``"arguments"``: scalars are launcher arguments, so one compile serves every
+        value of the same types (a sweep over params, the kit's drawn params, a test suite);
+        the steps give the same bits, and may run slower. Scalar types (an env's ``real``)
+        are constants in both.
+    """
+    raw = os.environ.get(PARAMS_ENV_VAR, "") if value is None else value
+    mode = raw.strip().lower() or "constants"
+    if mode not in PARAMS_MODES:
+        raise ValueError(f"{PARAMS_ENV_VAR}: expected one of {PARAMS_MODES}, got {raw!r}")
+    return mode
+
+
+def is_constant(value, mode: str = "constants") -> bool:
+    """Whether a bound value is compiled into a launcher as a constant: a numpy scalar type
+    (e.g. an env's ``real``, see `_literal`) always, and in the ``"constants"`` `params_mode`
+    a Python or numpy bool, int or float too."""
     if isinstance(value, type):
         return issubclass(value, np.number)
+    if mode != "constants":  # only an int no machine integer holds cannot be an argument
+        return type(value) is int and not -(2**63) <= value < 2**64
     return type(value) in (bool, int, float) or isinstance(value, (np.floating, np.integer, np.bool_))
 
 
