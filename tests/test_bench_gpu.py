@@ -13,6 +13,8 @@ def bench_gpu():
 def test_tiny_run_on_cpu_writes_every_workload(bench_gpu, tmp_path, monkeypatch):
     # the code path and the table, not a rate: the serial builds compile in half the time
     monkeypatch.setenv("KERNELGYM_CPU_THREADS", "one")
+    # and its two TagContinuous rows, which differ in params only, share a compile
+    monkeypatch.setenv("KERNELGYM_PARAMS", "arguments")
     out = tmp_path / "gpu.md"
     assert bench_gpu.main(["--backend", "cpu", "--tiny", "--repeats", "1", "--out", str(out)]) == 0
     text = out.read_text()
