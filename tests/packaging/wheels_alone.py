@@ -105,16 +105,18 @@ def check(chosen: list[str], work: Path, keep: bool) -> int:
         start = time.perf_counter()
         venv = work / f"venv-{name}"
         python = venv / "bin" / "python"
+        # uv (the env's `uv` package) makes the venv and installs: seconds where pip takes a
+        # minute or two for torch; it resolves the wheels' declared dependencies as pip does
+        uv = [sys.executable, "-m", "uv"]
         steps = [
-            [sys.executable, "-m", "venv", str(venv)],
-            # --no-compile: byte-compiling torch takes longer than installing it
+            [*uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
             [
-                str(python),
-                "-m",
+                *uv,
                 "pip",
                 "install",
                 "--quiet",
-                "--no-compile",
+                "--python",
+                str(python),
                 "-c",
                 str(ROOT / "constraints.txt"),
                 *(str(wheel_of[sibling]) for sibling in sorted(siblings(name))),
