@@ -1,4 +1,4 @@
-"""The ``kernelgym`` command: ``list``, ``bench``, ``check``, ``demo`` and ``gpu-compile``.
+"""The ``kernelgym`` command: ``list``, ``bench``, ``check``, ``demo``, ``compile`` and ``gpu-compile``.
 
 Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
 names the argument, what was expected and what was received (argparse's convention),
@@ -19,6 +19,8 @@ __all__ = ["main", "build_parser"]
 BACKENDS = ("auto", "cuda", "cpu", "sim")
 PRECISIONS = ("float64", "float32")
 DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
+# at least binding.PARALLEL_FROM: the cpu thread team's build, and the serial twin it is timed against
+DEFAULT_COMPILE_NUM_ENVS = 1024
 DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 # Seeds reach torch.manual_seed and numpy, which take up to 64 bits
 MAX_SEED = 2**64 - 1
@@ -300,6 +302,34 @@ def build_parser() -> argparse.ArgumentParser:
         '(pip install "kernelgym[tensorboard]")',
     )
 
+    warm = commands.add_parser(
+        "compile",
+        help="compile envs' kernels ahead of time (fill the disk cache)",
+        description="Make each env and run a reset and a step, so that its kernels are compiled "
+        "and written to the disk cache (KERNELGYM_CACHE_DIR, NUMBA_CACHE_DIR) before the first "
+        "real run, e.g. when building a CI image or on a cluster's login node. Prints per env "
+        "whether it compiled or was already cached, and how long it took.",
+    )
+    warm.add_argument("envs", nargs="+", metavar="ENV", help="registered env ids (see `kernelgym list`)")
+    warm.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="the backend to compile for (default: %(default)s: cuda when a GPU is usable, else cpu)",
+    )
+    warm.add_argument(
+        "--num-envs",
+        type=num_envs_int,
+        default=DEFAULT_COMPILE_NUM_ENVS,
+        metavar="N",
+        help="envs to make (default: %(default)s: on cpu, enough for the thread team's build and the serial one)",
+    )
+    warm.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="compile for this precision, for envs that declare the choice (default: the env's own)",
+    )
+
     gpu_compile = commands.add_parser(
         "gpu-compile",
         help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
@@ -323,6 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
         (bench, run_bench),
         (check, run_check),
         (demo, run_demo),
+        (warm, run_compile),
         (gpu_compile, run_gpu_compile),
     ):
         subparser.set_defaults(handler=handler, subparser=subparser)
@@ -453,6 +484,25 @@ def run_check(args, parser) -> int:
     for text in args.param:
         forwarded += ["--param", text]
     return main_check(forwarded)
+
+
+def run_compile(args, parser) -> int:
+    check_declared_env_ids(parser, args.envs)
+    check_backend_name(parser, args.backend)
+    from kernelgym.envs import get_spec
+    from kernelgym.envs.testing.cli import precision_problem
+
+    for env_id in args.envs:
+        check_env_id(parser, env_id)
+        problem = precision_problem(get_spec(env_id), args.precision)
+        if problem:
+            parser.error(problem)
+    backend = resolve_backend_or_exit(parser, args.backend)
+    from kernelgym.cli.warm_up import describe, warm_up
+
+    for env_id in dict.fromkeys(args.envs):  # each once, in the order given
+        print(describe(warm_up(env_id, backend, args.num_envs, args.precision)), flush=True)
+    return 0
 
 
 def run_gpu_compile(args, parser) -> int:

@@ -1,0 +1,39 @@
+"""``kernelgym compile``: fills the disk cache, so that a later process's make compiles nothing.
+
+Runs in fresh interpreters with fresh cache folders (a cold cache compiles, about a minute).
+"""
+
+import os
+import subprocess
+import sys
+
+from kernelgym.core.compile_notice import NOTICE_VARIABLE, notice_text
+
+MAKE_AND_STEP = (
+    "import kernelgym.envs as kge\n"
+    "env = kge.make('CartPole-v1', num_envs=1024, backend='cpu', seed=1)\n"
+    "env.reset(seed=1)\n"
+    "env.step(env.action_space.sample())\n"
+)
+
+
+def run(argv, cache, timeout=900):
+    environment = {key: value for key, value in os.environ.items() if key != NOTICE_VARIABLE}
+    environment.update(NUMBA_CACHE_DIR=str(cache / "numba"), KERNELGYM_CACHE_DIR=str(cache / "kernelgym"))
+    return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=environment)
+
+
+def test_compile_fills_the_cache_and_a_later_make_prints_no_compile_line(tmp_path):
+    line = notice_text("CartPole-v1", "cpu")
+    first = run(["-m", "kernelgym.cli", "compile", "CartPole-v1", "--backend", "cpu"], tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.splitlines().count(line) == 1, first.stderr  # before the compile, once
+    [result] = first.stdout.splitlines()
+    assert result.startswith("CartPole-v1 on cpu: compiled (") and result.endswith(" s"), result
+    later = run(["-c", MAKE_AND_STEP], tmp_path)
+    assert later.returncode == 0, later.stderr
+    assert "compiling" not in later.stderr, later.stderr
+    again = run(["-m", "kernelgym.cli", "compile", "CartPole-v1", "--backend", "cpu"], tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("CartPole-v1 on cpu: already cached"), again.stdout
+    assert "compiling" not in again.stderr, again.stderr
