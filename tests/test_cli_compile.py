@@ -25,15 +25,30 @@ def run(argv, cache, timeout=900):
 
 def test_compile_fills_the_cache_and_a_later_make_prints_no_compile_line(tmp_path):
     line = notice_text("CartPole-v1", "cpu")
-    first = run(["-m", "kernelgym.cli", "compile", "CartPole-v1", "--backend", "cpu"], tmp_path)
+    command = ["-m", "kernelgym.cli", "compile", "CartPole-v1", "--backend", "cpu", "--autoreset-mode", "next_step"]
+    first = run(command, tmp_path)
     assert first.returncode == 0, first.stderr
     assert first.stderr.splitlines().count(line) == 1, first.stderr  # before the compile, once
     [result] = first.stdout.splitlines()
-    assert result.startswith("CartPole-v1 on cpu: compiled (") and result.endswith(" s"), result
+    assert result.startswith("CartPole-v1 on cpu, autoreset next_step: compiled (") and result.endswith(" s"), result
     later = run(["-c", MAKE_AND_STEP], tmp_path)
     assert later.returncode == 0, later.stderr
     assert "compiling" not in later.stderr, later.stderr
-    again = run(["-m", "kernelgym.cli", "compile", "CartPole-v1", "--backend", "cpu"], tmp_path)
+    again = run(command, tmp_path)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.startswith("CartPole-v1 on cpu: already cached"), again.stdout
+    assert again.stdout.startswith("CartPole-v1 on cpu, autoreset next_step: already cached"), again.stdout
     assert "compiling" not in again.stderr, again.stderr
+
+
+def test_on_cpu_the_serial_twin_is_compiled_too_where_launches_may_run_the_thread_team(monkeypatch):
+    import numba
+
+    from kernelgym.cli.warm_up import env_counts
+
+    monkeypatch.setenv("KERNELGYM_CPU_THREADS", "adaptive")
+    team = numba.config.NUMBA_NUM_THREADS > 1
+    assert env_counts("cpu", 1024) == ((1024, 1) if team else (1024,))
+    assert env_counts("cpu", 64) == (64,)  # below PARALLEL_FROM: the serial twin is what binds
+    assert env_counts("sim", 1024) == (1024,)
+    monkeypatch.setenv("KERNELGYM_CPU_THREADS", "one")
+    assert env_counts("cpu", 1024) == (1024,)

@@ -18,9 +18,9 @@ __all__ = ["main", "build_parser"]
 
 BACKENDS = ("auto", "cuda", "cpu", "sim")
 PRECISIONS = ("float64", "float32")
+AUTORESET_MODES = ("next_step", "same_step")
 DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
-# at least binding.PARALLEL_FROM: the cpu thread team's build, and the serial twin it is timed against
-DEFAULT_COMPILE_NUM_ENVS = 1024
+DEFAULT_COMPILE_NUM_ENVS = 1024  # enough for the thread team on cpu (binding.PARALLEL_FROM is 128)
 DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 # Seeds reach torch.manual_seed and numpy, which take up to 64 bits
 MAX_SEED = 2**64 - 1
@@ -320,14 +320,22 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument(
         "--num-envs",
         type=num_envs_int,
-        default=DEFAULT_COMPILE_NUM_ENVS,
         metavar="N",
-        help="envs to make (default: %(default)s: on cpu, enough for the thread team's build and the serial one)",
+        help=f"envs to make (default: {DEFAULT_COMPILE_NUM_ENVS}, on sim 1: the simulator runs each "
+        "thread in Python); on cpu, from 128 envs one env is made too, so that both the thread "
+        "team's build and its serial twin are compiled",
     )
     warm.add_argument(
         "--precision",
         choices=PRECISIONS,
         help="compile for this precision, for envs that declare the choice (default: the env's own)",
+    )
+    warm.add_argument(
+        "--autoreset-mode",
+        choices=(*AUTORESET_MODES, "both"),
+        default="both",
+        help="compile the step for this autoreset mode (default: %(default)s; `kernelgym demo` and "
+        "the collectors use same_step, make() next_step)",
     )
 
     gpu_compile = commands.add_parser(
@@ -500,8 +508,11 @@ def run_compile(args, parser) -> int:
     backend = resolve_backend_or_exit(parser, args.backend)
     from kernelgym.cli.warm_up import describe, warm_up
 
+    num_envs = args.num_envs or (1 if backend == "sim" else DEFAULT_COMPILE_NUM_ENVS)
+    modes = AUTORESET_MODES if args.autoreset_mode == "both" else (args.autoreset_mode,)
     for env_id in dict.fromkeys(args.envs):  # each once, in the order given
-        print(describe(warm_up(env_id, backend, args.num_envs, args.precision)), flush=True)
+        for mode in modes:
+            print(describe(warm_up(env_id, backend, num_envs, mode, args.precision)), flush=True)
     return 0
 
 
