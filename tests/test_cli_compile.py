@@ -52,3 +52,14 @@ def test_on_cpu_the_serial_twin_is_compiled_too_where_launches_may_run_the_threa
     assert env_counts("sim", 1024) == (1024,)
     monkeypatch.setenv("KERNELGYM_CPU_THREADS", "one")
     assert env_counts("cpu", 1024) == (1024,)
+
+
+def test_each_line_says_what_happened_and_never_claims_a_cache_hit_it_cannot_know():
+    from kernelgym.cli.warm_up import WarmUp, describe
+
+    line = describe(WarmUp("CartPole-v1", "cpu", "same_step", 3, 41.04))
+    assert line == "CartPole-v1 on cpu, autoreset same_step: compiled (3 functions, now in the disk cache) in 41.0 s"
+    assert "already cached" in describe(WarmUp("CartPole-v1", "cpu", "next_step", 0, 2.0))
+    assert "nothing to compile" in describe(WarmUp("CartPole-v1", "sim", "next_step", 0, 2.0))
+    cuda = describe(WarmUp("CartPole-v1", "cuda", "next_step", None, 2.0))  # numba-cuda announces no compile
+    assert "does not say which" in cuda and "already cached" not in cuda

@@ -110,6 +110,8 @@ def describe(result: WarmUp) -> str:
         what = "compiled or loaded from the disk cache (numba-cuda does not say which)"
     elif result.compiled:
         what = f"compiled ({result.compiled} functions, now in the disk cache)"
+    elif result.backend == "sim":
+        what = "nothing to compile (the simulator runs the kernels in Python)"
     else:
         what = "already cached (loaded from the disk cache)"
     return f"{result.env_id} on {result.backend}, autoreset {result.autoreset_mode}: {what} in {result.seconds:.1f} s"
