@@ -16,7 +16,7 @@ from matplotlib.image import imread
 from kernelgym.cli import main as cli
 from kernelgym.cli.main import main
 
-SUBCOMMANDS = ("list", "bench", "check", "demo")
+SUBCOMMANDS = ("list", "bench", "check", "demo", "compile")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 

@@ -65,6 +65,10 @@ def run_probe(*argv, env=None):
         (["bench", "NoSuch-v0"], "argument ENV", "expected one of the registered envs", "'NoSuch-v0'"),
         (["demo", "--backend", "sim"], "argument --backend", "NUMBA_ENABLE_CUDASIM=1", "received 'sim'"),
         (["gpu-compile", "NoSuch-v0"], "argument ENV", "'CartPole-v1'", "'NoSuch-v0'"),
+        (["compile", "NoSuch-v0"], "argument ENV", "expected one of the registered envs", "'NoSuch-v0'"),
+        (["compile", "CartPole-v1", "--backend", "sim"], "argument --backend", "NUMBA_ENABLE_CUDASIM=1", "'sim'"),
+        (["compile", "CartPole-v1", "--num-envs", "0"], "argument --num-envs", "an integer >= 1", "'0'"),
+        (["compile", "CartPole-v1", "--autoreset-mode", "never"], "argument --autoreset-mode", "'both'", "'never'"),
     ],
 )
 def test_argument_errors_exit_2_before_plugins_or_heavy_modules_load(argv, argument, expected, received):

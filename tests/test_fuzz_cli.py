@@ -109,6 +109,24 @@ def check_argv(tmp):
     )
 
 
+def compile_argv(tmp):
+    # a valid compile makes envs for a minute on a cold cache: every example holds one hostile value at least
+    return (
+        st.tuples(
+            st.one_of(st.just((["CartPole-v1"], None)), st.sampled_from(HOSTILE_ENVS).map(lambda e: ([e], "ENV"))),
+            option("--num-envs", st.integers(1, 64).map(str), HOSTILE_INTS + [str(MAX_NUM_ENVS + 1)]),
+            option("--backend", st.just("cpu"), HOSTILE_BACKENDS),
+            option("--autoreset-mode", st.sampled_from(["next_step", "same_step", "both"]), ["", "Both", "never"]),
+            st.one_of(
+                st.just(([], None)),
+                st.sampled_from(["float16", "", "double"]).map(lambda value: (["--precision", value], "--precision")),
+            ),
+        )
+        .filter(lambda parts: any(name for _, name in parts))
+        .map(lambda parts: ("compile", parts))
+    )
+
+
 def gpu_compile_argv(tmp):
     return st.sampled_from(HOSTILE_ENVS).map(lambda env_id: ("gpu-compile", (([env_id], "ENV"),)))
 
@@ -128,7 +146,14 @@ def test_hostile_argv_exits_2_naming_an_argument_and_a_valid_one_succeeds(capsys
     tmp = str(tmp_path)
     os.makedirs(os.path.join(tmp, "a-folder.png"), exist_ok=True)
     command, parts = data.draw(
-        st.one_of(bench_argv(tmp), demo_argv(tmp), check_argv(tmp), gpu_compile_argv(tmp), st.just(("list", ())))
+        st.one_of(
+            bench_argv(tmp),
+            demo_argv(tmp),
+            check_argv(tmp),
+            compile_argv(tmp),
+            gpu_compile_argv(tmp),
+            st.just(("list", ())),
+        )
     )
     parts = data.draw(st.permutations(parts)) if command != "bench" else parts  # bench: ENV first
     argv = [command] + [word for words, _ in parts for word in words]

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from kernelgym.core.compile_notice import compile_notice
 from kernelgym.envs.testing import DEFAULT_MAX_EXAMPLES, CheckResult, Report, check_env, format_report, main_check
 from kernelgym.envs.testing.progress import compile_progress
 from kit_fixtures import walk
@@ -174,6 +175,15 @@ def test_compile_progress_says_what_compiles_and_how_long_it_took(tmp_path, caps
     with compile_progress("Walk-v0", "cpu", "parity"):
         assert module.twice(3) == 6
     assert capsys.readouterr().err == ""
+
+
+def test_compile_progress_speaks_instead_of_the_envs_own_compile_line(tmp_path, capsys):
+    # a check makes envs (their own "compiling ..." line, `kernelgym.core.compile_notice`): one line, the kit's
+    module = _cached_function_module(tmp_path, f"kitux_notice_{tmp_path.name}", cache=True)
+    with compile_notice(f"Notice-{tmp_path.name}-v0", "cpu"), compile_progress("Walk-v0", "cpu", "parity"):
+        assert module.twice(2) == 4
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kernelgym check: compiling Walk-v0"), lines
 
 
 def test_compile_progress_is_silent_when_disabled_or_for_uncached_functions(tmp_path, capsys):

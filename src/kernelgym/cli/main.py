@@ -1,4 +1,4 @@
-"""The ``kernelgym`` command: ``list``, ``bench``, ``check``, ``demo`` and ``gpu-compile``.
+"""The ``kernelgym`` command: ``list``, ``bench``, ``check``, ``demo``, ``compile`` and ``gpu-compile``.
 
 Every subcommand has ``--help``. A bad argument exits with code 2 and a message that
 names the argument, what was expected and what was received (argparse's convention),
@@ -18,7 +18,9 @@ __all__ = ["main", "build_parser"]
 
 BACKENDS = ("auto", "cuda", "cpu", "sim")
 PRECISIONS = ("float64", "float32")
+AUTORESET_MODES = ("next_step", "same_step")
 DEFAULT_BENCH_NUM_ENVS = (1024, 16384, 65536)
+DEFAULT_COMPILE_NUM_ENVS = 1024  # enough for the thread team on cpu (binding.PARALLEL_FROM is 128)
 DEFAULT_DEMO_PLOT = "kernelgym-demo-learning-curve.png"
 # Seeds reach torch.manual_seed and numpy, which take up to 64 bits
 MAX_SEED = 2**64 - 1
@@ -300,6 +302,42 @@ def build_parser() -> argparse.ArgumentParser:
         '(pip install "kernelgym[tensorboard]")',
     )
 
+    warm = commands.add_parser(
+        "compile",
+        help="compile envs' kernels ahead of time (fill the disk cache)",
+        description="Make each env and run a reset and a step, so that its kernels are compiled "
+        "and written to the disk cache (KERNELGYM_CACHE_DIR, NUMBA_CACHE_DIR) before the first "
+        "real run, e.g. when building a CI image or on a cluster's login node. Prints per env "
+        "whether it compiled or was already cached, and how long it took.",
+    )
+    warm.add_argument("envs", nargs="+", metavar="ENV", help="registered env ids (see `kernelgym list`)")
+    warm.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="auto",
+        help="the backend to compile for (default: %(default)s: cuda when a GPU is usable, else cpu)",
+    )
+    warm.add_argument(
+        "--num-envs",
+        type=num_envs_int,
+        metavar="N",
+        help=f"envs to make (default: {DEFAULT_COMPILE_NUM_ENVS}, on sim 1: the simulator runs each "
+        "thread in Python); on cpu, from 128 envs one env is made too, so that both the thread "
+        "team's build and its serial twin are compiled",
+    )
+    warm.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        help="compile for this precision, for envs that declare the choice (default: the env's own)",
+    )
+    warm.add_argument(
+        "--autoreset-mode",
+        choices=(*AUTORESET_MODES, "both"),
+        default="both",
+        help="compile the step for this autoreset mode (default: %(default)s; `kernelgym demo` and "
+        "the collectors use same_step, make() next_step)",
+    )
+
     gpu_compile = commands.add_parser(
         "gpu-compile",
         help="compile every kernel for sm_90a and sm_80 (no GPU needed)",
@@ -323,6 +361,7 @@ def build_parser() -> argparse.ArgumentParser:
         (bench, run_bench),
         (check, run_check),
         (demo, run_demo),
+        (warm, run_compile),
         (gpu_compile, run_gpu_compile),
     ):
         subparser.set_defaults(handler=handler, subparser=subparser)
@@ -453,6 +492,28 @@ def run_check(args, parser) -> int:
     for text in args.param:
         forwarded += ["--param", text]
     return main_check(forwarded)
+
+
+def run_compile(args, parser) -> int:
+    check_declared_env_ids(parser, args.envs)
+    check_backend_name(parser, args.backend)
+    from kernelgym.envs import get_spec
+    from kernelgym.envs.testing.cli import precision_problem
+
+    for env_id in args.envs:
+        check_env_id(parser, env_id)
+        problem = precision_problem(get_spec(env_id), args.precision)
+        if problem:
+            parser.error(problem)
+    backend = resolve_backend_or_exit(parser, args.backend)
+    from kernelgym.cli.warm_up import describe, warm_up
+
+    num_envs = args.num_envs or (1 if backend == "sim" else DEFAULT_COMPILE_NUM_ENVS)
+    modes = AUTORESET_MODES if args.autoreset_mode == "both" else (args.autoreset_mode,)
+    for env_id in dict.fromkeys(args.envs):  # each once, in the order given
+        for mode in modes:
+            print(describe(warm_up(env_id, backend, num_envs, mode, args.precision)), flush=True)
+    return 0
 
 
 def run_gpu_compile(args, parser) -> int:

@@ -34,9 +34,9 @@ import numpy as np
 import torch
 from torch import nn
 from torch.distributions import Categorical
-from tqdm import tqdm
 
 import kernelgym.envs as kge
+from kernelgym.cli.demo_progress import ReturnProgress
 from kernelgym.collectors.device_collector import DeviceCollector
 from kernelgym.collectors.rollout import Actor
 from kernelgym.core import resolve_backend
@@ -405,7 +405,8 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
     ----------
     config : PPOConfig
     progress : bool
-        Show a tqdm bar with the mean return and env-steps/s.
+        Show a progress bar filled by the mean return toward the target, with an ETA (the
+        earliest stopping rule's), the env steps and env-steps/s (`kernelgym.cli.demo_progress`).
     tensorboard_dir : str, optional
         Also write TensorBoard scalars there, one point per fragment at its env-step count:
         ``charts/mean_return``, ``charts/env_steps_per_s`` and the last minibatch's
@@ -455,10 +456,12 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
     running_return = torch.zeros(N, device=device)
     recent_returns: deque[float] = deque(maxlen=config.return_window)
     env_steps = 0
-    bar = tqdm(
-        total=config.max_env_steps,
-        unit="step",
-        unit_scale=True,
+    # the bar fills with the mean return toward the target, the rule a learning run stops on
+    bar = ReturnProgress(
+        config.target_return,
+        config.return_window,
+        config.max_env_steps,
+        config.time_limit_s,
         disable=not progress,
         desc=f"PPO {config.env_id} [{backend}]",
     )
@@ -495,8 +498,7 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
             result.env_steps.append(env_steps)
             result.wall_s.append(elapsed)
             result.mean_returns.append(mean_return)
-            bar.update(T * N)
-            bar.set_postfix(mean_return=f"{mean_return:.1f}", steps_per_s=f"{env_steps / elapsed:,.0f}")
+            bar.update(mean_return, len(recent_returns), env_steps, elapsed)
             if writer is not None:
                 scalars = {
                     "charts/mean_return": mean_return,
@@ -514,7 +516,7 @@ def train(config: PPOConfig = PPOConfig(), progress: bool = True, tensorboard_di
             if env_steps >= config.max_env_steps or elapsed >= config.time_limit_s:
                 break
     finally:
-        bar.close()
+        bar.finish(result.reached_target)
         env.close()
         if writer is not None:
             writer.close()

@@ -20,6 +20,7 @@ import time
 
 from numba.core import event
 
+from kernelgym.core import compile_notice
 from kernelgym.core.codegen import LAUNCHER_PACKAGE
 
 __all__ = ["compile_events", "install"]
@@ -42,6 +43,8 @@ class _LauncherCompileTimer:
         local = self._local
         depth = getattr(local, "depth", 0)
         if depth == 0:
+            # the env's one "compiling ..." line (when one is active), before this compile starts
+            compile_notice.on_compile_start(compile_event)
             local.started = time.perf_counter()
         local.depth = depth + 1
 

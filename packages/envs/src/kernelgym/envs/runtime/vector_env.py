@@ -36,6 +36,7 @@ from gymnasium.vector import AutoresetMode
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.arrays import to_backend
 from kernelgym.core.binding import NO_FAULT, BoundLaunch, PerEnvScalar, check_fast_math
+from kernelgym.core.compile_notice import compile_notice
 from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
@@ -273,7 +274,9 @@ class KernelVectorEnv(StateIO):
         # where the host reads the action check's record: from each cpu launch's return,
         # or at the next read of results (deferred on a device)
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
-        self._bind(same_step)
+        # a cold cache compiles the launchers here (a minute or more): one stderr line says so first
+        with compile_notice(spec.id, self.backend):
+            self._bind(same_step)
         buffers.write(buffers.rng_states, seed_env_streams(spec, seed, self.num_envs, self.num_agents))
         self._frozen = True
 
