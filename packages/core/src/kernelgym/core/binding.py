@@ -109,6 +109,8 @@ __all__ = [
 
 # How a value's leading dims relate to the launch: checked at bind time.
 LAYOUT_KINDS = ("per_env", "per_agent", "shared")
+# when a cpu program compiles (`bind_launches`): at bind, or at its first launch
+COMPILE_AT = ("bind", "first_launch")
 # cpu launches of fewer (env, agent) pairs than this run in the calling thread: waking
 # the worker threads costs about 1.5 us, what a CartPole step of ~100 envs costs serially.
 PARALLEL_FROM = 128
@@ -424,8 +426,15 @@ def bind_launches(
     per_call: Sequence[str] = (),
     fast_math: bool = False,
     order: LaunchOrder | None = None,
+    compile_at: str = "bind",
 ) -> BoundLaunch:
     """Bind several programs (see `bind`) that run in order, a barrier between each two.
+
+    ``compile_at`` : {"bind", "first_launch"}
+        When a cpu program compiles: here (the default), or at its first launch, so that a
+        caller can refuse its per-call values (an env's actions) before paying for the
+        build. Either way a value the bodies cannot type is raised at each launch
+        (`kernelgym.core.kernels.KernelTypingError`). Device backends build at bind.
 
     A barrier covers all agents of an env: use one program per phase of a multi-agent step
     whose agents read what other agents wrote. Where every env's agents fit one block
@@ -438,6 +447,8 @@ def bind_launches(
     """
     backend = resolve_backend(backend)
     fast_math = check_fast_math(fast_math)
+    if compile_at not in COMPILE_AT:
+        raise ValueError(f"compile_at: expected one of {COMPILE_AT}, got {compile_at!r}")
     num_envs = check_count("num_envs", num_envs)
     if num_agents is not None:
         num_agents = check_count("num_agents", num_agents)
@@ -473,7 +484,19 @@ def bind_launches(
     calls, names, descriptions, records = [], [], [], []
     for program in programs:
         call, used, description, record = _bind_one(
-            program, values, backend, num_envs, num_agents, layouts, checked, per_call, fast_math, order, written, needs
+            program,
+            values,
+            backend,
+            num_envs,
+            num_agents,
+            layouts,
+            checked,
+            per_call,
+            fast_math,
+            order,
+            written,
+            needs,
+            compile_at == "first_launch",
         )
         calls.append(call)
         names += used
@@ -600,6 +623,7 @@ def _bind_one(
     order=None,
     written=None,
     needs=None,
+    deferred=False,
 ):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
@@ -764,12 +788,15 @@ def _bind_one(
         parallel = math.prod(counts) >= PARALLEL_FROM and cpu_threads.team_allowed()
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
-        error = _type_check(
-            launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
-        )
-        if error is not None:
-            return _Refusal(error), names, description, record
-        return _cpu_launch(module, parallel, (*counts, *bound)), names, description, record
+
+        def built():
+            error = _type_check(
+                launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
+            )
+            return _Refusal(error) if error is not None else _cpu_launch(module, parallel, (*counts, *bound))
+
+        launch = _FirstLaunchBuild(launcher, (*counts, *bound), built) if deferred else built()
+        return launch, names, description, record
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description, record
     # the simulator's kernel[grid, block] configures the kernel object itself (shared by
@@ -816,6 +843,32 @@ def _type_check(launcher, arguments, names, checked, description):
             [_launch_value(checked[name]) for name in names],
         )
     return None
+
+
+class _FirstLaunchBuild:
+    """A cpu launch whose program compiles at its first call (``bind_launches(compile_at=
+    "first_launch")``): then it runs what `_bind_one` would have bound, a `_Refusal` for values
+    the bodies cannot type. ``func`` and ``args`` read as the launch's own (``functools.partial``'s)."""
+
+    __slots__ = ("func", "args", "_build", "_launch")
+
+    def __init__(self, func, args: tuple, build):
+        self.func = func
+        self.args = args
+        self._build = build
+        self._launch = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the program was compiled (its first launch came)."""
+        return self._launch is not None
+
+    def __call__(self, *per_call):
+        launch = self._launch
+        if launch is None:
+            launch = self._launch = self._build()
+            self._build = None  # what it held (the module, the templates) is no longer needed
+        return launch(*per_call)
 
 
 class _Refusal:

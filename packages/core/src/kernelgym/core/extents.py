@@ -13,8 +13,10 @@ may crash the process. So every launch path (`EnvKernel.launch`, `AgentKernel.la
   those it hands to other functions (which may write them). A constant index on any axis
   (``x[i, 2]``) is a bound the array's shape must hold. A write it cannot prove is refused,
   naming the line: at an offset or scaled env index (``x[i - 1]``, ``x[2 * i]``), through a
-  local alias (``y = x``), or in a ``@device_function`` helper handed a moved env index or
-  moving it itself (one level of helpers is read).
+  local alias (``y = x``), at a local computed from the env index (``j = i + 1; x[j]``), at
+  a moved agent index in an agent kernel (``x[env, agent + 1]``), or in a
+  ``@device_function`` helper handed a moved env index or moving it itself, down every
+  helper it calls in turn.
 - `check_array` refuses, naming the argument: a dtype kernels cannot take (big-endian,
   float128, ...), too few dims or rows for what the body indexes, and for written arrays a
   broadcast (stride 0) one, where every env would write the same element; `read_only_error`
@@ -62,6 +64,10 @@ MAX_COUNT = 2**63 - 1
 _INDEXING_WRITERS = frozenset(
     {"atomic_add", "next_uint64", "uniform", "uniform_range", "uniform_as", "uniform_range_as", "normal", "randint"}
 )
+# builtins whose result is arithmetic on their arguments: a local computed with one from the env
+# index is an index computed from it
+_ARITHMETIC_CALLS = frozenset({"abs", "int", "min", "max", "round"})
+_HELPER_DEPTH = 8  # helpers of helpers read this deep (Numba inlines no recursion anyway)
 _INT_RANGE = (-(2**63), 2**64 - 1)  # int64 and uint64: what Numba types a Python int as
 
 
@@ -142,6 +148,9 @@ def _read_access(kernel) -> BodyAccess:
     loops = _loop_extents(function, values, reassigned)
     unconditional = _unconditional_nodes(function.body)
     aliases = _aliases(function, values)
+    # locals computed from the env or agent index (``j = i + 1``): a write at one is another row's
+    from_env = _derived_locals(function, {env}) if not reassigned else {}
+    from_agent = _derived_locals(function, {agent}) if agent is not None and not reassigned else {}
 
     def unproven(node, name: str, how: str) -> ValueError:
         where = f"{kernel.__qualname__} ({inspect.getsourcefile(kernel.py_func)}:{first_line + node.lineno - 1})"
@@ -157,9 +166,20 @@ def _read_access(kernel) -> BodyAccess:
         if store:
             written.add(name)
             # an env index moved or scaled (x[i - 1], x[i + 1], x[2 * i]) reaches another env's row
-            # or past the last one: refused rather than trusted
+            # or past the last one: refused rather than trusted, also when moved through a local
+            # (j = i + 1; x[j]) or, in an agent kernel, the agent index (x[env, agent + 1])
             if not reassigned and _moves_index(parts[0], (env, agent)):
                 raise unproven(node, name, "at an offset or scaled env index")
+            derived = {**from_env, **from_agent}
+            local = _local_index(parts[0], derived)
+            if local is not None:
+                raise unproven(node, name, f"at an index computed from the env index ({local})")
+            if agent is not None and len(parts) > 1 and isinstance(parts[0], ast.Name) and parts[0].id == env:
+                if _moves_index(parts[1], (agent, *from_agent)):
+                    raise unproven(node, name, "at an offset or scaled agent index")
+                local = _local_index(parts[1], from_agent)
+                if local is not None:
+                    raise unproven(node, name, f"at an index computed from the agent index ({local})")
         for axis, part in enumerate(parts if id(node) in unconditional else ()):
             # a constant index (``clock[0]``, ``x[i, 2]``): the caller's array must hold that row
             # or column, whatever the body writes there
@@ -186,7 +206,9 @@ def _read_access(kernel) -> BodyAccess:
         elif isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if not reassigned:
-                _check_helper_call(node, kernel.py_func.__globals__, values, (env, agent), unproven)
+                arrays = {name: name for name in values}
+                moved = set(from_env) | set(from_agent)
+                _check_helper_call(node, kernel.py_func.__globals__, arrays, {env, agent}, moved, unproven)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
             if (
@@ -213,13 +235,20 @@ def _helper(func, namespace):
     return py_func if inspect.isfunction(py_func) else None
 
 
-def _check_helper_call(call, namespace, values, indices, unproven) -> None:
+def _check_helper_call(call, namespace, arrays, indices, moved, unproven, report=None, chain=()) -> None:
     """Refuse a call that hands a ``@device_function`` helper a value array and an env index it
     writes that array at, moved (``put(x, i + 1)`` with ``x[j] = ...``), or that the helper moves
-    itself (``x[j - 1] = ...`` with ``j`` the env index)."""
+    itself (``x[j - 1] = ...`` with ``j`` the env index, or ``k = j + 1; x[k] = ...``), down every
+    helper it calls in turn (``outer(x, i)`` calling ``put(y, j + 1)``).
+
+    ``arrays`` maps the caller's names of value arrays to the kernel's; ``indices`` are the
+    caller's names holding the env (or agent) index as it is, ``moved`` those holding one
+    moved or computed from it. ``report`` is the kernel's call the refusal names.
+    """
     helper = _helper(call.func, namespace)
-    if helper is None:
-        return
+    report = call if report is None else report
+    if helper is None or helper.__qualname__ in chain or len(chain) >= _HELPER_DEPTH:
+        return  # a recursive helper, or one too deep: its arrays count as written (``passed``)
     try:
         function = ast.parse(textwrap.dedent(inspect.getsource(helper))).body[0]
     except (OSError, TypeError, SyntaxError, IndexError):
@@ -229,20 +258,84 @@ def _check_helper_call(call, namespace, values, indices, unproven) -> None:
     parameters = [argument.arg for argument in function.args.args]
     given = dict(zip(parameters, call.args))
     given.update((keyword.arg, keyword.value) for keyword in call.keywords if keyword.arg)
-    arrays = {name: arg.id for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in values}
+    own = {name: arrays[arg.id] for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in arrays}
     env_names = {name for name, arg in given.items() if isinstance(arg, ast.Name) and arg.id in indices}
-    moved = {name for name, arg in given.items() if _moves_index(arg, indices)}
+    shifted = {
+        name
+        for name, arg in given.items()
+        if _moves_index(arg, indices | moved) or (isinstance(arg, ast.Name) and arg.id in moved)
+    }
+    shifted |= set(_derived_locals(function, env_names | shifted))
+    chain = (*chain, helper.__qualname__)
     for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            _check_helper_call(node, helper.__globals__, own, env_names, shifted, unproven, report, chain)
         if not (
             isinstance(node, ast.Subscript)
             and isinstance(node.ctx, ast.Store)
             and isinstance(node.value, ast.Name)
-            and node.value.id in arrays
+            and node.value.id in own
         ):
             continue
         leading = node.slice.elts[0] if isinstance(node.slice, ast.Tuple) else node.slice
-        if (isinstance(leading, ast.Name) and leading.id in moved) or _moves_index(leading, env_names):
-            raise unproven(call, arrays[node.value.id], f"in {helper.__qualname__} at an offset or scaled env index")
+        if (isinstance(leading, ast.Name) and leading.id in shifted) or _moves_index(leading, env_names | shifted):
+            where = " -> ".join(chain)
+            raise unproven(report, own[node.value.id], f"in {where} at an offset or scaled env index")
+
+
+def _derived_locals(function, indices) -> dict:
+    """Local names computed from ``indices`` by arithmetic (``j = i + 1``, ``k = j * 2``, ``j = i``),
+    directly or through another such local: ``{j: "j = i + 1"}``. A value read with an index
+    (``j = idx[i]``) is data, not index arithmetic: not followed."""
+    indices = {name for name in indices if name is not None}
+    derived: dict[str, str] = {}
+    while True:
+        found = {}
+        for node in ast.walk(function):
+            targets, value = _assignment(node)
+            if value is None or not _uses(value, indices | set(derived)):
+                continue
+            for target in targets:
+                if isinstance(target, ast.Name) and target.id not in indices and target.id not in derived:
+                    found[target.id] = f"{target.id} = {ast.unparse(value)}"
+        if not found:
+            return derived
+        derived.update(found)
+
+
+def _assignment(node):
+    """``(targets, value)`` of an assignment, augmented assignment or for loop, else ``((), None)``."""
+    if isinstance(node, ast.Assign):
+        return node.targets, node.value
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+        return [node.target], node.value
+    if isinstance(node, ast.For):
+        return [node.target], node.iter
+    return (), None
+
+
+def _uses(expression, names) -> bool:
+    """Whether ``expression`` computes with one of ``names``: by arithmetic, or in `_ARITHMETIC_CALLS`
+    (``min(i + 1, n)``). A subscript (``idx[i]``) or another call (``agent_stream(env, agent, n)``,
+    a search over the data) gives data, which the check leaves to the kernel as it does ``x[idx[i]]``."""
+    if isinstance(expression, ast.Name):
+        return expression.id in names
+    if isinstance(expression, ast.Subscript):
+        return False
+    if isinstance(expression, ast.Call):
+        arithmetic = isinstance(expression.func, ast.Name) and expression.func.id in _ARITHMETIC_CALLS
+        return arithmetic and any(_uses(argument, names) for argument in expression.args)
+    return any(_uses(child, names) for child in ast.iter_child_nodes(expression))
+
+
+def _local_index(index, derived: dict) -> str | None:
+    """How a leading index computed from the env (or agent) index came about, when it is such a local
+    (``j``) or arithmetic on one (``j + 1``), else None."""
+    if isinstance(index, ast.Name):
+        return f"`{derived[index.id]}`" if index.id in derived else None
+    if isinstance(index, ast.Subscript):
+        return None  # an index read from data (``x[idx[j]]``) is not proven either way: not refused
+    return next(filter(None, (_local_index(child, derived) for child in ast.iter_child_nodes(index))), None)
 
 
 def _moves_index(index, names) -> bool:

@@ -186,8 +186,15 @@ class ParamsTable:
 
     def env_params(self, read, index: int):
         """Env ``index``'s params record (its current per-env values)."""
-        column = self.host(read)[:, index]
-        return dataclasses.replace(self.base, **{name: float(column[row]) for row, name in enumerate(self.fields)})
+        return self.envs_params(read, [index])[0]
+
+    def envs_params(self, read, indices) -> list:
+        """The params records of envs ``indices``, from one host copy of the table."""
+        host = self.host(read)
+        return [
+            dataclasses.replace(self.base, **{name: float(host[row, index]) for row, name in enumerate(self.fields)})
+            for index in indices
+        ]
 
     def _stride(self, row: int, values) -> int:
         """0 while every env reads the same value (entry 0 for all), 1 once they may differ."""

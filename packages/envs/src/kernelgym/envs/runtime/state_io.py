@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 if TYPE_CHECKING:
     from kernelgym.envs.runtime.buffers import Buffers
+    from kernelgym.envs.runtime.params import ParamsTable
     from kernelgym.envs.spec import EnvSpec
 
     class _EnvState(Protocol):
@@ -16,6 +17,8 @@ if TYPE_CHECKING:
 
         spec: EnvSpec
         num_envs: int
+        params: Any
+        _params_table: ParamsTable | None
         _state_bounds: dict
         _buffers: Buffers
         _unstarted: set[int] | None
@@ -138,7 +141,10 @@ class StateIO(_MixinBase):
         values the array's dtype holds (no integer wrap-around, no finite float turned
         infinite: `checked_cast`) and within the array's declared bounds
         (`StateArray.low`/``high``: a kernel may index with them); the others keep their
-        values. Every value is checked before anything is written.
+        values. Each env's resulting state must then keep the spec's ``invariants``
+        (`EnvSpec.invariants`; checked for every env written that has a full state: one
+        already started, or one given every array). Every value is checked before
+        anything is written: a refused call writes nothing.
 
         By default the env(s) written are not pending a reset, and their episode step
         counter (which truncates at ``max_episode_steps``) starts from the value of the
@@ -178,6 +184,7 @@ class StateIO(_MixinBase):
             checked[name] = checked_cast(value, target.dtype, f"state[{name!r}]")
             self._check_bounds(name, checked[name], index)
         episode_steps = None if keep_episode_step else self._episode_steps(checked, index)
+        self._check_invariants(checked, index)
         for name, value in checked.items():
             self._buffers.write_rows(self.state[name], value, index)
         if not keep_episode_step:  # a new episode: its step counter and its return start here
@@ -210,6 +217,38 @@ class StateIO(_MixinBase):
                 f"state[{name!r}]{at} of env {env}: expected {'>=' if side == 'low' else '<='} {limit!r} "
                 f"(StateArray {name!r} {side} of {self.spec.id!r}), got {bad!r}; nothing was written"
             )
+
+    def _check_invariants(self, checked: dict, index: int | None) -> None:
+        """Refuse a write after which an env breaks the spec's invariants, naming the env and the rule.
+
+        An env not yet started that is given only some arrays is not checked: the rest of
+        its state is still the zeros it was made with (it steps only after a full write or a
+        reset, and a reset writes every array).
+        """
+        invariants = self.spec.load("invariants")
+        if invariants is None:
+            return
+        complete = len(checked) == len(self.state)
+        envs = range(self.num_envs) if index is None else (index,)
+        envs = [env for env in envs if complete or self._unstarted is None or env not in self._unstarted]
+        if not envs:
+            return
+        # the arrays not given keep their values: the rule sees each env's state as it would be
+        kept = [name for name in self.state if name not in checked]
+        current = {name: np.array(self._buffers.read(self.state[name])) for name in kept}
+        table = self._params_table
+        params = [self.params] * len(envs) if table is None else table.envs_params(self._buffers.read, envs)
+        for env, env_params in zip(envs, params):
+            state = {name: np.array(value if index is not None else value[env]) for name, value in checked.items()}
+            state.update({name: np.array(value[env]) for name, value in current.items()})
+            try:
+                invariants(env_params, state)
+            except AssertionError as error:
+                broken = str(error) or "an assert without a message"
+                raise ValueError(
+                    f"state of env {env}: expected a state that keeps the invariants of {self.spec.id!r} "
+                    f"(EnvSpec.invariants), got one that breaks them: {broken}; nothing was written"
+                ) from error
 
     def _mark_started(self, index: int | None) -> None:
         """Envs ``index`` (all for None) have a state: ``step`` may run once every env has one."""

@@ -362,7 +362,11 @@ class KernelVectorEnv(StateIO):
         elif check is not None:  # sync on a device: check, read the record, then step
             self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
         # the bound step (its launch records and paths), and its fastest callable for the hot path
-        self._step_launch = bind_launches(programs, values, per_call=actions.per_call, **counts)
+        # the step compiles at its first launch: bad actions are refused before that build
+        # (the reset's compiles here: reset() comes first and takes no per-call values)
+        self._step_launch = bind_launches(
+            programs, values, per_call=actions.per_call, compile_at="first_launch", **counts
+        )
         self._launch_step = self._step_launch.as_function()
         resets = reset_programs(reset, spec.kernel_layout, restores, statistics, self.multi_agent)
         self._launch_reset = bind_launches(resets, values, **counts)
