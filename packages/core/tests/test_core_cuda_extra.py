@@ -134,3 +134,17 @@ def test_the_extra_is_detected_as_installed_or_not():
         for name in ("cuda", "sim"):
             with pytest.raises(BackendUnavailableError, match=r"numba-cuda.*kernelgym-core\[cuda\]"):
                 resolve_backend(name)
+
+
+def test_the_gpu_compile_probe_names_the_missing_extra():
+    # numba's own deprecated numba.cuda imports without numba-cuda: the probe must not stop at
+    # that import, nor blame NVRTC for what is numba-cuda's absence
+    body = """
+from kernelgym.core.gpu_compile import toolchain_missing_reason
+print(toolchain_missing_reason())
+"""
+    reason = _run_without_the_extra(body, simulator=False)[-1]
+    assert reason == (
+        "numba-cuda, cuda-bindings, cuda-core are not installed (the 'cuda' extra, which gpu-compile brings); "
+        'pip install "kernelgym-core[gpu-compile]"'
+    )
