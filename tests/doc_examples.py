@@ -39,6 +39,9 @@ ENV_OF_MODULE = {
 #: ids need kernelgym-minatar installed, which a plain `import kernelgym.envs` does not show)
 ENV_OF_FOLDER = {"packages/minatar/": "minatar"}
 TOX_ENVS = ("integration", "clients", "ray", "minatar", "gpu")
+#: the tox env that runs each README's first example again, without kernelgym-core's cuda extra
+#: (`readme_first_examples`): a reader on macOS starts there. No example runs only there.
+NO_CUDA_ENV = "nocuda"
 _OPEN = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*$")
 _IMPORT = re.compile(
     r"^[ \t]*(?:from[ \t]+(?P<from>[\w.]+)[ \t]+import|import[ \t]+(?P<names>[\w., \t]+))", re.MULTILINE
@@ -60,8 +63,7 @@ class Example:
 
 def markdown_files(root: Path = ROOT) -> list[Path]:
     """Every Markdown file whose Python blocks must run."""
-    files = [root / "README.md", *sorted(root.glob("packages/*/README.md"))]
-    files.append(root / "examples" / "kernelgym-example-plugin" / "README.md")
+    files = readme_files(root)
     files += sorted((root / "docs").rglob("*.md"))
     return files
 
@@ -103,6 +105,23 @@ def examples_in(text: str, path: str) -> list[Example]:
     return examples
 
 
+def readme_files(root: Path = ROOT) -> list[Path]:
+    """README.md, each package's and the example plugin's."""
+    plugin = root / "examples" / "kernelgym-example-plugin" / "README.md"
+    return [root / "README.md", *sorted(root.glob("packages/*/README.md")), plugin]
+
+
+def readme_first_examples(root: Path = ROOT) -> list[Example]:
+    """The first example of each README (`readme_files`), the one a reader runs first."""
+    firsts = []
+    for file in readme_files(root):
+        examples = examples_in(file.read_text(encoding="utf-8"), file.relative_to(root).as_posix())
+        if not examples:
+            raise ValueError(f"{file.relative_to(root).as_posix()}: no ```python block")
+        firsts.append(examples[0])
+    return firsts
+
+
 def all_examples(root: Path = ROOT) -> list[Example]:
     """The examples of every file of `markdown_files`, in order."""
     return [
@@ -124,7 +143,8 @@ def imported_modules(source: str) -> set[str]:
 
 
 def tox_env(example: Example) -> str:
-    """The tox env that has the extras the example imports."""
+    """The tox env that has the extras the example imports (`NO_CUDA_ENV` runs only
+    `readme_first_examples`, in addition)."""
     envs = {env for folder, env in ENV_OF_FOLDER.items() if example.path.startswith(folder)}
     for module in imported_modules(example.source):
         for prefix, env in ENV_OF_MODULE.items():

@@ -160,6 +160,28 @@ def test_every_declared_dependency_is_imported(distribution):
         assert not unused, f"{distribution}[{extra}] declares {sorted(unused)} but never imports them"
 
 
+# numba-cuda has no macOS wheel (and no sdist), and cuda-bindings and cuda-core come with it:
+# a required dependency on any of them would make the cpu backend uninstallable there (issue 38).
+CUDA_STACK = {"numba-cuda", "cuda-bindings", "cuda-core", "cuda-pathfinder"}
+
+
+@pytest.mark.parametrize("distribution", sorted(DISTRIBUTIONS))
+def test_the_cuda_stack_is_only_ever_an_extra(distribution):
+    declared, extras = declared_dependencies(distribution)
+    assert not declared & CUDA_STACK, (
+        f"{distribution} requires {sorted(declared & CUDA_STACK)}: put them in kernelgym-core's cuda extra"
+    )
+    if distribution == "kernelgym-core":
+        assert {"numba-cuda", "cuda-bindings", "cuda-core"} <= extras["cuda"]
+        # the compiler wheels are useless without the stack they compile for
+        assert any(Requirement(text).extras == {"cuda"} for text in _extra_requirements(distribution, "gpu-compile"))
+
+
+def _extra_requirements(distribution: str, extra: str) -> list[str]:
+    project = tomllib.loads((DISTRIBUTIONS[distribution] / "pyproject.toml").read_text())["project"]
+    return project["optional-dependencies"][extra]
+
+
 def test_the_scan_sees_guarded_and_function_level_imports():
     imports = Imports()
     _scan(

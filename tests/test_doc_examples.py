@@ -3,7 +3,8 @@
 Each example (a block, with the blocks that continue it; see ``tests/doc_examples.py``)
 runs as a script of its own in a fresh subprocess, in a temporary directory, as a reader
 who saves it would run it. The examples of one tox env run here: ``KERNELGYM_DOC_EXAMPLES``
-names it (``integration`` when unset; tox.ini sets ``clients`` and ``ray``; on a machine
+names it (``integration`` when unset; tox.ini sets ``clients``, ``ray``, ``minatar`` and
+``nocuda``, which runs each README's first example again without numba-cuda; on a machine
 with a GPU, ``KERNELGYM_DOC_EXAMPLES=gpu pytest tests/test_doc_examples.py`` runs the blocks
 that need one).
 """
@@ -18,12 +19,15 @@ import pytest
 
 from doc_examples import (
     CONTINUE,
+    NO_CUDA_ENV,
     ROOT,
     TOX_ENVS,
     Example,
     all_examples,
     examples_in,
     imported_modules,
+    readme_files,
+    readme_first_examples,
     site_links,
     tox_env,
 )
@@ -35,7 +39,8 @@ TIMEOUT = 300
 
 
 def test_this_tox_env_is_one_that_runs_examples():
-    assert THIS_ENV in TOX_ENVS, f"KERNELGYM_DOC_EXAMPLES: expected one of {TOX_ENVS}, got {THIS_ENV!r}"
+    runs = (*TOX_ENVS, NO_CUDA_ENV)
+    assert THIS_ENV in runs, f"KERNELGYM_DOC_EXAMPLES: expected one of {runs}, got {THIS_ENV!r}"
 
 
 def test_every_readme_and_guide_quickstart_is_collected():
@@ -92,7 +97,22 @@ def test_an_example_runs_where_its_imports_are_installed():
         tox_env(Example("t.md", 1, "import ray\nimport skrl"))
 
 
-@pytest.mark.parametrize("example", [e for e in EXAMPLES if tox_env(e) == THIS_ENV], ids=lambda e: e.id)
+def examples_of(env: str) -> list[Example]:
+    """The examples ``env`` runs."""
+    if env == NO_CUDA_ENV:
+        return readme_first_examples()
+    return [example for example in EXAMPLES if tox_env(example) == env]
+
+
+def test_the_nocuda_env_runs_the_first_example_of_every_readme():
+    firsts = examples_of(NO_CUDA_ENV)
+    assert [example.path for example in firsts] == [path.relative_to(ROOT).as_posix() for path in readme_files()]
+    assert "packages/envs/README.md" in {example.path for example in firsts}
+    for example in firsts:  # the first of its file: no example of that file starts above it
+        assert example.line == min(other.line for other in EXAMPLES if other.path == example.path)
+
+
+@pytest.mark.parametrize("example", examples_of(THIS_ENV), ids=lambda e: e.id)
 def test_the_example_runs_as_it_stands(example, tmp_path):
     script = tmp_path / "example.py"
     script.write_text(example.source + "\n", encoding="utf-8")

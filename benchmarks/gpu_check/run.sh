@@ -9,6 +9,25 @@ out="$root/gpu-check-results"
 if [[ $# -gt 0 && $1 != -* ]]; then wheelhouse="$1"; shift; fi
 if [[ $# -gt 0 && $1 != -* ]]; then out="$1"; shift; fi
 python="${PYTHON:-python3}"
+# --no-deps below: kernelgym-core's `cuda` extra (numba-cuda, cuda-bindings, cuda-core) must
+# already be in this python; say which is missing now rather than at the first cuda step
+if [[ " $* " != *" --backend cpu "* && " $* " != *" --backend=cpu "* ]]; then
+    "$python" - <<'EOF'
+import importlib.util, sys
+
+def importable(module):
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+modules = {"numba_cuda": "numba-cuda", "cuda.bindings": "cuda-bindings", "cuda.core": "cuda-core"}
+missing = [name for module, name in modules.items() if not importable(module)]
+if missing:
+    sys.exit(f"run.sh: {sys.executable} lacks {', '.join(missing)} (kernelgym-core's cuda extra), which "
+             "the wheelhouse does not bring: install them into it, or pass --backend cpu")
+EOF
+fi
 site="$(mktemp -d)/site"
 "$python" -m pip install --quiet --no-index --no-deps --no-compile --no-cache-dir --target "$site" "$wheelhouse"/*.whl
 # the commit the wheels were built from (wheelhouse.sh), in every result line

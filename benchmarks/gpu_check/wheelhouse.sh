@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the wheelhouse an air-gapped GPU machine installs kernelgym from (a few MiB):
 # kernelgym's six wheels (kernelgym-minatar's included), the example plugin, and the
-# pure-Python packages such a machine lacks when its python holds torch, numba, numba-cuda,
+# pure-Python packages such a machine lacks when its python holds torch, numba, numba-cuda
+# (with its cuda-bindings and cuda-core: kernelgym-core's cuda extra, which run.sh checks),
 # numpy, pytest and hypothesis.
 #   bash benchmarks/gpu_check/wheelhouse.sh [FOLDER]      (default: .whl in the repository)
 # NUMPY_FOR_PYTHON=3.12 also adds numpy 2.4.6 for that CPython on x86-64 Linux (16 MiB): the

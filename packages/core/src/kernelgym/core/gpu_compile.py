@@ -54,6 +54,7 @@ import numpy as np
 from numba.core.types import StructRef
 
 from kernelgym.core import codegen, ptx_audit, rng
+from kernelgym.core.backends import cuda_extra_missing
 from kernelgym.core.contraction import CONTRACTED_MARKER
 from kernelgym.core.device_functions import atomic_add
 from kernelgym.core.kernels import agent_kernel
@@ -245,6 +246,10 @@ def toolchain_missing_reason() -> str | None:
             "NUMBA_ENABLE_CUDASIM=1 was set before numba was imported, so numba.cuda is the "
             "CUDA simulator in this process; compile for the GPU in a process without it"
         )
+    missing = cuda_extra_missing()
+    if missing:  # numba's own deprecated numba.cuda imports, but is not what this compiles with
+        verb = "is" if len(missing) == 1 else "are"
+        return f"{', '.join(missing)} {verb} not installed (the 'cuda' extra, which gpu-compile brings); {INSTALL_HINT}"
     try:
         from numba.cuda.cudadrv import nvrtc, nvvm
     except ImportError as error:
