@@ -129,6 +129,64 @@ def test_second_process_loads_the_cpu_build_from_the_disk_cache(tmp_path):
     assert [path.name.startswith("env_double_1_") for path in launchers] == [True]
 
 
+WARM_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import numba
+    import numpy as np
+    from numba.core import event
+    sys.path.insert(0, sys.argv[1])
+    from cached_kernel import double
+
+    compiled = []
+
+    class Compiles(event.Listener):
+        def on_start(self, event):
+            compiled.append(str(event.data["dispatcher"]))
+
+        def on_end(self, event):
+            pass
+
+    event.register("numba:compile", Compiles())
+    x = np.arange(8.0)
+    double.launch("cpu", 8, x)
+    # Numba's lowering modules: imported by a compile, or by Numba's refresh before a cache load
+    lowering = "numba.np.arrayobj" in sys.modules
+    launched = list(compiled)
+
+    @numba.njit
+    def total(values):  # compiled after the cached load: Numba initialises itself as it needs
+        return np.sum(values * 2.0)
+
+    from numba.core import inline_closurecall
+    print(json.dumps({"x": x.tolist(), "launch_compiled": launched, "lowering": lowering,
+                      "total": total(np.arange(5.0)), "copy": type(inline_closurecall.copy).__name__}))
+    """
+)
+
+
+def test_a_warm_process_loads_its_launchers_without_compiling_or_loading_numbas_compiler(tmp_path):
+    (tmp_path / "cached_kernel.py").write_text(
+        "from kernelgym.core import env_kernel\n\n@env_kernel\ndef double(i, x):\n    x[i] *= 2.0\n"
+    )
+    env = dict(os.environ, KERNELGYM_CACHE_DIR=str(tmp_path / "cache"), NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    runs = []
+    for _ in range(2):
+        result = subprocess.run(
+            [sys.executable, "-c", WARM_SCRIPT, str(tmp_path)], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["launch_compiled"] and cold["lowering"]
+    assert warm["launch_compiled"] == [] and not warm["lowering"]
+    assert warm["x"] == cold["x"] == [2.0 * v for v in range(8)]
+    # a compile after the cached load still works, with the shared-scope inliner installed
+    assert warm["total"] == cold["total"] == 20.0
+    assert warm["copy"] == cold["copy"] == "_SharedScopeCopy"
+
+
 HELPER_SCRIPT = textwrap.dedent(
     """
     import json, sys

@@ -5,6 +5,12 @@ inputs, and checks every step against a reference model built from the env's CPU
 reference implementation and gymnasium's autoreset rules.
 """
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 import torch
@@ -399,3 +405,47 @@ def test_simulator_buffers_stay_in_place_and_bad_actions_change_nothing():
     env.set_state({name: np.float32(0.0) for name in before}, index=3)
     obs, _, _, _, _ = env.step(torch.ones(4, dtype=torch.int64))
     assert obs.data_ptr() == pointer and obs[3, 1] > 0  # pushed right from rest
+
+
+WARM_MAKE = textwrap.dedent(
+    """
+    import json, sys
+    import numpy as np
+    from numba.core import event
+
+    compiled = []
+
+    class Compiles(event.Listener):
+        def on_start(self, event):
+            compiled.append(str(event.data["dispatcher"]))
+
+        def on_end(self, event):
+            pass
+
+    event.register("numba:compile", Compiles())
+    import kernelgym.envs as kge
+
+    env = kge.make("CartPole-v1", 4, backend="cpu", seed=0)
+    observations = [env.reset(seed=3, numpy=True)[0].tolist()]
+    for _ in range(5):
+        observations.append(env.step(np.array([0, 1, 1, 0]), numpy=True)[0].tolist())
+    print(json.dumps({"compiled": compiled, "lowering": "numba.np.arrayobj" in sys.modules,
+                      "observations": observations}))
+    """
+)
+
+
+def test_a_make_with_a_warm_cache_compiles_nothing_and_steps_as_a_compiled_one():
+    # issue 35: a warm make loads its launchers from the disk cache, without Numba's compiler
+    # (its lowering modules, about 1 s of a make) and without compiling anything
+    env = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    env["KERNELGYM_CPU_THREADS"] = "one"  # the serial launchers only: one compile when the cache is cold
+    runs = []
+    for _ in range(2):  # the first fills the cache where this session's is cold
+        result = subprocess.run([sys.executable, "-c", WARM_MAKE], capture_output=True, text=True, env=env, timeout=900)
+        assert result.returncode == 0, result.stderr
+        runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
+    first, warm = runs
+    assert warm["compiled"] == [] and not warm["lowering"]
+    assert warm["observations"] == first["observations"]
+    assert np.isfinite(warm["observations"]).all() and warm["observations"][0] != warm["observations"][-1]

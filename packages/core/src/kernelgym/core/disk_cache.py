@@ -28,7 +28,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CacheWarning", "usable_folder", "check_cache_of"]
+from numba.core.cpu import CPUContext
+from numba.core.runtime.nrt import rtsys
+
+__all__ = ["CacheWarning", "usable_folder", "check_cache_of", "load_without_refresh"]
 
 SEAL_MARKER = b"kgseal01"
 SEAL_SIZE = len(SEAL_MARKER) + hashlib.sha256().digest_size
@@ -91,6 +94,8 @@ def check_cache_of(dispatcher) -> None:
 
     def checked_load_overload(sig, target_context):
         try:
+            if isinstance(target_context, CPUContext):
+                return load_without_refresh(cache, sig, target_context)
             return load_overload(sig, target_context)
         except Exception as error:
             _warn(
@@ -151,6 +156,26 @@ def check_cache_of(dispatcher) -> None:
     cache_file._open_for_write = sealed_open_for_write
     cache_file._load_index, cache_file._load_data = checked_load_index, checked_load_data
     cache_file._kernelgym_checked = True
+
+
+def load_without_refresh(cache, sig, target_context):
+    """Numba's ``Cache.load_overload`` for the cpu target, without refreshing the target first.
+
+    Numba refreshes the target context before each cache load: it imports and registers all
+    of its typing and lowering modules (``numba.cpython``, ``numba.np``, ...), about 1 s, the
+    largest part of a ``make()`` whose launchers are all cached. Rebuilding cached machine
+    code needs none of it, only Numba's runtime (NRT), which compiled code calls and which
+    this starts (as the refresh would). A compile refreshes the context itself
+    (``CompilerBase.__init__``), so a later cache miss compiles as before.
+
+    Returns
+    -------
+    numba.core.compiler.CompileResult or None
+        The rebuilt overload, or None where the cache holds none for ``sig``.
+    """
+    rtsys.initialize(target_context)
+    with cache._guard_against_spurious_io_errors():
+        return cache._load_overload(sig, target_context)
 
 
 def _read_sealed(path: str, folder: str) -> bytes | None:

@@ -18,6 +18,8 @@ leaves alone.
 from __future__ import annotations
 
 import copy
+import importlib.abc
+import sys
 from typing import Any
 
 __all__ = ["install"]
@@ -45,13 +47,53 @@ class _SharedScopeCopy:
         return getattr(copy, name)
 
 
+_INLINER = "numba.core.inline_closurecall"
+
+
 def install() -> None:
     """Make Numba's inliner copy a callee's blocks with one shared scope (idempotent).
 
+    Patches ``numba.core.inline_closurecall`` now where it is imported, else as it is first
+    imported: it pulls in Numba's lowering modules (about 0.5 s), which a process whose
+    launchers all come from the disk cache never needs (`kernelgym.core.disk_cache`).
     Leaves Numba alone where its inliner does not use the ``copy`` module as expected.
     """
-    from numba.core import inline_closurecall, ir
+    module = sys.modules.get(_INLINER)
+    if module is not None:
+        _patch(module)
+    elif not any(isinstance(finder, _PatchAtImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _PatchAtImport())
 
-    inliner: Any = inline_closurecall
+
+def _patch(inliner: Any) -> None:
+    from numba.core import ir
+
     if getattr(inliner, "copy", None) is copy:
         inliner.copy = _SharedScopeCopy(ir.Block)
+
+
+class _PatchAtImport(importlib.abc.MetaPathFinder):
+    """Finds Numba's inliner with the other finders and patches it once it has run (then leaves)."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _INLINER:
+            return None
+        sys.meta_path.remove(self)
+        spec = next(
+            (
+                found
+                for finder in sys.meta_path
+                if hasattr(finder, "find_spec") and (found := finder.find_spec(fullname, path, target)) is not None
+            ),
+            None,
+        )
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        run = spec.loader.exec_module
+
+        def run_and_patch(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = run_and_patch  # this module's loader only
+        return spec
