@@ -206,9 +206,9 @@ def _read_access(kernel) -> BodyAccess:
         elif isinstance(node, ast.Call):
             callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", None)
             if not reassigned:
-                arrays = {name: name for name in values}
+                own_arrays = {name: name for name in values}
                 moved = set(from_env) | set(from_agent)
-                _check_helper_call(node, kernel.py_func.__globals__, arrays, {env, agent}, moved, unproven)
+                _check_helper_call(node, kernel.py_func.__globals__, own_arrays, {env, agent}, moved, unproven)
             names = [arg.id for arg in node.args if isinstance(arg, ast.Name) and arg.id in values]
             first = node.args[0] if node.args else None
             if (

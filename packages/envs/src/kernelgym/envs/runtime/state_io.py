@@ -229,7 +229,7 @@ class StateIO(_MixinBase):
         if invariants is None:
             return
         complete = len(checked) == len(self.state)
-        envs = range(self.num_envs) if index is None else (index,)
+        envs = list(range(self.num_envs)) if index is None else [index]
         envs = [env for env in envs if complete or self._unstarted is None or env not in self._unstarted]
         if not envs:
             return
