@@ -112,3 +112,35 @@ def test_a_bad_setting_is_refused_naming_the_variable_before_anything_compiles(v
 def test_good_settings(value, enabled, monkeypatch):
     monkeypatch.setenv(NOTICE_VARIABLE, value)
     assert notice_enabled() is enabled
+
+
+CUDA_PROBE = textwrap.dedent(
+    """
+    import sys
+    from numba import cuda, types  # numba-cuda's own package, not the simulator
+    from numba.cuda import dispatcher
+    from kernelgym.core import compile_log, compile_notice
+
+    compile_log.install()  # as a cuda launcher's build does once numba.cuda is imported
+
+    def probe(x):
+        x[0] = 1.0
+
+    with compile_notice.compile_notice("Probe-v0", "cuda"):
+        for _ in range(2):
+            try:  # a cache miss builds a _Kernel; without a GPU the build fails after the line
+                dispatcher._Kernel(probe, (types.float64[::1],))
+            except Exception as error:
+                print("build:", type(error).__name__)
+    print("hooked", compile_notice.hook_cuda_compiles())
+    """
+)
+
+
+def test_a_cuda_kernel_build_prints_the_line_once(monkeypatch):
+    pytest.importorskip("numba_cuda", reason="the cuda extra: numba-cuda's dispatcher is what is hooked")
+    monkeypatch.delenv(NOTICE_VARIABLE, raising=False)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    done = subprocess.run([sys.executable, "-c", CUDA_PROBE], capture_output=True, text=True, timeout=300)
+    assert "hooked True" in done.stdout, done.stdout + done.stderr
+    assert done.stderr.count(notice_text("Probe-v0", "cuda")) == 1, done.stderr

@@ -7,7 +7,8 @@ compilation (not a cache load) as a ``numba:compile`` event: a listener installe
 at import, times the outermost ones and logs them at INFO. Nothing runs per launch.
 numba-cuda has its own event bus (with its own listener class and event kinds); its
 CUDADispatcher announces no compilation there (numba-cuda 0.30), so a ``cuda.jit``
-launcher's GPU build is not logged until it does.
+launcher's GPU build is not logged until it does (the env's compile line is printed for it
+all the same: `kernelgym.core.compile_notice.hook_cuda_compiles`).
 """
 
 from __future__ import annotations
@@ -115,3 +116,5 @@ def install() -> None:
         listener = type("LauncherCompileListener", (_LauncherCompileTimer, module.Listener), {})()
         module.register(kind, listener)
         _installed.add(kind)
+    if "numba.cuda" in sys.modules:  # its dispatcher's compiles reach no event: hook them
+        compile_notice.hook_cuda_compiles()

@@ -9,18 +9,19 @@ its disk cache as none, so a warm cache prints nothing. Each (env, backend) is a
 once per process.
 
 ``KERNELGYM_COMPILE_NOTICE=0`` silences the line (``1``, the default, keeps it). On the
-cuda backend numba-cuda 0.30's dispatcher announces no compilation, so no line appears
-there until it does (see `kernelgym.core.compile_log`).
+cuda backend numba-cuda 0.30's dispatcher announces no compilation on its event bus, but it
+builds a kernel object only on a cache miss: `hook_cuda_compiles` announces there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import os
 import sys
 
-__all__ = ["NOTICE_VARIABLE", "compile_notice", "notice_enabled", "notice_text", "silenced"]
+__all__ = ["NOTICE_VARIABLE", "compile_notice", "hook_cuda_compiles", "notice_enabled", "notice_text", "silenced"]
 
 NOTICE_VARIABLE = "KERNELGYM_COMPILE_NOTICE"
 _SETTINGS = {"1": True, "0": False, "": True}
@@ -80,11 +81,51 @@ def silenced():
 def on_compile_start(compile_event) -> None:
     """Print the line for the active env, at the start of an outermost compile of a function
     whose build Numba keeps on disk (what a later process loads instead of compiling)."""
+    if disk_cached(compile_event):
+        _announce()
+
+
+def _announce() -> None:
+    """Print the active env's line, once per (env, backend) and process."""
     label = _current.get()
-    if label is None or label in _announced or not disk_cached(compile_event):
+    if label is None or label in _announced:
         return
     _announced.add(label)
     print(notice_text(*label), file=sys.stderr, flush=True)
+
+
+def hook_cuda_compiles() -> bool:
+    """Announce numba-cuda's kernel compiles too (idempotent).
+
+    numba-cuda's ``CUDADispatcher`` announces no compilation on its event bus (0.30), but it
+    constructs its ``_Kernel`` only when neither memory nor its disk cache holds the kernel:
+    the line is printed as that construction starts.
+
+    Returns
+    -------
+    bool
+        Whether the hook is in place (False without numba-cuda's dispatcher, as in the
+        simulator, whose kernels compile nothing).
+    """
+    try:
+        from numba.cuda import dispatcher
+    except ImportError:
+        return False
+    kernel_class = getattr(dispatcher, "_Kernel", None)
+    if kernel_class is None:
+        return False
+    original = kernel_class.__init__
+    if getattr(original, "_kernelgym_announces", False):
+        return True
+
+    @functools.wraps(original)
+    def announcing(self, *args, **kwargs):
+        _announce()
+        original(self, *args, **kwargs)
+
+    announcing._kernelgym_announces = True  # type: ignore[attr-defined]
+    kernel_class.__init__ = announcing
+    return True
 
 
 def disk_cached(compile_event) -> bool:
