@@ -205,6 +205,7 @@ class EnvHarness:
         # other checks would then use, so they must not run
         self.out_of_bounds_found = False
         self._envs: dict = {}
+        self._unstarted: dict = {}
         self._variants: dict = {}
 
     @property
@@ -275,6 +276,19 @@ class EnvHarness:
         if kept:  # a reset keeps them: a cached env starts anew only with them written back
             env.set_state(kept, keep_episode_step=True)
         env.reset(seed=seed)
+        return env
+
+    def unstarted_env(self, num_envs: int):
+        """A `KernelVectorEnv` of ``num_envs`` envs in NEXT_STEP mode, made (its programs bound) but
+        never reset or stepped: the canary binds its plan to padded buffers (cached per size)."""
+        from kernelgym.envs.vector_env import KernelVectorEnv
+
+        env = self._unstarted.get(num_envs)
+        if env is None:
+            kwargs = self.overrides if self.overrides is not None else _fields(self.params)
+            env = self._unstarted[num_envs] = KernelVectorEnv(
+                self.spec, num_envs, backend=self.backend, max_episode_steps=1, precision=self.precision, **kwargs
+            )
         return env
 
     def step(self, env, actions) -> StepResult:
