@@ -39,6 +39,33 @@ def test_an_unknown_mode_is_refused_with_the_choices(monkeypatch):
         _scaled("cpu", x, 1.0, 0.0)
 
 
+@pytest.mark.parametrize("variable", ["", "constants", "arguments"])
+@pytest.mark.parametrize("override", ["constants", "arguments"])
+def test_an_override_wins_over_the_variable_inside_its_block_only(monkeypatch, variable, override):
+    monkeypatch.setenv("KERNELGYM_PARAMS", variable)
+    with codegen.params_mode_override(override):
+        assert codegen.params_mode() == override
+        assert codegen.params_mode("constants") == "constants"  # an explicit value is still taken as given
+    assert codegen.params_mode() == (variable or "constants")
+
+
+def test_an_override_to_an_unknown_mode_is_refused_before_the_block(monkeypatch):
+    monkeypatch.delenv("KERNELGYM_PARAMS", raising=False)
+    with pytest.raises(ValueError, match=r"params mode: expected one of \('constants', 'arguments'\), got 'frozen'"):
+        with codegen.params_mode_override("frozen"):
+            pytest.fail("the block ran")
+    assert codegen.params_mode() == "constants"
+
+
+def test_one_compile_serves_every_value_under_an_arguments_override(monkeypatch):
+    monkeypatch.setenv("KERNELGYM_CPU_THREADS", "one")
+    monkeypatch.setenv("KERNELGYM_PARAMS", "constants")
+    x = np.arange(6.0).reshape(3, 2)
+    with codegen.params_mode_override("arguments"):
+        launchers = {_launcher(_scaled("cpu", x, scale, 0.5)[1]) for scale in (1.25, -3.0, 7.5)}
+    assert len(launchers) == 1
+
+
 def test_scalar_types_stay_constants_and_oversized_ints_too_in_arguments_mode():
     assert codegen.is_constant(np.float32, "arguments")
     assert codegen.is_constant(2**70, "arguments")  # no machine type holds it as an argument

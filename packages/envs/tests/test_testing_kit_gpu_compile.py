@@ -44,6 +44,19 @@ def test_a_skipped_check_is_shown_with_its_reason_and_does_not_fail_the_report()
     assert "[skip] gpu_compile" in text and f"skipped: gpu_compile: {hint}" in text
 
 
+def test_a_missing_cuda_extra_skips_the_check_without_starting_the_child(monkeypatch):
+    from kernelgym.core import gpu_compile as core_gpu_compile
+    from kernelgym.envs.testing.gpu_compile import compile_env_for_gpu
+
+    monkeypatch.setattr(core_gpu_compile, "cuda_extra_missing", lambda: ("numba-cuda",))
+    # the child would run this interpreter: a path that does not exist fails any start
+    monkeypatch.setattr("sys.executable", "/nonexistent/python")
+    result = compile_env_for_gpu(walk.SPEC)
+    assert result.unavailable == core_gpu_compile.extra_missing_reason()
+    assert result.unavailable.startswith("numba-cuda is not installed (the 'cuda' extra")
+    assert result.builds == ()
+
+
 @pytest.mark.gpu_compile
 def test_an_agent_cap_of_1024_threads_would_not_fit_the_tag_kernels_with_more_than_64_registers(monkeypatch):
     """The issue's claim, checked with ptxas's real registers: raising MAX_AGENT_THREADS from

@@ -14,6 +14,8 @@ those.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import hashlib
 import importlib.util
@@ -267,13 +269,41 @@ def _literal(value) -> str:
     return repr(value)
 
 
+# set by `params_mode_override` (the testing kit's builds), read before the environment variable
+_PARAMS_MODE_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "kernelgym_params_mode", default=None
+)
+
+
+@contextlib.contextmanager
+def params_mode_override(value: str):
+    """Bind in the `params_mode` ``value`` while the block runs, whatever ``KERNELGYM_PARAMS`` says.
+
+    For tools that build one env in many params configurations (the testing kit draws
+    params from `EnvSpec.param_ranges`): in ``"arguments"`` mode they share one compile.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not one of `PARAMS_MODES`.
+    """
+    if value not in PARAMS_MODES:
+        raise ValueError(f"params mode: expected one of {PARAMS_MODES}, got {value!r}")
+    token = _PARAMS_MODE_OVERRIDE.set(value)
+    try:
+        yield
+    finally:
+        _PARAMS_MODE_OVERRIDE.reset(token)
+
+
 def params_mode(value: str | None = None) -> str:
     """How bound scalars (an env's params) reach a launcher: ``"constants"`` or ``"arguments"``.
 
     Parameters
     ----------
     value : {"constants", "arguments"} or None
-        ``None`` reads ``KERNELGYM_PARAMS`` (``"constants"`` when unset or empty), at each bind.
+        ``None``: the mode of an enclosing `params_mode_override`, else ``KERNELGYM_PARAMS``
+        (``"constants"`` when unset or empty), read at each bind.
 
     Returns
     -------
@@ -285,6 +315,8 @@ def params_mode(value: str | None = None) -> str:
         the steps give the same bits, and may run slower. Scalar types (an env's ``real``)
         are constants in both.
     """
+    if value is None and _PARAMS_MODE_OVERRIDE.get() is not None:
+        return _PARAMS_MODE_OVERRIDE.get()
     raw = os.environ.get(PARAMS_ENV_VAR, "") if value is None else value
     mode = raw.strip().lower() or "constants"
     if mode not in PARAMS_MODES:

@@ -68,6 +68,7 @@ __all__ = [
     "KernelBuild",
     "LauncherRecorder",
     "compile_kernel",
+    "extra_missing_reason",
     "launched_signatures",
     "float64_share",
     "format_agent_packing",
@@ -237,6 +238,18 @@ def _ptxas_path() -> str | None:
     return find_nvidia_binary_utility("ptxas")
 
 
+def extra_missing_reason() -> str | None:
+    """What of the ``cuda`` extra (which gpu-compile brings) is not installed, or None.
+
+    Imports nothing: a caller can tell before starting a process that compiling cannot run.
+    """
+    missing = cuda_extra_missing()
+    if not missing:  # numba's own deprecated numba.cuda imports, but is not what this compiles with
+        return None
+    verb = "is" if len(missing) == 1 else "are"
+    return f"{', '.join(missing)} {verb} not installed (the 'cuda' extra, which gpu-compile brings); {INSTALL_HINT}"
+
+
 def toolchain_missing_reason() -> str | None:
     """Why kernels cannot be compiled for a GPU in this process, or None when they can."""
     import numba
@@ -246,10 +259,9 @@ def toolchain_missing_reason() -> str | None:
             "NUMBA_ENABLE_CUDASIM=1 was set before numba was imported, so numba.cuda is the "
             "CUDA simulator in this process; compile for the GPU in a process without it"
         )
-    missing = cuda_extra_missing()
-    if missing:  # numba's own deprecated numba.cuda imports, but is not what this compiles with
-        verb = "is" if len(missing) == 1 else "are"
-        return f"{', '.join(missing)} {verb} not installed (the 'cuda' extra, which gpu-compile brings); {INSTALL_HINT}"
+    missing = extra_missing_reason()
+    if missing is not None:
+        return missing
     try:
         from numba.cuda.cudadrv import nvrtc, nvvm
     except ImportError as error:

@@ -69,6 +69,17 @@ _FIXED_HINTS = {
 }
 
 
+class LaunchPlan(NamedTuple):
+    """An env's step and reset programs as `KernelVectorEnv` binds them (`kernelgym.core.bind_launches`)."""
+
+    step: list
+    reset: list
+    values: dict
+    per_call: tuple
+    options: dict  # bind_launches's backend, num_envs, num_agents, layouts and fast_math
+    check: Any  # the action check bound as a launch of its own (sync on a device), or None
+
+
 class StepViews(NamedTuple):
     """The output buffers of a `KernelVectorEnv` as arrays (numpy or torch)."""
 
@@ -314,6 +325,25 @@ class KernelVectorEnv(StateIO):
 
     def _bind(self, same_step: bool) -> None:
         """Bind the composed step and reset launches by name, once (names and extents checked here)."""
+        plan = self._launch_plan(same_step)
+        self._launch_check = None
+        if plan.check is not None:  # sync on a device: check, read the record, then step
+            self._launch_check = bind([plan.check], plan.values, per_call=plan.per_call, **plan.options).as_function()
+        # the bound step (its launch records and paths), and its fastest callable for the hot path
+        # the step compiles at its first launch: bad actions are refused before that build
+        # (the reset's compiles here: reset() comes first and takes no per-call values)
+        self._step_launch = bind_launches(
+            plan.step, plan.values, per_call=plan.per_call, compile_at="first_launch", **plan.options
+        )
+        self._launch_step = self._step_launch.as_function()
+        self._launch_reset = bind_launches(plan.reset, plan.values, **plan.options)
+
+    def _launch_plan(self, same_step: bool) -> LaunchPlan:
+        """What `_bind` binds: the step and reset programs, the values they bind by name, and how.
+
+        The testing kit binds the same plan to its own (canary-padded) copies of the values, so
+        that its launches share this env's compiled programs.
+        """
         spec = self.spec
         step, reset = spec.load_kernels("step_kernel"), spec.load_kernels("reset_kernel")
         limit = PerEnvScalar(self._time_limit, self._time_limit_stride)
@@ -335,7 +365,7 @@ class KernelVectorEnv(StateIO):
             layouts.update(table.layouts())
             if table.randomized:  # the reset draws the randomized fields first
                 reset = (draw_params, *reset)
-        counts: dict[str, Any] = {
+        options: dict[str, Any] = {
             "backend": self.backend,
             "num_envs": self.num_envs,
             "num_agents": self.num_agents,
@@ -355,21 +385,14 @@ class KernelVectorEnv(StateIO):
             self._buffers.keep_final_kernels(),
         )
         check = actions.precondition
-        self._launch_check = None
+        separate_check = None
         if check is not None and (self.backend == "cpu" or actions.mode == "deferred"):
             # the check heads every launch: cpu runs no env when one fails, a device skips the failing ones
             programs = [[check, *program] for program in programs]
-        elif check is not None:  # sync on a device: check, read the record, then step
-            self._launch_check = bind([check], values, per_call=actions.per_call, **counts).as_function()
-        # the bound step (its launch records and paths), and its fastest callable for the hot path
-        # the step compiles at its first launch: bad actions are refused before that build
-        # (the reset's compiles here: reset() comes first and takes no per-call values)
-        self._step_launch = bind_launches(
-            programs, values, per_call=actions.per_call, compile_at="first_launch", **counts
-        )
-        self._launch_step = self._step_launch.as_function()
+        elif check is not None:
+            separate_check = check
         resets = reset_programs(reset, spec.kernel_layout, restores, statistics, self.multi_agent)
-        self._launch_reset = bind_launches(resets, values, **counts)
+        return LaunchPlan(programs, resets, values, actions.per_call, options, separate_check)
 
     # -------------------------------------------------------------- public API
     def reset(self, seed=None, options=None, numpy: bool = False):

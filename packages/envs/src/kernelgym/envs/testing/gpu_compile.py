@@ -147,8 +147,12 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
     RuntimeError
         The child process crashed.
     """
-    from kernelgym.core.gpu_compile import KernelBuild
+    from kernelgym.core.gpu_compile import KernelBuild, extra_missing_reason
 
+    missing = extra_missing_reason()
+    if missing is not None:
+        # the child runs this interpreter, with what it has installed: no need to start it (seconds) to be told
+        return EnvCompileResult(unavailable=missing)
     with tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-") as folder:
         request, result = os.path.join(folder, "request.pickle"), os.path.join(folder, "result.json")
         with open(request, "wb") as file:

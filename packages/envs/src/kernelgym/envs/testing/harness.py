@@ -30,13 +30,14 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.core import resolve_backend
+from kernelgym.core.codegen import params_mode_override
 from kernelgym.envs.observations import is_structured, leaf_arrays, leaves, space_shape
 from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, reference_reset, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
 from kernelgym.envs.testing.stream_hint import stream_hint
 
-__all__ = ["EnvHarness", "StepResult", "env_slice", "fail_on", "flat_obs"]
+__all__ = ["EnvHarness", "StepResult", "checking", "env_slice", "fail_on", "flat_obs"]
 
 # (rtol, atol) of float comparisons with the reference on cuda; cpu and sim are exact
 CUDA_TOLERANCE = (1e-5, 1e-6)
@@ -63,6 +64,19 @@ def one_cpu_thread(backend: str):
         yield
     finally:
         numba.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def checking(backend: str):
+    """What a check runs under: `one_cpu_thread`, and params bound as launcher arguments.
+
+    The kit builds one env in many params configurations (parity draws them from
+    `EnvSpec.param_ranges`, a suite may override them): with params as arguments
+    (`kernelgym.core.codegen.params_mode`) they share one compile instead of one each,
+    and the steps give the same bits as the constants build users run by default.
+    """
+    with one_cpu_thread(backend), params_mode_override("arguments"):
+        yield
 
 
 def fail_on(problems: list[str], what: str) -> None:
@@ -191,6 +205,7 @@ class EnvHarness:
         # other checks would then use, so they must not run
         self.out_of_bounds_found = False
         self._envs: dict = {}
+        self._unstarted: dict = {}
         self._variants: dict = {}
 
     @property
@@ -261,6 +276,19 @@ class EnvHarness:
         if kept:  # a reset keeps them: a cached env starts anew only with them written back
             env.set_state(kept, keep_episode_step=True)
         env.reset(seed=seed)
+        return env
+
+    def unstarted_env(self, num_envs: int):
+        """A `KernelVectorEnv` of ``num_envs`` envs in NEXT_STEP mode, made (its programs bound) but
+        never reset or stepped: the canary binds its plan to padded buffers (cached per size)."""
+        from kernelgym.envs.vector_env import KernelVectorEnv
+
+        env = self._unstarted.get(num_envs)
+        if env is None:
+            kwargs = self.overrides if self.overrides is not None else _fields(self.params)
+            env = self._unstarted[num_envs] = KernelVectorEnv(
+                self.spec, num_envs, backend=self.backend, max_episode_steps=1, precision=self.precision, **kwargs
+            )
         return env
 
     def step(self, env, actions) -> StepResult:

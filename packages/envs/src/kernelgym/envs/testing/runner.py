@@ -10,7 +10,7 @@ from hypothesis.errors import FlakyFailure
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
-from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
+from kernelgym.envs.testing.harness import EnvHarness, checking
 from kernelgym.envs.testing.nonfinite import user_frame
 from kernelgym.envs.testing.progress import compile_progress
 from kernelgym.envs.testing.report import (
@@ -159,7 +159,7 @@ def unsafe_message(backend: str) -> str:
 def _run_one(check, harness, config) -> CheckResult:
     started = time.perf_counter()
     try:
-        with one_cpu_thread(harness.backend):
+        with checking(harness.backend):
             note = check.run(harness, config)
     except CheckSkipped as skipped:
         return CheckResult(check.name, SKIPPED, time.perf_counter() - started, message=str(skipped))

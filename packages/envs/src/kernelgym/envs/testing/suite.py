@@ -24,7 +24,7 @@ import pytest
 from kernelgym.envs.testing import checks, long_horizon, order_check, per_env
 from kernelgym.envs.testing.checks import CheckConfig
 from kernelgym.envs.testing.gpu_compile import gpu_compile_test
-from kernelgym.envs.testing.harness import EnvHarness, one_cpu_thread
+from kernelgym.envs.testing.harness import EnvHarness, checking
 from kernelgym.envs.testing.report import CheckSkipped
 from kernelgym.envs.testing.runner import DEFAULT_MAX_EXAMPLES, unsafe_message
 
@@ -80,7 +80,7 @@ class EnvTestSuite:
         return CheckConfig(max_examples=examples or DEFAULT_MAX_EXAMPLES[kernelgym_harness.backend])
 
     def test_out_of_bounds(self, kernelgym_harness, kernelgym_config):
-        with one_cpu_thread(kernelgym_harness.backend):
+        with checking(kernelgym_harness.backend):
             checks.check_out_of_bounds(kernelgym_harness, kernelgym_config)
 
     def test_parity(self, kernelgym_harness, kernelgym_config):
@@ -132,7 +132,7 @@ class EnvTestSuite:
 def _run_safely(check, harness: EnvHarness, config: CheckConfig) -> None:
     if harness.memory_unsafe:
         pytest.skip(unsafe_message(harness.backend))
-    with one_cpu_thread(harness.backend):
+    with checking(harness.backend):
         check(harness, config)
 
 
