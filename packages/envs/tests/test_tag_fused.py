@@ -72,12 +72,13 @@ def test_fused_phases_equal_one_launch_per_phase_and_cpu_in_the_simulator(env_id
     assert_same(fused[1], cpu[1])
 
 
-# more agents than a block's threads (kernels.MAX_AGENT_THREADS = 256): the block strides
+# more agents than a block's threads (kernels.MAX_AGENT_THREADS = 256): the block strides.
+# Small, for the simulator (a Python thread per GPU thread: minutes per rollout at this size)
 BIG_CASES = [
     ("TagGridWorld-v0", {"num_taggers": 290, "num_runners": 10, "grid_length": 30, "episode_length": 4}),
     (
         "TagContinuous-v0",
-        {"num_taggers": 280, "num_runners": 20, "episode_length": 3, "num_other_agents_observed": 4},
+        {"num_taggers": 250, "num_runners": 10, "episode_length": 2, "num_other_agents_observed": 4},
     ),
 ]
 
@@ -95,9 +96,9 @@ def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_on_
 def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_in_the_simulator(
     env_id, params, monkeypatch
 ):
-    fused = rollout(env_id, params, "sim", 2, 4, "next_step", True, monkeypatch)
-    phased = rollout(env_id, params, "sim", 2, 4, "next_step", False, monkeypatch)
-    cpu = rollout(env_id, params, "cpu", 2, 4, "next_step", True, monkeypatch)
+    fused = rollout(env_id, params, "sim", 2, 3, "next_step", True, monkeypatch)
+    phased = rollout(env_id, params, "sim", 2, 3, "next_step", False, monkeypatch)
+    cpu = rollout(env_id, params, "cpu", 2, 3, "next_step", True, monkeypatch)
     assert fused[0] == (1, 1) and phased[0][0] > 1
     assert_same(fused[1], phased[1])
     assert_same(fused[1], cpu[1])
