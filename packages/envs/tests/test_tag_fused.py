@@ -1,10 +1,12 @@
 """An agent env's step and reset phases in ONE launch equal one launch per phase, bit for bit.
 
-`kernelgym.core.bind_launches` fuses the phase programs of an agent env whose agents fit one
-block: a block barrier between phases on cuda and in the simulator, phase by phase over an
-env's agents on cpu. Each Tag env runs here twice from the same seed and actions: fused (the
-default) and with one launch per phase (the fusion switched off for that env's make), on cpu
-and in the simulator, both autoreset modes, the action check on, through several episodes.
+`kernelgym.core.bind_launches` fuses the phase programs of an agent env: each env's agents in
+one block (its threads striding over them where they outnumber its threads, as at WarpDrive's
+1,000 agents), a block barrier between phases on cuda and in the simulator, phase by phase
+over an env's agents on cpu. Each Tag env runs here twice from the same seed and actions:
+fused (the default) and with one launch per phase (the fusion switched off for that env's
+make), on cpu and in the simulator, both autoreset modes, the action check on, through
+several episodes; and with 300 agents, more than a block's 256 threads.
 """
 
 import numpy as np
@@ -70,7 +72,33 @@ def test_fused_phases_equal_one_launch_per_phase_and_cpu_in_the_simulator(env_id
     assert_same(fused[1], cpu[1])
 
 
-def test_agents_that_do_not_fit_one_block_keep_one_launch_per_phase():
-    env = kge.make("TagGridWorld-v0", 2, backend="cpu", seed=0, num_taggers=300, num_runners=1)
-    assert len(env._step_launch.records) > 1
-    env.close()
+# more agents than a block's threads (kernels.MAX_AGENT_THREADS = 256): the block strides.
+# Small, for the simulator (a Python thread per GPU thread: minutes per rollout at this size)
+BIG_CASES = [
+    ("TagGridWorld-v0", {"num_taggers": 290, "num_runners": 10, "grid_length": 30, "episode_length": 4}),
+    (
+        "TagContinuous-v0",
+        {"num_taggers": 250, "num_runners": 10, "episode_length": 2, "num_other_agents_observed": 4},
+    ),
+]
+
+
+@pytest.mark.parametrize(("env_id", "params"), BIG_CASES)
+def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_on_cpu(env_id, params, monkeypatch):
+    fused = rollout(env_id, params, "cpu", 2, 7, "next_step", True, monkeypatch)
+    phased = rollout(env_id, params, "cpu", 2, 7, "next_step", False, monkeypatch)
+    assert fused[0] == (1, 1) and phased[0][0] > 1
+    assert_same(fused[1], phased[1])
+
+
+@pytest.mark.sim
+@pytest.mark.parametrize(("env_id", "params"), BIG_CASES)
+def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_in_the_simulator(
+    env_id, params, monkeypatch
+):
+    fused = rollout(env_id, params, "sim", 2, 3, "next_step", True, monkeypatch)
+    phased = rollout(env_id, params, "sim", 2, 3, "next_step", False, monkeypatch)
+    cpu = rollout(env_id, params, "cpu", 2, 3, "next_step", True, monkeypatch)
+    assert fused[0] == (1, 1) and phased[0][0] > 1
+    assert_same(fused[1], phased[1])
+    assert_same(fused[1], cpu[1])

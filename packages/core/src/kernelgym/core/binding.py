@@ -437,13 +437,14 @@ def bind_launches(
         (`kernelgym.core.kernels.KernelTypingError`). Device backends build at bind.
 
     A barrier covers all agents of an env: use one program per phase of a multi-agent step
-    whose agents read what other agents wrote. Where every env's agents fit one block
-    (``num_agents`` <= `kernelgym.core.kernels.MAX_AGENT_THREADS`) and the programs include
-    agent kernels, they run as ONE launch: on cuda a block barrier (``syncthreads``) between
-    phases, on cpu each phase over an env's agents before the next, env programs once per
-    env (cuda: in its agent-0 thread). Envs are independent, so this equals one launch per
-    program bit for bit. Otherwise each program is its own launch (a launch boundary is
-    the barrier).
+    whose agents read what other agents wrote. Where the programs include agent kernels,
+    they run as ONE launch: on cuda each env's agents in one block (its threads stride over
+    them where there are more than `kernelgym.core.kernels.MAX_AGENT_THREADS`), a block
+    barrier (``syncthreads``) between phases; on cpu each phase over an env's agents before
+    the next; env programs once per env (cuda: in the env's first thread). Envs are
+    independent, so this equals one launch per program bit for bit. Otherwise (env
+    programs only, or Preconditions that differ) each program is its own launch (a launch
+    boundary is the barrier).
     """
     backend = resolve_backend(backend)
     fast_math = check_fast_math(fast_math)
@@ -530,11 +531,10 @@ def bind_launches(
 
 def _fused(programs: list, num_envs: int, num_agents) -> list:
     """``programs`` as one phased program where one launch can run them (see `bind_launches`):
-    agent kernels among them, each env's agents in one block without striding, and the same
-    Precondition (or none) heading each, which then heads the fused program once."""
-    if len(programs) < 2 or num_agents is None or not 1 <= num_agents <= kernels.MAX_AGENT_THREADS:
-        return programs
-    if kernels.agent_grid(max(1, num_envs), num_agents)[1] < num_agents:
+    agent kernels among them and the same Precondition (or none) heading each, which then
+    heads the fused program once. An env's agents are always in one block (`kernels.agent_grid`;
+    more agents than threads: the block strides over them), so its barrier covers them all."""
+    if len(programs) < 2 or num_agents is None or num_agents < 1:
         return programs
     items = [_items(program) for program in programs]
     heads = {id(program[0]) if program and isinstance(program[0], Precondition) else None for program in items}

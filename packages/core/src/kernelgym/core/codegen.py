@@ -41,7 +41,7 @@ PARAMS_ENV_VAR = "KERNELGYM_PARAMS"
 PARAMS_MODES = ("constants", "arguments")
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "13"
+TEMPLATE_VERSION = "14"
 
 _BODIES: dict = {}
 
@@ -151,13 +151,16 @@ AGENT_HEAD = """\
     agent = cuda.threadIdx.x % per_env
     if env < num_envs and cuda.threadIdx.x < envs_per_block * per_env:"""
 
-# A phased agent program (`program_launcher_module`): each env's agents fit one block, one
-# thread each (no striding), and no thread returns early: every one reaches every barrier.
+# A phased agent program (`program_launcher_module`): the blocks of `AGENT_HEAD` (an env's
+# agents never span two blocks), and no thread returns early: every one reaches every
+# barrier. `lane` is the thread's place among its env's `per_env` threads; each agent phase
+# runs agents lane, lane + per_env, ... (one each where the agents fit the block).
 PHASED_AGENT_HEAD = """\
-    envs_per_block = cuda.blockDim.x // num_agents
-    env = cuda.blockIdx.x * envs_per_block + cuda.threadIdx.x // num_agents
-    agent = cuda.threadIdx.x % num_agents
-    run = env < num_envs and cuda.threadIdx.x < envs_per_block * num_agents"""
+    per_env = min(num_agents, cuda.blockDim.x)
+    envs_per_block = cuda.blockDim.x // per_env
+    env = cuda.blockIdx.x * envs_per_block + cuda.threadIdx.x // per_env
+    lane = cuda.threadIdx.x % per_env
+    run = env < num_envs and cuda.threadIdx.x < envs_per_block * per_env"""
 
 TEMPLATES = {"env": _ENV_TEMPLATE, "agent": _AGENT_TEMPLATE}
 
@@ -555,9 +558,10 @@ def program_launcher_module(
         is None or ``(body_position, argument_positions)``, run for each failing env;
         ``("phase", "agent" | "env", statements)`` (agent programs only, all top-level
         statements after the Precondition): phases of ONE launch, in order, with a barrier
-        between them (cuda: ``syncthreads``, so an env's agents must fit one block without
-        striding; cpu: each phase runs over the env's agents before the next begins; an
-        ``env`` phase runs once per env, on cuda in its agent-0 thread).
+        between them (cuda: ``syncthreads``, an env's agents in one block, whose threads
+        stride over them where they outnumber its threads; cpu: each phase runs over the
+        env's agents before the next begins; an ``env`` phase runs once per env, on cuda in
+        its first thread).
     num_args : int
         The launcher's argument count after ``num_envs`` (and ``num_agents``).
     title : str
@@ -699,11 +703,12 @@ def program_launcher_module(
             if index:
                 out.append("    cuda.syncthreads()")
             if phase_kind == "env":
-                out.append("    if run and agent == 0:")
+                out.append("    if run and lane == 0:")
                 out += lines(block, 8, False, "env")
-            else:
-                out.append("    if run:")
-                out += lines(block, 8, False, "env, agent, num_agents")
+            else:  # the stride loop sits inside the phase: the barrier after it is outside every loop
+                out += ["    if run:", "        agent = lane", "        while agent < num_agents:"]
+                out += lines(block, 12, False, "env, agent, num_agents")
+                out.append("            agent += per_env")
         return out
 
     if phased:
