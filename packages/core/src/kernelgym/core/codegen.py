@@ -318,8 +318,9 @@ def params_mode(value: str | None = None) -> str:
         the steps give the same bits, and may run slower. Scalar types (an env's ``real``)
         are constants in both.
     """
-    if value is None and _PARAMS_MODE_OVERRIDE.get() is not None:
-        return _PARAMS_MODE_OVERRIDE.get()
+    override = _PARAMS_MODE_OVERRIDE.get()
+    if value is None and override is not None:
+        return override
     raw = os.environ.get(PARAMS_ENV_VAR, "") if value is None else value
     mode = raw.strip().lower() or "constants"
     if mode not in PARAMS_MODES:
