@@ -69,11 +69,17 @@ def test_a_stubbed_cartpole_step_makes_one_driver_call_per_kernel_and_allocates_
 
 
 @pytest.mark.parametrize(("env_id", "phases"), [("CartPole-v1", 1), ("TagGridWorld-v0", 4)])
-def test_the_gpu_compile_table_counts_each_steps_launches_and_the_parameter_bytes_numba_passes(env_id, phases):
+def test_the_gpu_compile_table_counts_each_steps_launches_and_the_parameter_bytes_numba_passes(
+    env_id, phases, monkeypatch
+):
     """`LauncherRecorder.record_step` (the ``gpu-compile`` table's launches per step): its byte
     count per launch equals numba-cuda's own parameter list for the same values, 8 bytes each."""
     from kernelgym.core.gpu_compile import LauncherRecorder, format_step_launches
     from kernelgym.envs.testing.gpu_compile import run_env_workloads
+
+    # the table's configuration (the default, params compiled in): passed as arguments, a bool
+    # param is a 1-byte kernel parameter, and the 8-byte slots no longer add up to the bytes
+    monkeypatch.setenv("KERNELGYM_PARAMS", "constants")
 
     recorder = LauncherRecorder()
     run_env_workloads(recorder, env_id, steps=1)

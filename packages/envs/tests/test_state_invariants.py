@@ -105,3 +105,16 @@ def test_a_tag_state_with_a_wrong_runners_count_is_refused_naming_the_env():
             np.testing.assert_array_equal(after[name], before[name], err_msg=name)
     finally:
         env.close()
+
+
+def test_check_invariants_false_writes_a_state_the_kernels_reached_as_it_is(walker):
+    # the kit writes back states the kernels reached (a NaN energy, say) and reports broken
+    # invariants itself; the bounds and dtype checks still apply
+    state = {"position": np.zeros(NUM_ENVS, np.int32), "energy": np.full(NUM_ENVS, np.nan, np.float32)}
+    with pytest.raises(ValueError, match="outside"):
+        walker.set_state(state)
+    walker.set_state(state, check_invariants=False)
+    assert np.isnan(walker.get_state()["energy"]).all()
+    with pytest.raises(TypeError, match=r"check_invariants: expected True or False, got 'no'"):
+        walker.set_state(state, check_invariants="no")
+    walker.set_state({"position": np.zeros(NUM_ENVS, np.int32), "energy": np.zeros(NUM_ENVS, np.float32)})

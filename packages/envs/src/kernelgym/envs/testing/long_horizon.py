@@ -219,7 +219,7 @@ def _alone(harness: EnvHarness, seed: int, start: dict, start_rng, failure: _Fai
     actions_source = _Actions(harness, num_envs, seed)
     env = harness.make_env(1, seed, fresh=True)
     try:
-        env.set_state({name: value[index : index + 1] for name, value in start.items()})
+        env.set_state({name: value[index : index + 1] for name, value in start.items()}, check_invariants=False)
         env.set_rng_states(start_rng[index : index + 1])
         history = []
         prev, streams = env.get_state(), env.get_rng_states()
