@@ -75,6 +75,8 @@ def main() -> None:
     for n in args.num_envs:
         envs = {strategy: make(n, strategy) for strategy in STRATEGIES}
         actions = [rng.integers(0, 2, n) for _ in range(ACTION_BATCHES)]
+        for env in envs.values():  # a cpu step compiles at its first launch: not in the timing below
+            run_for(env, actions, 3)
         # steps per repeat from the serial rate measured now, so each repeat lasts about --seconds
         steps = max(5, int(args.seconds * run_for(envs["one"], actions, max(5, 200_000 // n)) / n))
         for busy in args.busy:

@@ -41,7 +41,7 @@ PARAMS_ENV_VAR = "KERNELGYM_PARAMS"
 PARAMS_MODES = ("constants", "arguments")
 LAUNCHER_PACKAGE = "kernelgym_launchers"
 # Bump when the templates change, so that old launcher files are not reused.
-TEMPLATE_VERSION = "14"
+TEMPLATE_VERSION = "15"
 
 _BODIES: dict = {}
 
@@ -182,6 +182,7 @@ _PROGRAM_PRELUDE = '''\
 from numba import int64, njit, prange
 
 from kernelgym.core.codegen import deferred_cuda_kernel, registered_body
+from kernelgym.core.copy_propagation import CopyPropagatingCompiler
 
 {bodies}
 '''
@@ -228,7 +229,8 @@ def cpu_launcher({counts}, {cpu_args}):
 {unpack}{cpu_loop}
 
 
-@njit(cache=True, error_model="numpy")
+# the serial pipeline with the parallel one's copy propagation (kernelgym.core.copy_propagation)
+@njit(cache=True, error_model="numpy", pipeline_class=CopyPropagatingCompiler)
 def cpu_serial_launcher({counts}, {cpu_args}):
 {unpack}{cpu_serial_loop}
 
@@ -244,7 +246,7 @@ def cuda_launcher({counts}, {args}):
 # kernels without a GPU. Programs with a Precondition have none.
 _PERMUTED_TEMPLATE = """
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", pipeline_class=CopyPropagatingCompiler)
 def cpu_permuted_launcher({counts}, {orders}, {cpu_args}):
 {unpack}{loop}
     return {no_fault}
