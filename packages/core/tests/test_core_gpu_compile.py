@@ -72,7 +72,7 @@ def test_target_names():
 
 
 def _record(*launches):
-    recorder = gpu_compile.LauncherRecorder()
+    recorder = gpu_compile.LauncherRecorder(run_on_cpu=True)
     with recorder.workload("test launches"):
         for kernel, args in launches:
             kernel.launch("cpu", len(args[0]), *args)
@@ -401,3 +401,43 @@ def test_tags_default_launch_fills_most_of_an_sm():
     assert gpu_compile.busy_lanes(build, 121, 121) == pytest.approx(12 * 121 / 2048)
     table = gpu_compile.format_agent_packing([build])
     assert table.count("\n") == 2 and "17% -> 71% (11 per block)" in table and "(1 per block)" in table
+
+
+@env_kernel
+def _typed_only_double(env, x, out):
+    out[env] = 2.0 * x[env]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+def test_a_typing_only_launch_records_the_types_a_compile_gives_and_runs_nothing(dtype):
+    x = np.arange(1, 5).astype(dtype)
+    out = np.zeros(4, dtype)
+    before = set(gpu_compile._TYPED_ONLY)
+    with gpu_compile.typing_cpu_launches_only():
+        _typed_only_double.launch("cpu", 4, x, out)
+    recorded = gpu_compile._TYPED_ONLY - before
+    assert np.array_equal(out, np.zeros(4, dtype))  # nothing ran
+    ((module_name, argtypes),) = recorded
+    module = gpu_compile.imported_launchers()[module_name]
+    assert argtypes not in gpu_compile.launched_signatures(module)  # nothing compiled for these types
+    assert (module_name, argtypes) in gpu_compile._launched_signatures()  # yet the recorder sees them
+    _typed_only_double.launch("cpu", 4, x, out)  # outside the block: compiled, and run
+    assert np.array_equal(out, 2 * x)
+    assert argtypes in gpu_compile.launched_signatures(module)  # the types a real compile took
+
+
+@env_kernel
+def _recorded_scale(env, x, out):
+    out[env] = 3.0 * x[env] + 1.0
+
+
+def test_a_recorder_types_its_workloads_cpu_launches_unless_asked_to_run_them():
+    x = np.arange(3.0)
+    for run_on_cpu in (False, True):  # typed first: this kernel was never compiled in this process
+        out = np.zeros(3)
+        recorder = gpu_compile.LauncherRecorder(run_on_cpu=run_on_cpu)
+        with recorder.workload(f"run_on_cpu={run_on_cpu}"):
+            _recorded_scale.launch("cpu", 3, x, out)
+        assert np.array_equal(out, 3.0 * x + 1.0 if run_on_cpu else np.zeros(3))
+        # the typed launch's types are the compiled launch's: new to the first recorder only
+        assert list(recorder.origins.values()) == ([] if run_on_cpu else ["run_on_cpu=False"])
