@@ -1,6 +1,6 @@
 """Every benchmark configuration (bench_gpu.py's, bench_tag.py's) fits a GPU machine: each is
-built (made, reset, stepped once) on cpu at N = 2 and 4, and its host and device bytes are extrapolated linearly
-to the configured N.
+built (made, reset, stepped once, its kernels typed but not run) on cpu at N = 2 and 4, and
+its host and device bytes are extrapolated linearly to the configured N.
 
 Device bytes are the data manager's arrays (what a cuda build allocates on the GPU);
 host bytes are the rest of what numpy allocated meanwhile (tracemalloc's peak), i.e.
@@ -37,14 +37,18 @@ def configurations():
 
 
 def build(env_id, num_envs, params):
-    """Make, reset and step ``env_id`` once on cpu."""
+    """Make, reset and step ``env_id`` once on cpu. Its launches record their argument types
+    and run nothing (`typing_cpu_launches_only`): a launch allocates nothing, and compiling
+    TagContinuous's launchers only for this took minutes."""
     import torch
 
     import kernelgym.envs as kge
+    from kernelgym.core.gpu_compile import typing_cpu_launches_only
 
-    env = kge.make(env_id, num_envs=num_envs, backend="cpu", seed=0, **params)
-    env.reset(seed=0)
-    env.step(torch.zeros(env.action_space.shape, dtype=torch.int64))
+    with typing_cpu_launches_only():
+        env = kge.make(env_id, num_envs=num_envs, backend="cpu", seed=0, **params)
+        env.reset(seed=0)
+        env.step(torch.zeros(env.action_space.shape, dtype=torch.int64))
     return env
 
 
@@ -67,10 +71,11 @@ def measure(env_id, num_envs, params):
     "label, env_id, num_envs, params", configurations(), ids=lambda value: value if isinstance(value, str) else None
 )
 def test_every_benchmark_configuration_fits_a_gpu_machine(label, env_id, num_envs, params, monkeypatch):
-    # the Tag rows differ in params only: as launcher arguments they share one compile (the
+    # the Tag rows differ in params only: as launcher arguments they share one program (the
     # arrays, which this measures, are the same as with params compiled in)
     monkeypatch.setenv("KERNELGYM_PARAMS", "arguments")
-    # compiles (and caches) first, untraced: tracemalloc slows numba's compiler several-fold
+    # what still compiles (the helpers that pack the bound arrays, numba's own) first, untraced:
+    # tracemalloc slows numba's compiler several-fold
     build(env_id, 1, params).close()
     (host2, device2), (host4, device4) = measure(env_id, 2, params), measure(env_id, 4, params)
     assert device4 > device2 > 0

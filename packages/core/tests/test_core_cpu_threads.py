@@ -182,3 +182,20 @@ def test_adaptive_counts_count_each_build(monkeypatch):
     _, team, serial, launch = _adaptive(monkeypatch, team_cost=0.004, serial_cost=0.001)
     _run(launch, 40)
     assert cpu_threads.adaptive_counts() == (serial_before + len(serial.calls), team_before + len(team.calls))
+
+
+def test_a_launch_bound_for_one_thread_runs_the_serial_twin_whatever_the_default(monkeypatch):
+    from kernelgym.core import bind_launches
+
+    monkeypatch.setenv(cpu_threads.CPU_THREADS_ENV_VAR, "all")
+    x = np.arange(2.0 * PARALLEL_FROM).reshape(PARALLEL_FROM, 2)
+    out = np.zeros_like(x)
+    values = {"x": x, "out": out, "scale": 2.0, "shift": 0.875}  # a program of its own
+    launch = bind_launches([affine], values, backend="cpu", num_envs=PARALLEL_FROM, cpu_threads="one").as_function()
+    module = sys.modules[launch.func.py_func.__module__]
+    assert isinstance(launch, functools.partial) and launch.func is module.cpu_serial_launcher
+    assert module.cpu_launcher.signatures == []  # the team's build was never compiled
+    launch()
+    assert np.array_equal(out, x * 2.0 + 0.875)
+    with pytest.raises(ValueError, match=r"cpu threads strategy: expected one of .*got 'two'"):
+        bind_launches([affine], values, backend="cpu", num_envs=PARALLEL_FROM, cpu_threads="two")

@@ -8,6 +8,7 @@ parsing tests run everywhere.
 import dataclasses
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 import core_gpu_only_bugs as bugs
 from core_test_kernels import affine
-from kernelgym.core import env_kernel, gpu_compile, kernels, launch_fit, ptx_audit
+from kernelgym.core import agent_kernel, atomic_add, env_kernel, gpu_compile, kernels, launch_fit, ptx_audit
 from kernelgym.core.backends import simulator_enabled
 
 FLOAT_OPS = ["add.rn", "sub.rn", "mul.rn", "fma.rn", "div.rn", "neg", "abs", "min", "max", "setp.lt", "sqrt.rn"]
@@ -419,11 +420,15 @@ def test_a_typing_only_launch_records_the_types_a_compile_gives_and_runs_nothing
     assert np.array_equal(out, np.zeros(4, dtype))  # nothing ran
     ((module_name, argtypes),) = recorded
     module = gpu_compile.imported_launchers()[module_name]
-    assert argtypes not in gpu_compile.launched_signatures(module)  # nothing compiled for these types
-    assert (module_name, argtypes) in gpu_compile._launched_signatures()  # yet the recorder sees them
+
+    def compiled():  # (the other dtypes' cases compile this launcher for their own types)
+        return [gpu_compile._unpacked(signature) for signature in module.cpu_launcher.signatures]
+
+    assert argtypes not in compiled()  # nothing compiled for these types
+    assert argtypes in gpu_compile.launched_signatures(module)  # yet the recorder sees them
     _typed_only_double.launch("cpu", 4, x, out)  # outside the block: compiled, and run
     assert np.array_equal(out, 2 * x)
-    assert argtypes in gpu_compile.launched_signatures(module)  # the types a real compile took
+    assert argtypes in compiled()  # the types a real compile took
 
 
 @env_kernel
@@ -441,3 +446,42 @@ def test_a_recorder_types_its_workloads_cpu_launches_unless_asked_to_run_them():
         assert np.array_equal(out, 3.0 * x + 1.0 if run_on_cpu else np.zeros(3))
         # the typed launch's types are the compiled launch's: new to the first recorder only
         assert list(recorder.origins.values()) == ([] if run_on_cpu else ["run_on_cpu=False"])
+
+
+@agent_kernel
+def _atomic_totals(env, agent, num_agents, totals64, totals32, values):
+    """numba-cuda 0.30 lowers the float64 atomic add by compute capability (below 6.0 a CAS loop)."""
+    atomic_add(totals64, env, values[env, agent])
+    atomic_add(totals32, env, np.float32(values[env, agent]))
+
+
+@pytest.mark.gpu_compile
+def test_one_lowering_gives_each_target_numba_cudas_own_ptx():
+    """`compile_kernel_for_targets` lowers once and asks NVVM for each target's PTX: the same PTX
+    as numba-cuda's own build for that target (``cuda.compile_ptx(cc=...)``), which lowers anew."""
+    from numba import cuda
+
+    recorder = gpu_compile.LauncherRecorder()
+    with recorder.workload("lowering"):
+        _atomic_totals.launch("cpu", 2, 3, np.zeros(2), np.zeros(2, np.float32), np.ones((2, 3)))
+        affine.launch("cpu", 2, np.ones((2, 2)), np.zeros((2, 2)), 2.0, 1.0)
+    launchers = gpu_compile.imported_launchers()
+    # (other tests may have launched affine with these types first: not new to this recorder)
+    keys = [key for key in gpu_compile._launched_signatures() if "_atomic_totals_" in key[0] or "env_affine_" in key[0]]
+    assert {"atomic" if "atomic" in name else "affine" for name, _ in keys} == {"atomic", "affine"}
+    for module_name, argtypes in keys:
+        pyfunc = launchers[module_name].cuda_launcher.py_func
+        with gpu_compile._device_capability_answered_with(gpu_compile.TARGETS[0]):
+            library = gpu_compile._lowered(pyfunc, argtypes, gpu_compile.TARGETS[0])
+        for cc in gpu_compile.TARGETS:
+            with gpu_compile._device_capability_answered_with(cc):
+                (shared,) = library.get_asm_strs(cc=cc)
+                own, _ = cuda.compile_ptx(pyfunc, tuple(argtypes), cc=cc)
+            assert _symbols_numbered(shared) == _symbols_numbered(own), (module_name, cc)
+
+
+def _symbols_numbered(ptx: str) -> str:
+    """``ptx`` with each mangled symbol replaced by its order of first use: numba's names hold a
+    counter of its compiles and its target flags (the compute capability among them)."""
+    names: dict[str, str] = {}
+    return re.sub(r"_ZN[A-Za-z0-9_$]+", lambda match: names.setdefault(match.group(0), f"symbol{len(names)}"), ptx)

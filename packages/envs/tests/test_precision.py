@@ -234,10 +234,12 @@ def test_the_float32_gpu_build_does_almost_no_float64_arithmetic(env_id):
     body = f"{step.__module__.removeprefix('kernelgym.')}.{step.__qualname__}"
     shares = {}
     for precision in ("float64", "float32"):
-        # the step launch: action check, step or reset, bookkeeping (same_step resets inside it)
-        env = kge.make(env_id, 4, backend="cpu", seed=0, autoreset_mode="same_step", precision=precision)
-        env.reset(seed=0)
-        env.step(np.asarray(env.action_space.sample()))
+        # the step launch: action check, step or reset, bookkeeping (same_step resets inside it);
+        # its cpu launches only record their argument types
+        with gpu_compile.typing_cpu_launches_only():
+            env = kge.make(env_id, 4, backend="cpu", seed=0, autoreset_mode="same_step", precision=precision)
+            env.reset(seed=0)
+            env.step(np.asarray(env.action_space.sample()))
         for module in gpu_compile.imported_launchers().values():
             name = gpu_compile.launcher_name(module)
             if body not in name or not name.endswith(f"[{precision}]"):

@@ -209,6 +209,18 @@ def test_serial_and_parallel_cpu_launches_step_alike_bit_for_bit(monkeypatch, en
         assert all(np.array_equal(a, b) for a, b in zip(serial.get_state().values(), parallel.get_state().values()))
 
 
+def test_the_reset_runs_the_serial_twin_whatever_the_strategy(monkeypatch):
+    """reset() runs rarely: a cold make compiles its serial twin only (not the team's build too)."""
+    monkeypatch.setenv("KERNELGYM_CPU_THREADS", "all")
+    env = kge.make("CartPole-v1", 256, backend="cpu", seed=4)
+    reset, step = env._launch_reset.as_function(), env._launch_step
+    assert reset.func.py_func.__name__ == "cpu_serial_launcher"
+    assert step.func.py_func.__name__ == "cpu_launcher"  # the step keeps the strategy's team
+    obs, _ = env.reset(seed=4, numpy=True)
+    assert obs.shape == (256, 4) and np.all(np.abs(obs) <= 0.05)  # CartPole's start: U(-0.05, 0.05)
+    env.close()
+
+
 @settings(max_examples=30, deadline=None)
 @given(data=st.data())
 def test_a_bad_action_among_many_is_named_by_its_first_index_and_changes_nothing(data):

@@ -90,6 +90,9 @@ from kernelgym.core.backends import resolve_backend, simulator_enabled
 from kernelgym.core.device_functions import register_cuda_overloads
 from kernelgym.core.kernels import SCALAR_TYPES, AgentKernel, EnvKernel, check_count, kernel_argument
 
+# bind_launches' parameter ``cpu_threads`` hides the module there
+_threads_strategy = cpu_threads.cpu_threads_strategy
+
 __all__ = [
     "Branch",
     "BindingError",
@@ -427,6 +430,7 @@ def bind_launches(
     fast_math: bool = False,
     order: LaunchOrder | None = None,
     compile_at: str = "bind",
+    cpu_threads: str | None = None,
 ) -> BoundLaunch:
     """Bind several programs (see `bind`) that run in order, a barrier between each two.
 
@@ -435,6 +439,11 @@ def bind_launches(
         caller can refuse its per-call values (an env's actions) before paying for the
         build. Either way a value the bodies cannot type is raised at each launch
         (`kernelgym.core.kernels.KernelTypingError`). Device backends build at bind.
+    ``cpu_threads`` : {"adaptive", "all", "one"} or None
+        The cpu threading strategy of these launches (`kernelgym.core.cpu_threads`); None
+        reads ``KERNELGYM_CPU_THREADS``. ``"one"`` compiles the serial twin only: for a
+        launch that runs rarely (an env's reset), whose thread team's build would double
+        its compile time.
 
     A barrier covers all agents of an env: use one program per phase of a multi-agent step
     whose agents read what other agents wrote. Where the programs include agent kernels,
@@ -450,6 +459,8 @@ def bind_launches(
     fast_math = check_fast_math(fast_math)
     if compile_at not in COMPILE_AT:
         raise ValueError(f"compile_at: expected one of {COMPILE_AT}, got {compile_at!r}")
+    if cpu_threads is not None:
+        cpu_threads = _threads_strategy(cpu_threads)
     num_envs = check_count("num_envs", num_envs)
     if num_agents is not None:
         num_agents = check_count("num_agents", num_agents)
@@ -498,6 +509,7 @@ def bind_launches(
             written,
             needs,
             compile_at == "first_launch",
+            cpu_threads,
         )
         calls.append(call)
         names += used
@@ -624,6 +636,7 @@ def _bind_one(
     written=None,
     needs=None,
     deferred=False,
+    strategy=None,
 ):
     bodies: list = []  # distinct bodies, by position
     names: list[str] = []  # launcher arguments (bound first, per-call last)
@@ -785,7 +798,7 @@ def _bind_one(
         # below PARALLEL_FROM (env, agent) pairs, entering a parallel region costs more than it
         # saves; where launches run one thread the team's build is never compiled (its parallel
         # passes cost numba twice the serial build's time, minutes for a big program)
-        parallel = math.prod(counts) >= PARALLEL_FROM and cpu_threads.team_allowed()
+        parallel = math.prod(counts) >= PARALLEL_FROM and cpu_threads.team_allowed(strategy)
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
         bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
 
@@ -793,7 +806,7 @@ def _bind_one(
             error = _type_check(
                 launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
             )
-            return _Refusal(error) if error is not None else _cpu_launch(module, parallel, (*counts, *bound))
+            return _Refusal(error) if error is not None else _cpu_launch(module, parallel, (*counts, *bound), strategy)
 
         launch = _FirstLaunchBuild(launcher, (*counts, *bound), built) if deferred else built()
         return launch, names, description, record
@@ -816,12 +829,13 @@ def _bind_one(
     return launch, names, description, record
 
 
-def _cpu_launch(module, parallel: bool, args: tuple):
-    """The cpu launch of ``module`` with ``args`` bound, as `cpu_threads.cpu_threads_strategy` says:
-    the thread team, the serial twin, or the faster of the two (`cpu_threads.AdaptiveLaunch`)."""
-    if not parallel:  # few envs, KERNELGYM_CPU_THREADS=one or one numba thread (`cpu_threads.team_allowed`)
+def _cpu_launch(module, parallel: bool, args: tuple, strategy: str | None = None):
+    """The cpu launch of ``module`` with ``args`` bound, as `cpu_threads.cpu_threads_strategy`
+    of ``strategy`` says: the thread team, the serial twin, or the faster of the two
+    (`cpu_threads.AdaptiveLaunch`)."""
+    if not parallel:  # few envs, the strategy "one" or one numba thread (`cpu_threads.team_allowed`)
         return functools.partial(module.cpu_serial_launcher, *args)
-    if cpu_threads.cpu_threads_strategy() == "all":
+    if cpu_threads.cpu_threads_strategy(strategy) == "all":
         return functools.partial(module.cpu_launcher, *args)
     return cpu_threads.AdaptiveLaunch(module.cpu_launcher, module.cpu_serial_launcher, args)
 

@@ -68,6 +68,7 @@ __all__ = [
     "KernelBuild",
     "LauncherRecorder",
     "compile_kernel",
+    "compile_kernel_for_targets",
     "extra_missing_reason",
     "launched_signatures",
     "typing_cpu_launches_only",
@@ -426,45 +427,91 @@ def compile_kernel(
     GpuCompileUnavailableError
         NVVM, NVRTC or ptxas are not installed, or the simulator is on.
     """
+    return compile_kernel_for_targets(pyfunc, argtypes, (cc,), name, origin, nvvm_options)[0]
+
+
+def compile_kernel_for_targets(
+    pyfunc,
+    argtypes,
+    targets=TARGETS,
+    name: str | None = None,
+    origin: str = "",
+    nvvm_options: dict | None = None,
+) -> list[KernelBuild]:
+    """`compile_kernel` for several targets, lowering the kernel once.
+
+    Numba's typing and lowering to LLVM IR are most of a build (3-4 s of 3.5-4 s for
+    CartPole's step); NVVM then turns that IR into each target's PTX. numba-cuda 0.30's
+    lowering reads the compute capability only to pick the float64 atomic add (below 6.0)
+    and the float32 fast tanh (7.5 and up), the same code for every target here (sm_80 and
+    up), so the IR lowered for the first target is the IR of each: the PTX equals
+    numba-cuda's own per-target build but for the kernel's mangled name, which encodes the
+    first target's flags (``test_core_gpu_compile.py``). The first build's ``seconds``
+    include the lowering.
+    """
     require_toolchain()
-    from numba import cuda
+    from kernelgym.core.device_functions import register_cuda_overloads
+
+    register_cuda_overloads()  # before `_nvvm_inputs`: it installs the -fma=0 wrapper of NVVM's compile_ir
+    targets = tuple(targets)
+    label = name or f"{pyfunc.__module__}.{pyfunc.__qualname__}"
+    signature = "(" + ", ".join(str(argtype) for argtype in argtypes) + ")"
+    contracted = pyfunc.__module__.startswith(LAUNCHER_PACKAGE + CONTRACTED_MARKER)
+    kind = _launcher_kind(pyfunc)
+    started = time.perf_counter()
+    builds = []
+    library = None
+    for cc in targets:
+        target = target_name(cc)
+        try:
+            with _device_capability_answered_with(cc), _nvvm_inputs(nvvm_options) as inputs:
+                if library is None:
+                    library = _lowered(pyfunc, argtypes, cc)
+                (ptx,) = library.get_asm_strs(cc=cc)
+            resources = ptxas_resources(ptx, cc)
+            if not inputs:
+                raise RuntimeError("numba-cuda built the PTX without calling NVVM's compile_ir: nothing to audit")
+            llvm_ir, options = inputs[-1]
+            audit = _audit(ptx, llvm_ir, options, contracted=contracted)
+        except GpuCompileUnavailableError:
+            raise
+        except Exception as error:
+            # numba colours its messages for terminals; the report is plain text
+            message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
+            builds.append(
+                KernelBuild(label, signature, target, origin, error=message, seconds=time.perf_counter() - started)
+            )
+        else:
+            builds.append(
+                KernelBuild(
+                    label,
+                    signature,
+                    target,
+                    origin,
+                    float64_share=float64_share(ptx),
+                    seconds=time.perf_counter() - started,
+                    kind=kind,
+                    contracted=contracted,
+                    **resources,
+                    **audit,
+                    **_configured_fit(kind, target, resources),
+                )
+            )
+        started = time.perf_counter()
+    return builds
+
+
+def _lowered(pyfunc, argtypes, cc: tuple):
+    """The kernel typed and lowered to LLVM IR for ``cc`` (numba-cuda's code library, whose
+    ``get_asm_strs(cc=...)`` asks NVVM for a target's PTX): what ``cuda.compile_ptx`` does
+    before NVVM. Call it with `_device_capability_answered_with` ``cc``."""
+    from numba.cuda import compiler as cuda_compiler
 
     from kernelgym.core.device_functions import register_cuda_overloads
 
     register_cuda_overloads()
-    label = name or f"{pyfunc.__module__}.{pyfunc.__qualname__}"
-    signature = "(" + ", ".join(str(argtype) for argtype in argtypes) + ")"
-    target = target_name(cc)
-    started = time.perf_counter()
-    try:
-        with _device_capability_answered_with(cc), _nvvm_inputs(nvvm_options) as inputs:
-            ptx, _ = cuda.compile_ptx(pyfunc, tuple(argtypes), cc=cc)
-        resources = ptxas_resources(ptx, cc)
-        if not inputs:
-            raise RuntimeError("numba-cuda built the PTX without calling NVVM's compile_ir: nothing to audit")
-        contracted = pyfunc.__module__.startswith(LAUNCHER_PACKAGE + CONTRACTED_MARKER)
-        llvm_ir, options = inputs[-1]
-        audit = _audit(ptx, llvm_ir, options, contracted=contracted)
-    except GpuCompileUnavailableError:
-        raise
-    except Exception as error:
-        # numba colours its messages for terminals; the report is plain text
-        message = _ANSI_ESCAPE.sub("", f"{type(error).__name__}: {error}").strip()
-        return KernelBuild(label, signature, target, origin, error=message, seconds=time.perf_counter() - started)
-    kind = _launcher_kind(pyfunc)
-    return KernelBuild(
-        label,
-        signature,
-        target,
-        origin,
-        float64_share=float64_share(ptx),
-        seconds=time.perf_counter() - started,
-        kind=kind,
-        contracted=contracted,
-        **resources,
-        **audit,
-        **_configured_fit(kind, target, resources),
-    )
+    library, _ = cuda_compiler._compile_pyfunc_with_fixup(pyfunc, tuple(argtypes), device=False, abi="numba", cc=cc)
+    return library
 
 
 @contextlib.contextmanager
@@ -581,9 +628,14 @@ def _short_module(module: str) -> str:
 def launched_signatures(module) -> list[tuple]:
     """The argument types a launcher module's cpu launches were called with, as its cuda
     launcher takes them (a program's small launches run its serial twin; a program's cpu
-    launchers take their bound arrays packed in one struct, the cuda one each in turn)."""
+    launchers take their bound arrays packed in one struct, the cuda one each in turn),
+    compiled or only typed (`typing_cpu_launches_only`)."""
     launchers = (module.cpu_launcher, getattr(module, "cpu_serial_launcher", None))
-    return [_unpacked(signature) for launcher in launchers if launcher is not None for signature in launcher.signatures]
+    compiled = [
+        _unpacked(signature) for launcher in launchers if launcher is not None for signature in launcher.signatures
+    ]
+    typed = sorted((argtypes for name, argtypes in _TYPED_ONLY if name == module.__name__), key=str)
+    return list(dict.fromkeys([*compiled, *typed]))
 
 
 def _unpacked(signature) -> tuple:
@@ -601,10 +653,9 @@ _CPU_LAUNCHERS = ("cpu_launcher", "cpu_serial_launcher")
 
 
 def _launched_signatures() -> set[tuple[str, tuple]]:
-    launchers = imported_launchers()
     return {
-        (name, signature) for name, module in launchers.items() for signature in launched_signatures(module)
-    } | {key for key in _TYPED_ONLY if key[0] in launchers}
+        (name, signature) for name, module in imported_launchers().items() for signature in launched_signatures(module)
+    }
 
 
 def _do_nothing(*args) -> None:
@@ -713,14 +764,13 @@ class LauncherRecorder:
         for key in sorted(_launched_signatures(), key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
             module_name, argtypes = key
             module = launchers[module_name]
-            for cc in targets:
-                build = compile_kernel(
-                    module.cuda_launcher.py_func,
-                    argtypes,
-                    cc,
-                    name=launcher_name(module),
-                    origin=self.origins.get(key, "(before recording)"),
-                )
+            for build in compile_kernel_for_targets(
+                module.cuda_launcher.py_func,
+                argtypes,
+                targets,
+                name=launcher_name(module),
+                origin=self.origins.get(key, "(before recording)"),
+            ):
                 builds.append(build)
                 if progress is not None:
                     progress(build)

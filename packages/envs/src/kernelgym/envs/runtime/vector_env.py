@@ -336,7 +336,9 @@ class KernelVectorEnv(StateIO):
             plan.step, plan.values, per_call=plan.per_call, compile_at="first_launch", **plan.options
         )
         self._launch_step = self._step_launch.as_function()
-        self._launch_reset = bind_launches(plan.reset, plan.values, **plan.options)
+        # reset() runs rarely (autoreset is part of the step): its serial twin alone, where
+        # the thread team's build would double the compile of a cold make()
+        self._launch_reset = bind_launches(plan.reset, plan.values, cpu_threads="one", **plan.options)
 
     def _launch_plan(self, same_step: bool) -> LaunchPlan:
         """What `_bind` binds: the step and reset programs, the values they bind by name, and how.
