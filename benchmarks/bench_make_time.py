@@ -125,7 +125,7 @@ def table(rows: dict, checkouts: dict, first: str) -> list[str]:
 def measure_make(args, checkouts: dict, work: Path) -> list[str]:
     """The make() table: warm, warm with torch preloaded, and cold, per env and checkout."""
     warm_caches = {name: work / f"warm-{name}" for name in checkouts}
-    kinds = ("warm", "warm, torch preloaded", "cold")
+    kinds = ("warm", "warm, torch preloaded", "cold", "cold, torch preloaded")
     times = {(env_id, kind): {name: [] for name in checkouts} for env_id in args.envs for kind in kinds}
     for name, checkout in checkouts.items() if args.repeats else ():  # fill the warm caches (not timed)
         for env_id in args.envs:
@@ -140,15 +140,17 @@ def measure_make(args, checkouts: dict, work: Path) -> list[str]:
                     times[env_id, "warm"][name].append(probe(env_id, warm, preload=False))
                     times[env_id, "warm, torch preloaded"][name].append(probe(env_id, warm, preload=True))
                 if round_ < args.cold_repeats:
-                    cold = checkout_environment(checkout, work / f"cold-{name}-{env_id}-{round_}")
-                    times[env_id, "cold"][name].append(probe(env_id, cold, preload=False))
+                    for preload, kind in ((False, "cold"), (True, "cold, torch preloaded")):
+                        caches = work / f"{kind.replace(', ', '-').replace(' ', '-')}-{name}-{env_id}-{round_}"
+                        times[env_id, kind][name].append(probe(env_id, checkout_environment(checkout, caches), preload))
     rows = {f"{env_id}, {kind}": per_checkout for (env_id, kind), per_checkout in times.items()}
     # without .pyc files every kernelgym module is compiled from source at each import (about
     # 0.4 s of a warm make on a quiet 2-core machine): say which case the figures are
     bytecode = "off (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
     return table(rows, checkouts, "env, make()") + [
         "",
-        f"Fresh process per figure: `import kernelgym.envs` + `make(env_id, 16, backend='cpu')`; warm: "
+        f"Fresh process per figure: `import kernelgym.envs` + `make(env_id, 16, backend='cpu')` (torch "
+        "preloaded: gymnasium, numba and torch imported before the clock starts, as in a trainer); warm: "
         f"{args.repeats} rounds, cold: {args.cold_repeats} (fresh NUMBA_CACHE_DIR and KERNELGYM_CACHE_DIR). "
         f"KERNELGYM_CPU_THREADS={os.environ.get('KERNELGYM_CPU_THREADS', '(unset)')}; Python's bytecode cache: "
         f"{bytecode}.",

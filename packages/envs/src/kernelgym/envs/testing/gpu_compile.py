@@ -40,6 +40,8 @@ __all__ = [
     "compile_env_for_gpu",
     "gpu_compile_test",
     "run_env_workloads",
+    "PendingGpuCompile",
+    "start_gpu_compile",
 ]
 
 EXTRA_HINT = 'pip install "kernelgym-envs[gpu-compile]"'
@@ -147,14 +149,70 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
     RuntimeError
         The child process crashed.
     """
-    from kernelgym.core.gpu_compile import KernelBuild, extra_missing_reason
+    return start_gpu_compile(env, params, precisions).result()
+
+
+class PendingGpuCompile:
+    """A `start_gpu_compile` child process at work; `result` waits for its `EnvCompileResult`."""
+
+    def __init__(self, process=None, folder=None, unavailable: str | None = None):
+        self._process = process
+        self._folder = folder
+        self._unavailable = unavailable
+
+    def result(self) -> EnvCompileResult:
+        """Wait for the child (at most its timeout) and read what it compiled.
+
+        Raises
+        ------
+        RuntimeError
+            The child process crashed.
+        """
+        from kernelgym.core.gpu_compile import KernelBuild
+
+        if self._unavailable is not None:
+            return EnvCompileResult(unavailable=self._unavailable)
+        try:
+            _, stderr = self._process.communicate(timeout=_CHILD_TIMEOUT_S)
+            if self._process.returncode == _UNAVAILABLE_EXIT_CODE:
+                return EnvCompileResult(unavailable=stderr.strip().splitlines()[-1])
+            result = os.path.join(self._folder.name, "result.json")
+            if not os.path.exists(result):
+                raise RuntimeError(
+                    f"the GPU-compile child process failed (exit {self._process.returncode}):\n{stderr}"
+                )
+            with open(result) as file:
+                found = json.load(file)
+        finally:
+            self.cancel()
+        return EnvCompileResult(
+            builds=tuple(KernelBuild.from_dict(build) for build in found["builds"]),
+            workload_errors=tuple(found["workload_errors"]),
+        )
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs, and remove its files."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+
+def start_gpu_compile(env, params: dict | None = None, precisions=None) -> PendingGpuCompile:
+    """Start `compile_env_for_gpu`'s child process and return at once: the kit starts it
+    before its other checks, so that NVVM works on one core while they run on the other.
+    Arguments as `compile_env_for_gpu`."""
+    from kernelgym.core.gpu_compile import extra_missing_reason
 
     missing = extra_missing_reason()
     if missing is not None:
         # the child runs this interpreter, with what it has installed: no need to start it (seconds) to be told
-        return EnvCompileResult(unavailable=missing)
-    with tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-") as folder:
-        request, result = os.path.join(folder, "request.pickle"), os.path.join(folder, "result.json")
+        return PendingGpuCompile(unavailable=missing)
+    folder = tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-")
+    request, result = os.path.join(folder.name, "request.pickle"), os.path.join(folder.name, "result.json")
+    try:
         with open(request, "wb") as file:
             pickle.dump(
                 {
@@ -164,27 +222,20 @@ def compile_env_for_gpu(env, params: dict | None = None, precisions=None) -> Env
                 },
                 file,
             )
-        environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-        # the child sees what this process imports (a test module's specs, for one)
-        environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-        done = subprocess.run(
-            [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
-            env=environment,
-            capture_output=True,
-            text=True,
-            timeout=_CHILD_TIMEOUT_S,
-            check=False,
-        )
-        if done.returncode == _UNAVAILABLE_EXIT_CODE:
-            return EnvCompileResult(unavailable=done.stderr.strip().splitlines()[-1])
-        if not os.path.exists(result):
-            raise RuntimeError(f"the GPU-compile child process failed (exit {done.returncode}):\n{done.stderr}")
-        with open(result) as file:
-            found = json.load(file)
-    return EnvCompileResult(
-        builds=tuple(KernelBuild.from_dict(build) for build in found["builds"]),
-        workload_errors=tuple(found["workload_errors"]),
+    except BaseException:
+        folder.cleanup()
+        raise
+    environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
+    # the child sees what this process imports (a test module's specs, for one)
+    environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
+        env=environment,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    return PendingGpuCompile(process, folder)
 
 
 def _transportable(env):
@@ -222,7 +273,12 @@ def check_gpu_compile(harness, config) -> str:
     passes the PTX audit and fits its configured launch."""
     from kernelgym.envs.testing.report import CheckSkipped
 
-    result = compile_env_for_gpu(harness.importable or harness.spec, harness.overrides)
+    pending = getattr(harness, "gpu_compile_started", None)  # started by `check_env` before the other checks
+    if pending is not None:
+        harness.gpu_compile_started = None
+        result = pending.result()
+    else:
+        result = compile_env_for_gpu(harness.importable or harness.spec, harness.overrides)
     if result.unavailable is not None:
         raise CheckSkipped(f"needs NVIDIA's compilers: {EXTRA_HINT} ({result.unavailable})")
     problems = [

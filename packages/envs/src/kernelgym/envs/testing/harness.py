@@ -166,6 +166,8 @@ class EnvHarness:
     ):
         # "module:attr" names a spec not registered (yet); the GPU-compile child imports it by that name
         self.importable = env if isinstance(env, str) and ":" in env else None
+        # `check_env` starts the gpu_compile check's child process before the other checks
+        self.gpu_compile_started = None
         if self.importable is not None:
             from kernelgym.envs.spec import load_reference
 

@@ -10,6 +10,7 @@ from hypothesis.errors import FlakyFailure
 
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
+from kernelgym.envs.testing.gpu_compile import start_gpu_compile
 from kernelgym.envs.testing.harness import EnvHarness, checking
 from kernelgym.envs.testing.nonfinite import user_frame
 from kernelgym.envs.testing.progress import compile_progress
@@ -111,12 +112,20 @@ def check_env(
     config = CheckConfig(max_examples=examples, seed=seed)
     started = time.perf_counter()
     results = []
-    for check in selected:
-        if harness.memory_unsafe:
-            results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
-            continue
-        with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
-            results.append(_run_one(check, harness, config))
+    if any(check.name == "gpu_compile" for check in selected):
+        # its child process (NVVM, on cpu launches that only record their types) works beside
+        # the other checks instead of after them
+        harness.gpu_compile_started = start_gpu_compile(harness.importable or harness.spec, harness.overrides)
+    try:
+        for check in selected:
+            if harness.memory_unsafe:
+                results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
+                continue
+            with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
+                results.append(_run_one(check, harness, config))
+    finally:
+        if harness.gpu_compile_started is not None:  # not collected: the check did not run
+            harness.gpu_compile_started.cancel()
     return Report(
         harness.spec.id,
         harness.backend,
