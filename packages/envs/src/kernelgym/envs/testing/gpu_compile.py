@@ -178,9 +178,7 @@ class PendingGpuCompile:
                 return EnvCompileResult(unavailable=stderr.strip().splitlines()[-1])
             result = os.path.join(self._folder.name, "result.json")
             if not os.path.exists(result):
-                raise RuntimeError(
-                    f"the GPU-compile child process failed (exit {self._process.returncode}):\n{stderr}"
-                )
+                raise RuntimeError(f"the GPU-compile child process failed (exit {self._process.returncode}):\n{stderr}")
             with open(result) as file:
                 found = json.load(file)
         finally:
