@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -36,6 +36,9 @@ from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, reference_reset, resolve_precision
 from kernelgym.envs.testing.nonfinite import nonfinite_arrays
 from kernelgym.envs.testing.stream_hint import stream_hint
+
+if TYPE_CHECKING:
+    from kernelgym.envs.testing.gpu_compile import PendingGpuCompile
 
 __all__ = ["EnvHarness", "StepResult", "checking", "env_slice", "fail_on", "flat_obs"]
 
@@ -167,7 +170,7 @@ class EnvHarness:
         # "module:attr" names a spec not registered (yet); the GPU-compile child imports it by that name
         self.importable = env if isinstance(env, str) and ":" in env else None
         # `check_env` starts the gpu_compile check's child process before the other checks
-        self.gpu_compile_started = None
+        self.gpu_compile_started: PendingGpuCompile | None = None
         if self.importable is not None:
             from kernelgym.envs.spec import load_reference
 
