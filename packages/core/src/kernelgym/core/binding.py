@@ -800,15 +800,17 @@ def _bind_one(
         # passes cost numba twice the serial build's time, minutes for a big program)
         parallel = math.prod(counts) >= PARALLEL_FROM and cpu_threads.team_allowed(strategy)
         launcher = module.cpu_launcher if parallel else module.cpu_serial_launcher
-        bound = (module.cpu_bind(*args),) if args else ()  # one argument to unbox per call
 
         def built():
+            # the arrays packed in one struct, one argument to unbox per call; packing compiles
+            # the struct's constructor (seconds for a big program), so a deferred build packs too
+            bound = (module.cpu_bind(*args),) if args else ()
             error = _type_check(
                 launcher, (*counts, *bound, *templates.values()), names, {**checked, **templates}, description
             )
             return _Refusal(error) if error is not None else _cpu_launch(module, parallel, (*counts, *bound), strategy)
 
-        launch = _FirstLaunchBuild(launcher, (*counts, *bound), built) if deferred else built()
+        launch = _FirstLaunchBuild(launcher, counts, built) if deferred else built()
         return launch, names, description, record
     if num_envs == 0 or (kind == "agent" and num_agents == 0):
         return _nothing, names, description, record
@@ -861,8 +863,9 @@ def _type_check(launcher, arguments, names, checked, description):
 
 class _FirstLaunchBuild:
     """A cpu launch whose program compiles at its first call (``bind_launches(compile_at=
-    "first_launch")``): then it runs what `_bind_one` would have bound, a `_Refusal` for values
-    the bodies cannot type. ``func`` and ``args`` read as the launch's own (``functools.partial``'s)."""
+    "first_launch")``): then it packs the bound arrays and runs what `_bind_one` would have
+    bound, a `_Refusal` for values the bodies cannot type. ``func`` reads as the launch's own
+    (``functools.partial``'s); ``args`` holds the counts only (the arrays are packed at the build)."""
 
     __slots__ = ("func", "args", "_build", "_launch")
 
