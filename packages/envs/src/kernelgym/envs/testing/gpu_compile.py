@@ -173,7 +173,9 @@ class PendingGpuCompile:
         if self._unavailable is not None:
             return EnvCompileResult(unavailable=self._unavailable)
         try:
-            _, stderr = self._process.communicate(timeout=_CHILD_TIMEOUT_S)
+            self._process.wait(timeout=_CHILD_TIMEOUT_S)
+            with open(os.path.join(self._folder.name, "stderr.txt")) as file:
+                stderr = file.read()
             if self._process.returncode == _UNAVAILABLE_EXIT_CODE:
                 return EnvCompileResult(unavailable=stderr.strip().splitlines()[-1])
             result = os.path.join(self._folder.name, "result.json")
@@ -192,7 +194,7 @@ class PendingGpuCompile:
         """Stop the child if it still runs, and remove its files."""
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
-            self._process.communicate()
+            self._process.wait()
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
@@ -226,13 +228,14 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
     environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
     # the child sees what this process imports (a test module's specs, for one)
     environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
-        env=environment,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # stderr to a file: a pipe nobody reads while the other checks run would stall the child once full
+    with open(os.path.join(folder.name, "stderr.txt"), "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
+            env=environment,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
     return PendingGpuCompile(process, folder)
 
 
@@ -271,7 +274,7 @@ def check_gpu_compile(harness, config) -> str:
     passes the PTX audit and fits its configured launch."""
     from kernelgym.envs.testing.report import CheckSkipped
 
-    pending = getattr(harness, "gpu_compile_started", None)  # started by `check_env` before the other checks
+    pending = harness.gpu_compile_started  # started by `check_env` before the other checks
     if pending is not None:
         harness.gpu_compile_started = None
         result = pending.result()
