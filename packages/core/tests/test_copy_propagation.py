@@ -3,11 +3,17 @@ plus the copy propagation of its parallel one, with the same bits."""
 
 import numba
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from kernelgym.core.copy_propagation import CopyPropagatingCompiler
+from numba.core import ir_utils
+from numba.core.compiler import CompilerBase, DefaultPassBuilder
+from numba.core.compiler_machinery import FunctionPass, register_pass
+from numba.core.typed_passes import NopythonRewrites
+
+from kernelgym.core.copy_propagation import CopyPropagatingCompiler, copies_entering_blocks
 
 VALUES = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
@@ -50,3 +56,67 @@ def test_copy_propagation_keeps_every_bit(data):
     _plain(n, mask, plain_out, x, y, scale)
     _propagated(n, mask, propagated_out, x, y, scale)
     assert plain_out.tobytes() == propagated_out.tobytes()  # NaN payloads and signed zeros too
+
+
+def _branchy(num_envs, mask, out, x, y, scale):
+    # loops, nested branches and copies that die in some paths: a data flow with many sweeps
+    for env in range(num_envs):
+        a = x
+        b = y
+        if mask[env]:
+            a = y
+            for _ in range(3):
+                if scale > 1.0:
+                    b = a
+                else:
+                    a, b = b, a
+        _accumulate(env, out, a, b)
+
+
+@register_pass(mutates_CFG=False, analysis_only=True)
+class _CompareDataFlows(FunctionPass):
+    """Records kernelgym's and numba's copy data flow on the typed IR, changing nothing."""
+
+    _name = "kernelgym_test_compare_copy_data_flows"
+    found: list = []
+
+    def __init__(self):
+        FunctionPass.__init__(self)
+
+    def run_pass(self, state) -> bool:
+        numbas, _ = ir_utils.copy_propagate(state.func_ir.blocks, state.typemap)
+        ours = copies_entering_blocks(state.func_ir.blocks, state.typemap)
+        self.found.append((numbas, ours))
+        return False
+
+
+class _ComparingCompiler(CompilerBase):
+    def define_pipelines(self):
+        pipeline = DefaultPassBuilder.define_nopython_pipeline(self.state)
+        pipeline.add_pass_after(_CompareDataFlows, NopythonRewrites)
+        pipeline.finalize()
+        return [pipeline]
+
+
+@pytest.mark.parametrize("program", [_program, _branchy])
+def test_the_data_flow_finds_numbas_copies_for_every_block(program):
+    _CompareDataFlows.found.clear()
+    compiled = numba.njit(error_model="numpy", pipeline_class=_ComparingCompiler)(program)
+    compiled(2, np.ones(2, np.bool_), np.zeros(2), np.ones(2), np.ones(2), 2.0)
+    ((numbas, ours),) = _CompareDataFlows.found
+    assert len(ours) > 3 and any(ours.values())  # a data flow with blocks and copies to find
+    assert ours == numbas
+
+
+def test_the_branchy_program_keeps_its_bits():
+    args = (5, np.array([1, 0, 1, 1, 0], np.bool_), None, np.arange(5.0), np.arange(5.0)[::-1].copy())
+    outs = []
+    for compiled in (
+        numba.njit(error_model="numpy")(_branchy),
+        numba.njit(error_model="numpy", pipeline_class=CopyPropagatingCompiler)(_branchy),
+    ):
+        for scale in (0.5, 2.0):
+            out = np.zeros(5)
+            compiled(*args[:2], out, *args[3:], scale)
+            outs.append(out.tobytes())
+    assert outs[:2] == outs[2:]

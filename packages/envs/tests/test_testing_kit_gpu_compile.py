@@ -61,13 +61,14 @@ def test_a_missing_cuda_extra_skips_the_check_without_starting_the_child(monkeyp
 def test_an_agent_cap_of_1024_threads_would_not_fit_the_tag_kernels_with_more_than_64_registers(monkeypatch):
     """The issue's claim, checked with ptxas's real registers: raising MAX_AGENT_THREADS from
     256 to 1,024 breaks, on sm_80, exactly the Tag agent kernels that use more than 64
-    registers per thread (65,536 registers per block / 1,024 threads); the others still fit."""
+    registers per thread (65,536 registers per block / 1,024 threads); the others still fit.
+    TagGridWorld's kernels (`kernelgym gpu-compile` builds TagContinuous's in the same CI env,
+    all above 64 registers: compiling them again here took 3 minutes)."""
     from kernelgym.core import gpu_compile, kernels
     from kernelgym.envs.testing.gpu_compile import run_env_workloads
 
     recorder = gpu_compile.LauncherRecorder()
-    for env_id in ("TagGridWorld-v0", "TagContinuous-v0"):
-        run_env_workloads(recorder, env_id)
+    run_env_workloads(recorder, "TagGridWorld-v0")
     monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", 1024)
     builds = [
         build
