@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 import kernelgym.envs as kge
-from kit_fixtures import clip_push
 from kernelgym.envs.testing import check_env, format_report, main_check
 from kernelgym.envs.testing import fast_math as kit_fast_math
+from kit_fixtures import clip_push
 
 CLASSIC = ("CartPole-v1", "Pendulum-v1", "MountainCar-v0", "Acrobot-v1")
 PRECISIONS = ("float64", "float32")
