@@ -8,6 +8,7 @@ import traceback
 
 from hypothesis.errors import FlakyFailure
 
+from kernelgym.envs.testing.beside import start_beside
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
 from kernelgym.envs.testing.gpu_compile import start_gpu_compile
@@ -116,16 +117,25 @@ def check_env(
         # its child process (NVVM, on cpu launches that only record their types) works beside
         # the other checks instead of after them
         harness.gpu_compile_started = start_gpu_compile(harness.importable or harness.spec, harness.overrides)
+    beside: dict = {}  # checks at work in child processes (`kernelgym.envs.testing.beside`)
     try:
-        for check in selected:
+        for index, check in enumerate(selected):
             if harness.memory_unsafe:
                 results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
                 continue
+            if check.name in beside:
+                results.append(beside.pop(check.name).result())
+                continue
             with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
                 results.append(_run_one(check, harness, config))
+            if index == 0:
+                # the first check compiled the programs: the long ones load them in a child process
+                beside = start_beside(selected[1:], harness, config)
     finally:
         if harness.gpu_compile_started is not None:  # not collected: the check did not run
             harness.gpu_compile_started.cancel()
+        for pending in beside.values():  # not collected: an earlier finding stopped the checks
+            pending.cancel()
     return Report(
         harness.spec.id,
         harness.backend,

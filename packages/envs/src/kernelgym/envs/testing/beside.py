@@ -1,0 +1,152 @@
+"""Checks that run in a child process of their own, beside the checks the kit runs in order.
+
+On cpu the ``long_horizon`` check is the kit's longest once the kernels are compiled: it
+steps thousands of envs for thousands of steps and replays a sample of them through the
+Python reference, a step at a time (16 of the 46 seconds of a cold check of a 3-agent env
+on a 2-core machine). It needs nothing from the other checks but the compiled programs,
+which the first check leaves in the compile cache. So `check_env` starts it in a child
+process once its first check is done (`start_beside`): the child loads the programs from
+the cache and runs the check on another core while the kit runs the rest, and the kit
+collects its result at the check's turn (`PendingCheck.result`), in the report's order.
+
+The child runs the same check on the same env, params, precision, tolerances, examples and
+seed, so it finds what the check would find in the kit's process (the test compares both).
+A spec the child cannot receive (one holding a lambda, neither importable nor registered
+through an entry point) has the check run in the kit's own process, as do the other
+backends (cuda steps the horizon in a second; sim only takes a short look).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import time
+
+from kernelgym.envs.testing.report import ERROR, CheckResult
+
+__all__ = ["BESIDE", "BESIDE_NOTE", "PendingCheck", "start_beside"]
+
+# the checks that run in a child process on cpu, once the first check compiled the programs
+BESIDE = ("long_horizon",)
+BESIDE_NOTE = "run in a process of its own, beside the other checks"
+
+
+class PendingCheck:
+    """A check at work in a child process; `result` waits for its `CheckResult`."""
+
+    def __init__(self, name: str, process, folder):
+        self.name = name
+        self._process = process
+        self._folder = folder
+
+    def result(self) -> CheckResult:
+        """Wait for the child and read its result; an ``error`` result if the child died."""
+        started = time.perf_counter()
+        try:
+            self._process.wait()
+            path = os.path.join(self._folder.name, "result.json")
+            if not os.path.exists(path):
+                with open(os.path.join(self._folder.name, "stderr.txt")) as file:
+                    stderr = file.read()
+                message = f"the check's child process failed (exit {self._process.returncode}):\n{stderr}"
+                return CheckResult(self.name, ERROR, time.perf_counter() - started, message)
+            with open(path) as file:
+                found = json.load(file)
+        finally:
+            self.cancel()
+        if found["note"]:
+            found["note"] += f"; {BESIDE_NOTE}"
+        return CheckResult(**found)
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs, and remove its files."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        if self._folder is not None:
+            self._folder.cleanup()
+            self._folder = None
+
+
+def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
+    """Start a child process for each check of `BESIDE` among ``rest`` (the checks still to run).
+
+    Only on cpu, and only for an env the child can receive; the others run in order.
+    """
+    from kernelgym.envs.testing.gpu_compile import _transportable
+
+    names = [check.name for check in rest if check.name in BESIDE]
+    if harness.backend != "cpu" or not names or harness.memory_unsafe:
+        return {}
+    request = {
+        "backend": harness.backend,
+        "params": harness.overrides if harness.overrides is not None else harness.params,
+        "rtol": harness.rtol,
+        "atol": harness.atol,
+        "precision": harness.precision,
+        "max_examples": config.max_examples,
+        "seed": config.seed,
+    }
+    try:
+        request["env"] = harness.importable or _transportable(harness.spec)
+        pickle.dumps(request)
+    except (TypeError, pickle.PicklingError, AttributeError):
+        return {}  # the child could not receive it: the check runs in order
+    environment = dict(os.environ)
+    # the child sees what this process imports (a test module's specs, for one)
+    environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    started = {}
+    for name in names:
+        folder = tempfile.TemporaryDirectory(prefix=f"kernelgym-{name}-")
+        with open(os.path.join(folder.name, "request.pickle"), "wb") as file:
+            pickle.dump({**request, "check": name}, file)
+        # stderr to a file: a pipe nobody reads while the other checks run would stall the child once full
+        with open(os.path.join(folder.name, "stderr.txt"), "w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "kernelgym.envs.testing.beside", folder.name],
+                env=environment,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
+        started[name] = PendingCheck(name, process, folder)
+    return started
+
+
+def _child(argv=None) -> int:
+    """The child process: run one check of the kit and write its `CheckResult` as JSON."""
+    from kernelgym.envs.testing.checks import CHECKS, CheckConfig
+    from kernelgym.envs.testing.harness import EnvHarness
+    from kernelgym.envs.testing.runner import _run_one
+
+    parser = argparse.ArgumentParser(description="internal: run one check of the kit")
+    parser.add_argument("folder")
+    folder = parser.parse_args(argv).folder
+    with open(os.path.join(folder, "request.pickle"), "rb") as file:
+        request = pickle.load(file)
+    harness = EnvHarness(
+        request["env"],
+        request["backend"],
+        params=request["params"],
+        rtol=request["rtol"],
+        atol=request["atol"],
+        precision=request["precision"],
+    )
+    config = CheckConfig(max_examples=request["max_examples"], seed=request["seed"])
+    check = next(check for check in CHECKS if check.name == request["check"])
+    result = _run_one(check, harness, config)
+    # written whole, then renamed: the parent never reads half a result
+    path = os.path.join(folder, "result.json")
+    with open(path + ".part", "w") as file:
+        json.dump(dataclasses.asdict(result), file)
+    os.replace(path + ".part", path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child())

@@ -1,0 +1,55 @@
+"""The kit's long_horizon check in a child process beside the other checks
+(`kernelgym.envs.testing.beside`): the same finding as in the kit's own process."""
+
+import dataclasses
+import subprocess
+import sys
+import tempfile
+
+from kernelgym.envs.testing import check_env, format_report
+from kernelgym.envs.testing.beside import BESIDE_NOTE, PendingCheck
+from kit_fixtures import rare_walk, walk
+
+SEED = 20261129
+
+
+def _long_horizon(spec, first_check=None, max_examples=4):
+    checks = [first_check, "long_horizon"] if first_check else ["long_horizon"]
+    return check_env(spec, backend="cpu", max_examples=max_examples, seed=SEED, checks=checks)["long_horizon"]
+
+
+def test_a_failure_found_beside_is_the_one_found_in_order():
+    # a branch taken with probability 1e-4 per step, found only by the long horizon's replays
+    beside = _long_horizon(rare_walk.GUST_NO_RANGE, first_check="parity", max_examples=20)
+    in_order = _long_horizon(rare_walk.GUST_NO_RANGE, max_examples=20)  # the first check: nothing to run beside
+    assert beside.status == in_order.status == "failed", (beside.message, in_order.message)
+    assert beside.message == in_order.message
+    assert beside.example == in_order.example
+
+
+def test_a_pass_beside_says_where_it_ran_and_notes_what_the_check_notes():
+    beside = _long_horizon(walk.SPEC, first_check="determinism")
+    in_order = _long_horizon(walk.SPEC)
+    assert beside.status == in_order.status == "passed", (beside.message, in_order.message)
+    assert beside.note == f"{in_order.note}; {BESIDE_NOTE}"
+    assert BESIDE_NOTE not in in_order.note
+
+
+def test_a_spec_the_child_cannot_receive_runs_the_check_in_order():
+    # a lambda, in no module's globals and registered by no entry point: neither pickled nor importable
+    local = dataclasses.replace(walk.SPEC, id="LocalWalk-v0", num_agents=lambda params: 1)
+    report = check_env(local, backend="cpu", max_examples=2, seed=SEED, checks=["determinism", "long_horizon"])
+    assert report.passed, format_report(report)
+    assert BESIDE_NOTE not in report["long_horizon"].note
+
+
+def test_a_child_that_dies_is_an_error_with_its_stderr():
+    folder = tempfile.TemporaryDirectory()
+    with open(f"{folder.name}/stderr.txt", "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stderr.write('the child broke'); sys.exit(5)"], stderr=stderr
+        )
+    result = PendingCheck("long_horizon", process, folder).result()
+    assert result.status == "error"
+    assert result.message.startswith("the check's child process failed (exit 5):")
+    assert "the child broke" in result.message
