@@ -13,7 +13,8 @@ The child runs the same check on the same env, params, precision, tolerances, ex
 seed, so it finds what the check would find in the kit's process (the test compares both).
 A spec the child cannot receive (one holding a lambda, neither importable nor registered
 through an entry point) has the check run in the kit's own process, as do the other
-backends (cuda steps the horizon in a second; sim only takes a short look).
+backends (cuda steps the horizon in a second; sim only takes a short look) and a run with
+fewer examples than the default (a shorter horizon, quicker than starting a process).
 """
 
 from __future__ import annotations
@@ -81,8 +82,14 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
     """
     from kernelgym.envs.testing.gpu_compile import _transportable
 
+    from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
+
     names = [check.name for check in rest if check.name in BESIDE]
     if harness.backend != "cpu" or not names or harness.memory_unsafe:
+        return {}
+    if config.max_examples < DEFAULT_MAX_EXAMPLES[harness.backend]:
+        # fewer examples look at a shorter horizon (`check_long_horizon` scales it down), which
+        # takes less time than a child process needs to start
         return {}
     request = {
         "backend": harness.backend,
