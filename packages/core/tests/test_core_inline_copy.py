@@ -61,3 +61,37 @@ def _twice(n):
 @pytest.mark.parametrize("n", [0, 1, 7, 50])
 def test_a_kernel_inlining_a_device_function_twice_computes_as_python(n):
     assert _twice(n) == _branchy(n) + 2 * _branchy(n + 1)
+
+
+@pytest.mark.gpu_compile
+def test_numba_cudas_inliner_shares_the_scope_too_and_builds_the_same_ptx(monkeypatch):
+    import copy
+    import re
+
+    from numba import cuda
+    from numba.cuda.core import inline_closurecall as cuda_inliner
+
+    from kernelgym.core import inline_copy
+
+    assert isinstance(cuda_inliner.copy, inline_copy._SharedScopeCopy)
+
+    def ptx():
+        # helpers inlined into helpers, each inlined twice: copies of copied IR
+        helper = cuda.jit(device=True, inline="always")(_branchy)
+
+        @cuda.jit(device=True, inline="always")
+        def twice(n):
+            return helper(n) - helper(n // 2)
+
+        def kernel(out, n):
+            i = cuda.grid(1)
+            if i < out.size:
+                out[i] = twice(n + i) + 2 * twice(n - i)
+
+        text, _ = cuda.compile_ptx(kernel, (numba.int64[:], numba.int64), cc=(8, 0))
+        names: dict = {}  # numba's mangled names count its compiles
+        return re.sub(r"_ZN[A-Za-z0-9_$]+", lambda match: names.setdefault(match.group(0), f"s{len(names)}"), text)
+
+    shared = ptx()
+    monkeypatch.setattr(cuda_inliner, "copy", copy)
+    assert ptx() == shared
