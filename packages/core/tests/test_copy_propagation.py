@@ -12,7 +12,9 @@ from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.typed_passes import NopythonRewrites
 
-from kernelgym.core.copy_propagation import CopyPropagatingCompiler, copies_entering_blocks
+import kernelgym.core.device_functions  # noqa: F401  (installs kernelgym's data flow in numba)
+from kernelgym.core.copy_data_flow import copy_propagate, numbas_copy_propagate
+from kernelgym.core.copy_propagation import CopyPropagatingCompiler
 
 VALUES = st.floats(allow_nan=True, allow_infinity=True, width=64)
 
@@ -83,8 +85,8 @@ class _CompareDataFlows(FunctionPass):
         FunctionPass.__init__(self)
 
     def run_pass(self, state) -> bool:
-        numbas, _ = ir_utils.copy_propagate(state.func_ir.blocks, state.typemap)
-        ours = copies_entering_blocks(state.func_ir.blocks, state.typemap)
+        numbas = numbas_copy_propagate()(state.func_ir.blocks, state.typemap)
+        ours = copy_propagate(state.func_ir.blocks, state.typemap)
         self.found.append((numbas, ours))
         return False
 
@@ -103,8 +105,18 @@ def test_the_data_flow_finds_numbas_copies_for_every_block(program):
     compiled = numba.njit(error_model="numpy", pipeline_class=_ComparingCompiler)(program)
     compiled(2, np.ones(2, np.bool_), np.zeros(2), np.ones(2), np.ones(2), 2.0)
     ((numbas, ours),) = _CompareDataFlows.found
-    assert len(ours) > 3 and any(ours.values())  # a data flow with blocks and copies to find
+    entering, leaving = ours
+    assert len(entering) > 3 and any(entering.values())  # a data flow with blocks and copies to find
     assert ours == numbas
+
+
+def test_numba_runs_kernelgyms_data_flow_where_it_ran_its_own():
+    import numba.parfors.parfor
+
+    assert numbas_copy_propagate() is not copy_propagate
+    assert numbas_copy_propagate().__module__ == "numba.core.ir_utils"
+    assert ir_utils.copy_propagate is copy_propagate
+    assert numba.parfors.parfor.copy_propagate is copy_propagate
 
 
 def test_the_branchy_program_keeps_its_bits():

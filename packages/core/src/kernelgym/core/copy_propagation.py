@@ -13,10 +13,8 @@ simplification in the serial pipeline, after numba's rewrites and before lowerin
 statements, so the same bits (``packages/core/tests/test_copy_propagation.py``), and the
 serial build compiles no slower (less IR to lower).
 
-The data flow is numba's (`numba.core.ir_utils.copy_propagate`), solved without its
-``copy.deepcopy`` of every block's copy set on every sweep: the sets hold tuples of names, so a
-flag that any block's set changed says what comparing deep copies says. With TagContinuous's
-step that deep copy was a third of the serial build's compile time.
+Its data flow is `kernelgym.core.copy_data_flow.copy_propagate` (numba's, without a deep copy
+per sweep).
 """
 
 from __future__ import annotations
@@ -25,6 +23,8 @@ from numba.core import ir_utils
 from numba.core.compiler import CompilerBase, DefaultPassBuilder
 from numba.core.compiler_machinery import FunctionPass, register_pass
 from numba.core.typed_passes import NopythonRewrites
+
+from kernelgym.core.copy_data_flow import copy_propagate
 
 
 @register_pass(mutates_CFG=True, analysis_only=False)
@@ -41,37 +41,9 @@ class PropagateCopies(FunctionPass):
         return True
 
 
-def copies_entering_blocks(blocks, typemap) -> dict:
-    """The copies (``(lhs, rhs)`` names) valid on entry to each block.
-
-    Numba's fixed point (``in = intersection of the predecessors' out``, ``out = gen | (in -
-    kill)``), iterated until no block's ``out`` changes, as `ir_utils.copy_propagate` does.
-    """
-    cfg = ir_utils.compute_cfg_from_blocks(blocks)
-    entry = cfg.entry_point()
-    gen, _all, kill, entering, leaving = ir_utils.init_copy_propagate_data(blocks, entry, typemap)
-    predecessors = {label: [p for p, _ in cfg.predecessors(label)] for label in blocks}
-    changed = True
-    while changed:
-        changed = False
-        for label in blocks:
-            if label == entry:
-                continue
-            first, *others = predecessors[label]
-            valid = leaving[first].copy()
-            for other in others:
-                valid &= leaving[other]
-            entering[label] = valid
-            out = gen[label] | (valid - kill[label])
-            if out != leaving[label]:
-                leaving[label] = out
-                changed = True
-    return entering
-
-
 def simplify(func_ir, typemap, calltypes) -> None:
-    """`numba.core.ir_utils.simplify` with `copies_entering_blocks` as its data flow."""
-    entering = copies_entering_blocks(func_ir.blocks, typemap)
+    """`numba.core.ir_utils.simplify` with kernelgym's `copy_propagate` as its data flow."""
+    entering, _ = copy_propagate(func_ir.blocks, typemap)
     names = ir_utils.get_name_var_table(func_ir.blocks)
     saved = ir_utils.apply_copy_propagate(func_ir.blocks, entering, names, typemap, calltypes)
     ir_utils.restore_copy_var_names(func_ir.blocks, saved, typemap)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import copy
 import importlib
-import importlib.abc
-import sys
 from typing import Any
+
+from kernelgym.core.patch_at_import import patch_when_imported
 
 __all__ = ["install"]
 
@@ -61,50 +61,16 @@ def install() -> None:
     """Make Numba's and numba-cuda's inliners copy a callee's blocks with one shared scope
     (idempotent).
 
-    Patches each inliner now where it is imported, else as it is first imported: Numba's
-    pulls in its lowering modules (about 0.5 s), which a process whose launchers all come
-    from the disk cache never needs (`kernelgym.core.disk_cache`). Leaves an inliner alone
-    where it does not use the ``copy`` module as expected.
+    Patches each inliner now where it is imported, else as it is first imported
+    (`kernelgym.core.patch_at_import`): Numba's pulls in its lowering modules (about 0.5 s),
+    which a process whose launchers all come from the disk cache never needs. Leaves an
+    inliner alone where it does not use the ``copy`` module as expected.
     """
     for name in _INLINERS:
-        module = sys.modules.get(name)
-        if module is not None:
-            _patch(module)
-        elif not any(isinstance(finder, _PatchAtImport) and finder.name == name for finder in sys.meta_path):
-            sys.meta_path.insert(0, _PatchAtImport(name))
+        patch_when_imported(name, _patch)
 
 
 def _patch(inliner: Any) -> None:
     if getattr(inliner, "copy", None) is copy:
         ir = importlib.import_module(_INLINERS[inliner.__name__])
         inliner.copy = _SharedScopeCopy(ir.Block)
-
-
-class _PatchAtImport(importlib.abc.MetaPathFinder):
-    """Finds one inliner with the other finders and patches it once it has run (then leaves)."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != self.name:
-            return None
-        sys.meta_path.remove(self)
-        spec = next(
-            (
-                found
-                for finder in sys.meta_path
-                if hasattr(finder, "find_spec") and (found := finder.find_spec(fullname, path, target)) is not None
-            ),
-            None,
-        )
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        run = spec.loader.exec_module
-
-        def run_and_patch(module):
-            run(module)
-            _patch(module)
-
-        spec.loader.exec_module = run_and_patch  # this module's loader only
-        return spec
