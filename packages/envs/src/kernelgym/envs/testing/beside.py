@@ -19,8 +19,6 @@ fewer examples than the default (a shorter horizon, quicker than starting a proc
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import json
 import os
 import pickle
@@ -81,7 +79,6 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
     Only on cpu, and only for an env the child can receive; the others run in order.
     """
     from kernelgym.envs.testing.gpu_compile import _transportable
-
     from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
     names = [check.name for check in rest if check.name in BESIDE]
@@ -116,44 +113,10 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
         # stderr to a file: a pipe nobody reads while the other checks run would stall the child once full
         with open(os.path.join(folder.name, "stderr.txt"), "w") as stderr:
             process = subprocess.Popen(
-                [sys.executable, "-m", "kernelgym.envs.testing.beside", folder.name],
+                [sys.executable, "-m", "kernelgym.envs.testing.beside_child", folder.name],
                 env=environment,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )
         started[name] = PendingCheck(name, process, folder)
     return started
-
-
-def _child(argv=None) -> int:
-    """The child process: run one check of the kit and write its `CheckResult` as JSON."""
-    from kernelgym.envs.testing.checks import CHECKS, CheckConfig
-    from kernelgym.envs.testing.harness import EnvHarness
-    from kernelgym.envs.testing.runner import _run_one
-
-    parser = argparse.ArgumentParser(description="internal: run one check of the kit")
-    parser.add_argument("folder")
-    folder = parser.parse_args(argv).folder
-    with open(os.path.join(folder, "request.pickle"), "rb") as file:
-        request = pickle.load(file)
-    harness = EnvHarness(
-        request["env"],
-        request["backend"],
-        params=request["params"],
-        rtol=request["rtol"],
-        atol=request["atol"],
-        precision=request["precision"],
-    )
-    config = CheckConfig(max_examples=request["max_examples"], seed=request["seed"])
-    check = next(check for check in CHECKS if check.name == request["check"])
-    result = _run_one(check, harness, config)
-    # written whole, then renamed: the parent never reads half a result
-    path = os.path.join(folder, "result.json")
-    with open(path + ".part", "w") as file:
-        json.dump(dataclasses.asdict(result), file)
-    os.replace(path + ".part", path)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_child())
