@@ -5,11 +5,9 @@ steps thousands of envs for thousands of steps and replays a sample of them thro
 Python reference, a step at a time (16 of the 46 seconds of a cold check of a 3-agent env
 on a 2-core machine). It needs nothing from the other checks but the compiled programs,
 which the first check leaves in the compile cache. So `check_env` starts it in a child
-process before its first check (`start_beside`): the child imports what it needs (seconds:
-numba, torch, the env's modules) while the first check runs, waits for the word that the
-programs are compiled (`PendingCheck.release`, after the first check), loads them from the
-cache and runs the check on another core while the kit runs the rest. The kit collects its
-result at the check's turn (`PendingCheck.result`), in the report's order.
+process once its first check is done (`start_beside`): the child loads the programs from
+the cache and runs the check on another core while the kit runs the rest, and the kit
+collects its result at the check's turn (`PendingCheck.result`), in the report's order.
 
 The child runs the same check on the same env, params, precision, tolerances, examples and
 seed, so it finds what the check would find in the kit's process (the test compares both).
@@ -46,14 +44,6 @@ class PendingCheck:
         self._process = process
         self._folder = folder
 
-    def release(self) -> None:
-        """Let the child run its check: the programs it needs are in the compile cache."""
-        try:
-            self._process.stdin.write(b"go\n")
-            self._process.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass  # the child has died already: `result` says so with its stderr
-
     def result(self) -> CheckResult:
         """Wait for the child and read its result; an ``error`` result if the child died."""
         started = time.perf_counter()
@@ -78,16 +68,13 @@ class PendingCheck:
         if self._process.poll() is None:
             self._process.kill()
             self._process.wait()
-        if self._process.stdin is not None and not self._process.stdin.closed:
-            self._process.stdin.close()
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
 
 
 def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
-    """Start a child process for each check of `BESIDE` among ``rest`` (the checks after the
-    first); each waits for `PendingCheck.release` before it runs its check.
+    """Start a child process for each check of `BESIDE` among ``rest`` (the checks still to run).
 
     Only on cpu, and only for an env the child can receive; the others run in order.
     """
@@ -128,7 +115,6 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
             process = subprocess.Popen(
                 [sys.executable, "-m", "kernelgym.envs.testing.beside_child", folder.name],
                 env=environment,
-                stdin=subprocess.PIPE,  # `PendingCheck.release` writes its go there
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
             )

@@ -117,11 +117,8 @@ def check_env(
         # its child process (NVVM, on cpu launches that only record their types) works beside
         # the other checks instead of after them
         harness.gpu_compile_started = start_gpu_compile(harness.importable or harness.spec, harness.overrides)
-    # checks for child processes (`kernelgym.envs.testing.beside`): they import while the first
-    # check compiles the programs, and run once it is done
-    beside: dict = {}
+    beside: dict = {}  # checks at work in child processes (`kernelgym.envs.testing.beside`)
     try:
-        beside = start_beside(selected[1:], harness, config)
         for index, check in enumerate(selected):
             if harness.memory_unsafe:
                 results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
@@ -131,9 +128,9 @@ def check_env(
                 continue
             with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
                 results.append(_run_one(check, harness, config))
-            if index == 0 and not harness.memory_unsafe:
-                for pending in beside.values():  # the first check compiled the programs
-                    pending.release()
+            if index == 0:
+                # the first check compiled the programs: the long ones load them in a child process
+                beside = start_beside(selected[1:], harness, config)
     finally:
         if harness.gpu_compile_started is not None:  # not collected: the check did not run
             harness.gpu_compile_started.cancel()
