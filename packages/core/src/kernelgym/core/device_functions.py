@@ -46,7 +46,7 @@ copy_data_flow.install()
 class DeviceFunction(CPUDispatcher):
     """An ``njit(inline="always")`` dispatcher that runs as Python in simulator threads."""
 
-    def __call__(self, *args, **kwargs):
+    def _call_in_simulator_threads(self, *args, **kwargs):
         if in_simulator_thread():
             # Machine integers wrap around silently on the cpu and the device, and a float
             # division by zero gives inf/NaN: numpy scalars would warn instead. A Python
@@ -57,7 +57,13 @@ class DeviceFunction(CPUDispatcher):
             function = numba_semantics(self.py_func)
             with np.errstate(all="ignore"), ConfigStack().enter(_numpy_error_model_flags()):
                 return function(*args, **kwargs)
-        return super().__call__(*args, **kwargs)
+        return CPUDispatcher.__call__(self, *args, **kwargs)
+
+    # Numba reads NUMBA_ENABLE_CUDASIM once, at its import: without the simulator no thread is
+    # a simulator thread, and a call from Python (a reference calls helpers hundreds of
+    # thousands of times in the kit's long horizon) goes straight to the compiled dispatcher
+    if simulator_enabled():
+        __call__ = _call_in_simulator_threads
 
 
 @functools.cache
