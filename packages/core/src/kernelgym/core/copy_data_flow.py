@@ -15,7 +15,7 @@ imported: same arguments, same results (``packages/core/tests/test_copy_propagat
 
 from __future__ import annotations
 
-from types import ModuleType
+from typing import Any
 
 from kernelgym.core.patch_at_import import patch_when_imported
 
@@ -65,7 +65,7 @@ def install() -> None:
         patch_when_imported(name, _patch)
 
 
-def _patch(module: ModuleType) -> None:
+def _patch(module: Any) -> None:
     own = getattr(module, "copy_propagate", None)
     if getattr(own, "__module__", None) == "numba.core.ir_utils":  # Numba's, not ours or another's
         _NUMBAS[module.__name__] = own
