@@ -71,7 +71,7 @@ def probe(kind: str, checkout: Path | None, work: Path) -> float:
         )
         if completed.returncode != 0:
             raise RuntimeError(f"kernelgym gpu-compile failed:\n{completed.stdout[-3000:]}\n{completed.stderr[-3000:]}")
-        return sum(float(seconds) for seconds in KERNEL_LINE.findall(completed.stdout))
+        return sum(float(seconds) for seconds in KERNEL_LINE.findall(completed.stderr))  # --verbose writes to stderr
     serial = kind == "serial"
     env_id, num_envs, threads = ("TagContinuous-v0", 16, "one") if serial else ("TagGridWorld-v0", 4096, "all")
     completed = subprocess.run(

@@ -6,11 +6,21 @@ import subprocess
 import sys
 import tempfile
 
-from kernelgym.envs.testing import check_env, format_report
+import pytest
+
+from kernelgym.envs.testing import beside, check_env, format_report
 from kernelgym.envs.testing.beside import BESIDE_NOTE, PendingCheck
+from kernelgym.envs.testing.checks import CheckConfig
+from kernelgym.envs.testing.harness import EnvHarness
 from kit_fixtures import rare_walk, walk
 
 SEED = 20261129
+
+
+@pytest.fixture
+def any_horizon_beside(monkeypatch):
+    # the fixtures' references are quick: their replays would run in order
+    monkeypatch.setattr(beside, "MIN_BESIDE_SECONDS", 0.0)
 
 
 def _long_horizon(spec, first_check=None, max_examples=20):
@@ -18,7 +28,7 @@ def _long_horizon(spec, first_check=None, max_examples=20):
     return check_env(spec, backend="cpu", max_examples=max_examples, seed=SEED, checks=checks)["long_horizon"]
 
 
-def test_a_failure_found_beside_is_the_one_found_in_order():
+def test_a_failure_found_beside_is_the_one_found_in_order(any_horizon_beside):
     # a branch taken with probability 1e-4 per step, found only by the long horizon's replays
     beside = _long_horizon(rare_walk.GUST_NO_RANGE, first_check="parity")
     in_order = _long_horizon(rare_walk.GUST_NO_RANGE)  # the first check: nothing to run beside
@@ -27,13 +37,13 @@ def test_a_failure_found_beside_is_the_one_found_in_order():
     assert beside.example == in_order.example
 
 
-def test_a_pass_beside_says_where_it_ran_and_notes_what_the_check_notes():
+def test_a_pass_beside_says_where_it_ran_and_notes_what_the_check_notes(any_horizon_beside):
     beside = _long_horizon(walk.SPEC, first_check="determinism")
     assert beside.status == "passed", beside.message
     assert beside.note == f"2048 envs x 2000 steps, 32 replayed through the reference; {BESIDE_NOTE}"
 
 
-def test_a_spec_the_child_cannot_receive_runs_the_check_in_order():
+def test_a_spec_the_child_cannot_receive_runs_the_check_in_order(any_horizon_beside):
     # a lambda, in no module's globals and registered by no entry point: neither pickled nor importable
     local = dataclasses.replace(walk.SPEC, id="LocalWalk-v0", num_agents=lambda params: 1)
     report = check_env(local, backend="cpu", max_examples=20, seed=SEED, checks=["determinism", "long_horizon"])
@@ -41,11 +51,18 @@ def test_a_spec_the_child_cannot_receive_runs_the_check_in_order():
     assert BESIDE_NOTE not in report["long_horizon"].note
 
 
-def test_a_quick_look_runs_in_order():
-    # fewer examples than the default: a shorter horizon, quicker than starting a process
-    result = _long_horizon(walk.SPEC, first_check="determinism", max_examples=4)
+def test_a_quick_horizon_runs_in_order():
+    # a toy env's reference: its replays take less than a child process's start
+    result = _long_horizon(walk.SPEC, first_check="determinism")
     assert result.status == "passed", result.message
-    assert BESIDE_NOTE not in result.note and "envs x" in result.note
+    assert BESIDE_NOTE not in result.note and "2048 envs x 2000 steps" in result.note
+
+
+def test_the_replays_estimate_scales_with_the_horizon():
+    harness = EnvHarness(walk.SPEC, "cpu")
+    full = beside.replay_seconds(harness, CheckConfig(max_examples=20))
+    quick = beside.replay_seconds(harness, CheckConfig(max_examples=2))
+    assert 0 < quick < full < beside.MIN_BESIDE_SECONDS  # 2 of 20 examples: 200 steps of 3 envs, not 2000 of 32
 
 
 def test_a_child_that_dies_is_an_error_with_its_stderr():

@@ -13,8 +13,10 @@ The child runs the same check on the same env, params, precision, tolerances, ex
 seed, so it finds what the check would find in the kit's process (the test compares both).
 A spec the child cannot receive (one holding a lambda, neither importable nor registered
 through an entry point) has the check run in the kit's own process, as do the other
-backends (cuda steps the horizon in a second; sim only takes a short look) and a run with
-fewer examples than the default (a shorter horizon, quicker than starting a process).
+backends (cuda steps the horizon in a second; sim only takes a short look) and a horizon
+whose replays through the reference take less than `MIN_BESIDE_SECONDS` (16 reference
+steps timed: a single-agent toy env, or fewer examples than the default), which runs sooner
+in order than a child process starts.
 """
 
 from __future__ import annotations
@@ -29,11 +31,36 @@ import time
 
 from kernelgym.envs.testing.report import ERROR, CheckResult
 
-__all__ = ["BESIDE", "BESIDE_NOTE", "PendingCheck", "start_beside"]
+__all__ = ["BESIDE", "BESIDE_NOTE", "MIN_BESIDE_SECONDS", "PendingCheck", "replay_seconds", "start_beside"]
 
 # the checks that run in a child process on cpu, once the first check compiled the programs
 BESIDE = ("long_horizon",)
 BESIDE_NOTE = "run in a process of its own, beside the other checks"
+# a child pays its imports (numba, torch, the env's modules: about 4 s on a 2-core machine)
+# and shares the cores: worth it for a horizon whose replays take about twice that
+MIN_BESIDE_SECONDS = 8.0
+TIMED_REFERENCE_STEPS = 16
+
+
+def replay_seconds(harness, config) -> float:
+    """About how long the long horizon's replays through the reference take: `TIMED_REFERENCE_STEPS`
+    reference steps from a fresh env's states, timed, times the replays the horizon makes."""
+    import numpy as np
+
+    from kernelgym.envs.testing import strategies
+    from kernelgym.envs.testing.harness import env_slice
+    from kernelgym.envs.testing.long_horizon import horizon
+
+    _envs, steps, replayed = horizon(harness.backend, config.max_examples)
+    env = harness.make_env(TIMED_REFERENCE_STEPS)  # the first check built its programs
+    state, streams = env.get_state(), env.get_rng_states()
+    actions = strategies.random_actions(
+        harness.action_space, (TIMED_REFERENCE_STEPS, *harness.agent_shape), np.random.default_rng(0)
+    )
+    started = time.perf_counter()
+    for index in range(TIMED_REFERENCE_STEPS):
+        harness.reference_step(env_slice(state, index), actions[index], streams[index])
+    return (time.perf_counter() - started) / TIMED_REFERENCE_STEPS * steps * replayed
 
 
 class PendingCheck:
@@ -79,15 +106,16 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
     Only on cpu, and only for an env the child can receive; the others run in order.
     """
     from kernelgym.envs.testing.gpu_compile import _transportable
-    from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
     names = [check.name for check in rest if check.name in BESIDE]
     if harness.backend != "cpu" or not names or harness.memory_unsafe:
         return {}
-    if config.max_examples < DEFAULT_MAX_EXAMPLES[harness.backend]:
-        # fewer examples look at a shorter horizon (`check_long_horizon` scales it down), which
-        # takes less time than a child process needs to start
-        return {}
+    try:
+        seconds = replay_seconds(harness, config)
+    except Exception:
+        return {}  # a reference that raises: the check, in order, reports it
+    if seconds < MIN_BESIDE_SECONDS:
+        return {}  # a short horizon, or a quick reference: in order is sooner than a process start
     request = {
         "backend": harness.backend,
         "params": harness.overrides if harness.overrides is not None else harness.params,

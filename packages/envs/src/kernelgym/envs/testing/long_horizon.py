@@ -32,7 +32,7 @@ from kernelgym.envs.testing.nonfinite import (
 )
 from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
-__all__ = ["HORIZON", "INVARIANTS_EVERY", "check_long_horizon"]
+__all__ = ["HORIZON", "INVARIANTS_EVERY", "check_long_horizon", "horizon"]
 
 # (envs, steps, envs replayed through the reference) per backend: the simulator runs every
 # thread as Python, so it only takes a short look
@@ -51,18 +51,24 @@ class _Failure:
     problems: list
 
 
-def check_long_horizon(harness: EnvHarness, config) -> str:
-    """Thousands of envs x thousands of steps (random and edge actions): finite, invariants kept,
-    a sample replayed through the reference; a failing env is replayed alone for its history."""
-    num_envs, steps, replayed = HORIZON[harness.backend]
+def horizon(backend: str, max_examples: int) -> tuple[int, int, int]:
+    """``(envs, steps, envs replayed through the reference)`` of the check at ``max_examples``."""
+    num_envs, steps, replayed = HORIZON[backend]
     # fewer examples per check ask for a quicker look (a suite's few examples): fewer envs, fewer
     # steps and fewer envs replayed through the reference (a Python call per env and step), in
     # proportion; the default (or more) runs the whole horizon
-    default = DEFAULT_MAX_EXAMPLES[harness.backend]
-    share = min(config.max_examples, default)
+    default = DEFAULT_MAX_EXAMPLES[backend]
+    share = min(max_examples, default)
     num_envs = min(num_envs, max(MIN_ENVS, num_envs * share // default))
     steps = max(MIN_STEPS, steps * share // default)
     replayed = max(MIN_REPLAYED, replayed * share // default)
+    return num_envs, steps, replayed
+
+
+def check_long_horizon(harness: EnvHarness, config) -> str:
+    """Thousands of envs x thousands of steps (random and edge actions): finite, invariants kept,
+    a sample replayed through the reference; a failing env is replayed alone for its history."""
+    num_envs, steps, replayed = horizon(harness.backend, config.max_examples)
     seed = 0 if config.seed is None else config.seed
     env = harness.make_env(num_envs, seed, fresh=True)
     try:
