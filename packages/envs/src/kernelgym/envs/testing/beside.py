@@ -24,11 +24,10 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 import tempfile
 import time
 
+from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child
 from kernelgym.envs.testing.report import ERROR, CheckResult
 
 __all__ = ["BESIDE", "BESIDE_NOTE", "MIN_BESIDE_SECONDS", "PendingCheck", "replay_seconds", "start_beside"]
@@ -90,8 +89,7 @@ class PendingCheck:
             self._process.wait()
             path = os.path.join(self._folder.name, "result.json")
             if not os.path.exists(path):
-                with open(os.path.join(self._folder.name, "stderr.txt")) as file:
-                    stderr = file.read()
+                stderr = read_stderr(self._folder.name)
                 message = f"the check's child process failed (exit {self._process.returncode}):\n{stderr}"
                 return CheckResult(self.name, ERROR, time.perf_counter() - started, message)
             with open(path) as file:
@@ -104,9 +102,7 @@ class PendingCheck:
 
     def cancel(self) -> None:
         """Stop the child if it still runs, and remove its files."""
-        if self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+        stop_child(self._process)
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
@@ -122,12 +118,6 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
     names = [check.name for check in rest if check.name in BESIDE]
     if harness.backend != "cpu" or not names or harness.memory_unsafe:
         return {}
-    try:
-        seconds = replay_seconds(harness, config)
-    except Exception:
-        return {}  # a reference that raises: the check, in order, reports it
-    if seconds < MIN_BESIDE_SECONDS:
-        return {}  # a short horizon, or a quick reference: in order is sooner than a process start
     request = {
         "backend": harness.backend,
         "params": harness.overrides if harness.overrides is not None else harness.params,
@@ -142,21 +132,18 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
         pickle.dumps(request)
     except (TypeError, pickle.PicklingError, AttributeError):
         return {}  # the child could not receive it: the check runs in order
-    environment = dict(os.environ)
-    # the child sees what this process imports (a test module's specs, for one)
-    environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
+    # the reference steps timed last: only an env the child can receive needs the estimate
+    try:
+        seconds = replay_seconds(harness, config)
+    except Exception:
+        return {}  # a reference that raises: the check, in order, reports it
+    if seconds < MIN_BESIDE_SECONDS:
+        return {}  # a short horizon, or a quick reference: in order is sooner than a process start
     started = {}
     for name in names:
         folder = tempfile.TemporaryDirectory(prefix=f"kernelgym-{name}-")
         with open(os.path.join(folder.name, "request.pickle"), "wb") as file:
             pickle.dump({**request, "check": name}, file)
-        # stderr to a file: a pipe nobody reads while the other checks run would stall the child once full
-        with open(os.path.join(folder.name, "stderr.txt"), "w") as stderr:
-            process = subprocess.Popen(
-                [sys.executable, "-m", "kernelgym.envs.testing.beside_child", folder.name],
-                env=environment,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-            )
+        process = start_child("kernelgym.envs.testing.beside_child", [folder.name], folder.name, dict(os.environ))
         started[name] = PendingCheck(name, process, folder)
     return started

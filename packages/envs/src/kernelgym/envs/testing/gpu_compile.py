@@ -24,12 +24,13 @@ import dataclasses
 import json
 import os
 import pickle
-import subprocess
 import sys
 import tempfile
 import warnings
 
 import numpy as np
+
+from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child
 
 __all__ = [
     "AUTORESET_MODES",
@@ -174,8 +175,7 @@ class PendingGpuCompile:
             return EnvCompileResult(unavailable=self._unavailable)
         try:
             self._process.wait(timeout=_CHILD_TIMEOUT_S)
-            with open(os.path.join(self._folder.name, "stderr.txt")) as file:
-                stderr = file.read()
+            stderr = read_stderr(self._folder.name)
             if self._process.returncode == _UNAVAILABLE_EXIT_CODE:
                 return EnvCompileResult(unavailable=stderr.strip().splitlines()[-1])
             result = os.path.join(self._folder.name, "result.json")
@@ -192,9 +192,8 @@ class PendingGpuCompile:
 
     def cancel(self) -> None:
         """Stop the child if it still runs, and remove its files."""
-        if self._process is not None and self._process.poll() is None:
-            self._process.kill()
-            self._process.wait()
+        if self._process is not None:
+            stop_child(self._process)
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
@@ -225,17 +224,9 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
     except BaseException:
         folder.cleanup()
         raise
+    # the simulator must be off in the child: it replaces numba.cuda and its compiler
     environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    # the child sees what this process imports (a test module's specs, for one)
-    environment["PYTHONPATH"] = os.pathsep.join(path for path in sys.path if path)
-    # stderr to a file: a pipe nobody reads while the other checks run would stall the child once full
-    with open(os.path.join(folder.name, "stderr.txt"), "w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "kernelgym.envs.testing.gpu_compile", request, result],
-            env=environment,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+    process = start_child("kernelgym.envs.testing.gpu_compile", [request, result], folder.name, environment)
     return PendingGpuCompile(process, folder)
 
 
