@@ -27,7 +27,7 @@ from numba.core.registry import CPUDispatcher
 from numba.core.targetconfig import ConfigStack
 from numba.extending import overload
 
-from kernelgym.core import copy_data_flow, inline_copy
+from kernelgym.core import copy_data_flow, inline_copy, live_map, ssa_rewrite
 from kernelgym.core.backends import in_simulator_thread, simulator_enabled
 from kernelgym.core.python_semantics import numba_semantics
 
@@ -41,6 +41,9 @@ ATOMIC_ADD_DTYPES = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 inline_copy.install()
 # numba's copy propagation (serial twin and thread team builds) without a deep copy per sweep
 copy_data_flow.install()
+# numba's liveness on bit sets, and its SSA reconstruction only in the blocks naming each variable
+live_map.install()
+ssa_rewrite.install()
 
 
 class DeviceFunction(CPUDispatcher):
