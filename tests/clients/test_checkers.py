@@ -1,5 +1,7 @@
 """Each client's own checker accepts kernelgym's envs, out of the box."""
 
+import os
+
 import gymnasium
 import numpy as np
 import pytest
@@ -73,7 +75,9 @@ def _run_async_with_default_context(parent_runs_an_env: bool) -> str:
     import sys
 
     code = _ASYNC_WITH_DEFAULT_CONTEXT.format(parent_runs_an_env=parent_runs_an_env)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    # the default cpu launches (the thread team), whatever this run chose
+    env = {name: value for name, value in os.environ.items() if name != "KERNELGYM_CPU_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert "Terminating" not in done.stderr  # no worker killed by OpenMP
     return done.stdout

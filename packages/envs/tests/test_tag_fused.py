@@ -6,7 +6,8 @@ one block (its threads striding over them where they outnumber its threads, as a
 over an env's agents on cpu. Each Tag env runs here twice from the same seed and actions:
 fused (the default) and with one launch per phase (the fusion switched off for that env's
 make), on cpu and in the simulator, both autoreset modes, the action check on, through
-several episodes; and with 300 agents, more than a block's 256 threads.
+several episodes; and with more agents than a block's threads (300 against 256 on cpu; in the
+simulator a few dozen against a block lowered to 16 threads).
 """
 
 import numpy as np
@@ -91,13 +92,29 @@ def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_on_
     assert_same(fused[1], phased[1])
 
 
+# the simulator runs a Python thread per GPU thread: there a block of 16 threads, which a few
+# dozen agents outnumber, strides as a block of 256 does at WarpDrive's 1,000 agents
+SIMULATOR_BLOCK = 16
+SIMULATOR_BIG_CASES = [
+    ("TagGridWorld-v0", {"num_taggers": 30, "num_runners": 6, "grid_length": 12, "episode_length": 4}),
+    (
+        "TagContinuous-v0",
+        {"num_taggers": 24, "num_runners": 6, "episode_length": 2, "num_other_agents_observed": 4},
+    ),
+]
+
+
 @pytest.mark.sim
-@pytest.mark.parametrize(("env_id", "params"), BIG_CASES)
+@pytest.mark.parametrize(("env_id", "params"), SIMULATOR_BIG_CASES)
 def test_agents_that_outnumber_a_block_step_in_one_launch_equal_to_per_phase_in_the_simulator(
     env_id, params, monkeypatch
 ):
-    # against the cpu's fused step, which the cpu test holds equal to the per-phase step (the
-    # simulator's per-phase rollout at this size would double the minutes)
+    from kernelgym.core import kernels
+
+    monkeypatch.setattr(kernels, "MAX_AGENT_THREADS", SIMULATOR_BLOCK)
+    num_agents = params["num_taggers"] + params["num_runners"]
+    assert kernels.agent_grid(2, num_agents) == (2, SIMULATOR_BLOCK)  # one env per block, striding
+    # against the cpu's fused step, which the cpu test holds equal to the per-phase step
     fused = rollout(env_id, params, "sim", 2, 3, "next_step", True, monkeypatch)
     cpu = rollout(env_id, params, "cpu", 2, 3, "next_step", True, monkeypatch)
     assert fused[0] == (1, 1)
