@@ -145,9 +145,9 @@ def test_bad_param_ranges_are_refused_naming_the_field(ranges, expected):
 
 def test_a_spec_with_a_lambda_reaches_the_gpu_compile_child_by_module_and_name():
     from kernelgym.envs.spec import load_reference
-    from kernelgym.envs.testing.gpu_compile import _transportable
+    from kernelgym.envs.testing.child_process import transportable_env
 
-    name = _transportable(rare_walk.GUST_LAMBDA_AGENTS)  # not picklable, not from an entry point
+    name = transportable_env(rare_walk.GUST_LAMBDA_AGENTS)  # not picklable, not from an entry point
     assert name == "kit_fixtures.rare_walk:GUST_LAMBDA_AGENTS"
     assert load_reference(name) is rare_walk.GUST_LAMBDA_AGENTS
 

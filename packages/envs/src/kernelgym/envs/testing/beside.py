@@ -27,7 +27,7 @@ import pickle
 import tempfile
 import time
 
-from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child
+from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child, transportable_env
 from kernelgym.envs.testing.report import ERROR, CheckResult
 
 __all__ = ["BESIDE", "BESIDE_NOTE", "MIN_BESIDE_SECONDS", "PendingCheck", "replay_seconds", "start_beside"]
@@ -113,8 +113,6 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
 
     Only on cpu, and only for an env the child can receive; the others run in order.
     """
-    from kernelgym.envs.testing.gpu_compile import _transportable
-
     names = [check.name for check in rest if check.name in BESIDE]
     if harness.backend != "cpu" or not names or harness.memory_unsafe:
         return {}
@@ -128,7 +126,7 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
         "seed": config.seed,
     }
     try:
-        request["env"] = harness.importable or _transportable(harness.spec)
+        request["env"] = harness.importable or transportable_env(harness.spec)
         pickle.dumps(request)
     except (TypeError, pickle.PicklingError, AttributeError):
         return {}  # the child could not receive it: the check runs in order

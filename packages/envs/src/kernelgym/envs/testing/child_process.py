@@ -8,10 +8,11 @@ run would stall the child once full.
 from __future__ import annotations
 
 import os
+import pickle
 import subprocess
 import sys
 
-__all__ = ["read_stderr", "start_child", "stop_child"]
+__all__ = ["read_stderr", "start_child", "stop_child", "transportable_env"]
 
 
 def start_child(module: str, arguments: list[str], folder: str, environment: dict) -> subprocess.Popen:
@@ -34,3 +35,34 @@ def stop_child(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.kill()
         process.wait()
+
+
+def transportable_env(env):
+    """``env`` (an id or an `EnvSpec`) as a child process can receive it: the id, a picklable spec,
+    or ``"module:attr"`` of a module holding it; a TypeError naming the env otherwise."""
+    if isinstance(env, str):
+        return env
+    try:
+        pickle.dumps(env)
+        return env
+    except Exception as error:
+        if getattr(env, "distribution", None):
+            return env.id  # registered by an installed distribution: the child finds it by id
+        name = _module_attribute(env)
+        if name is not None:
+            return name  # e.g. a spec with a lambda (num_agents=lambda params: ...): the child imports it
+        raise TypeError(
+            f"env: the EnvSpec {getattr(env, 'id', env)!r} cannot be pickled for the kit's child processes "
+            f"({type(error).__name__}: {error}); register it through an entry point or pass 'module:attr'"
+        ) from error
+
+
+def _module_attribute(env) -> str | None:
+    """``"module:attr"`` of an importable module holding ``env`` as a global, or None."""
+    for module_name, module in list(sys.modules.items()):
+        if module_name == "__main__" or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if value is env:
+                return f"{module_name}:{attr}"
+    return None

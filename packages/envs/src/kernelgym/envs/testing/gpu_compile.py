@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 
-from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child
+from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child, transportable_env
 
 __all__ = [
     "AUTORESET_MODES",
@@ -215,7 +215,7 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
         with open(request, "wb") as file:
             pickle.dump(
                 {
-                    "env": _transportable(env),
+                    "env": transportable_env(env),
                     "params": params or {},
                     "precisions": None if precisions is None else list(precisions),
                 },
@@ -228,36 +228,6 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
     environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
     process = start_child("kernelgym.envs.testing.gpu_compile", [request, result], folder.name, environment)
     return PendingGpuCompile(process, folder)
-
-
-def _transportable(env):
-    """``env`` as the child process can receive it: an id, "module:attr", or a pickled spec."""
-    if isinstance(env, str):
-        return env
-    try:
-        pickle.dumps(env)
-        return env
-    except Exception as error:
-        if getattr(env, "distribution", None):
-            return env.id  # registered by an installed distribution: the child finds it by id
-        name = _module_attribute(env)
-        if name is not None:
-            return name  # e.g. a spec with a lambda (num_agents=lambda params: ...): the child imports it
-        raise TypeError(
-            f"env: the EnvSpec {getattr(env, 'id', env)!r} cannot be pickled for the GPU-compile child process "
-            f"({type(error).__name__}: {error}); register it through an entry point or pass 'module:attr'"
-        ) from error
-
-
-def _module_attribute(env) -> str | None:
-    """``"module:attr"`` of an importable module holding ``env`` as a global, or None."""
-    for module_name, module in list(sys.modules.items()):
-        if module_name == "__main__" or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if value is env:
-                return f"{module_name}:{attr}"
-    return None
 
 
 def check_gpu_compile(harness, config) -> str:
