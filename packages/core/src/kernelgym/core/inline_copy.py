@@ -118,10 +118,10 @@ def _is_plain(kind: type) -> bool:
         and getattr(kind, "__deepcopy__", None) is None
         and kind.__reduce_ex__ is object.__reduce_ex__
         and kind.__reduce__ is object.__reduce__
-        and kind.__getstate__ is object.__getstate__
+        and getattr(kind, "__getstate__", None) is getattr(object, "__getstate__", None)
         and "__setstate__" not in dir(kind)
         and all("__slots__" not in vars(base) for base in kind.__mro__[:-1])
-        and kind not in copy._deepcopy_dispatch
+        and kind not in vars(copy)["_deepcopy_dispatch"]  # the types copy.deepcopy copies its own way
     )
 
 

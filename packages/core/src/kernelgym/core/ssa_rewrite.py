@@ -59,7 +59,7 @@ def run_ssa_for(ssa: ModuleType):
     def _fresh_vars(blocks: dict, labels: list, varname: str) -> defaultdict:
         states = ssa._make_states(blocks)
         states["varname"] = varname
-        states["defmap"] = defmap = defaultdict(list)
+        states["defmap"] = defmap = defaultdict[Any, list](list)
         _rewrite(blocks, labels, states, ssa._FreshVarHandler())
         return defmap
 
@@ -67,7 +67,7 @@ def run_ssa_for(ssa: ModuleType):
         states = ssa._make_states(blocks)
         states["varname"] = varname
         states["defmap"] = defmap
-        states["phimap"] = phimap = defaultdict(list)
+        states["phimap"] = phimap = defaultdict[Any, list](list)
         states["cfg"] = cfg
         states["phi_locations"] = ssa._compute_phi_locations(df_plus, defmap)
         _rewrite(blocks, labels, states, ssa._FixSSAVars(cache_list_vars))
@@ -91,7 +91,7 @@ def _blocks_naming(blocks: dict, varnames, cache_list_vars) -> dict[str, list]:
     wanted = set(varnames)
     naming: dict[str, list] = {name: [] for name in varnames}
     for label, block in blocks.items():
-        named = set()
+        named: set[str] = set()
         for stmt in block.body:
             named.update(var.name for var in cache_list_vars.get(stmt))
         for name in named & wanted:
