@@ -59,8 +59,10 @@ def test_hostile_construction_arguments_are_named_or_the_tasks_work(max_processe
     except (TypeError, ValueError) as error:
         assert names(error, "max_processes", "read_timeout", "start_method"), error
         return
-    except WorkerTimeoutError as error:  # a timeout too short for a worker's start is reported as such
-        assert read_timeout is not None and read_timeout < 1 and "did not answer within" in str(error)
+    except WorkerTimeoutError as error:
+        # a timeout too short for a worker's start is reported as such: below a second always,
+        # at a few seconds on a loaded machine (never at the 30 s or the default drawn here)
+        assert read_timeout is not None and read_timeout < 30 and "did not answer within" in str(error)
         return
     with tasks:
         assert isinstance(max_processes, int) and max_processes >= 1 or max_processes is None
