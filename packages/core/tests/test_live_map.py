@@ -38,17 +38,22 @@ def _graph(controlflow, count, edges):
     return graph
 
 
+def _assert_numbas_live_map(controlflow, analysis: str, ours, flow) -> None:
+    """``ours`` gives the live map of the function `install` replaced in module ``analysis``."""
+    count, edges, uses, defs = flow
+    graph = _graph(controlflow, count, edges)
+    blocks = dict.fromkeys(range(count))
+    theirs = live_map.replaced(analysis)
+    assert theirs is not None and theirs is not ours
+    assert ours(graph, blocks, uses, defs) == theirs(graph, blocks, uses, defs)
+
+
 @settings(max_examples=300, deadline=None)
 @given(flow_graphs())
 def test_the_live_map_is_numbas_on_any_graph(flow):
     from numba.core import controlflow
 
-    count, edges, uses, defs = flow
-    graph = _graph(controlflow, count, edges)
-    blocks = dict.fromkeys(range(count))
-    numbas = live_map.replaced("numba.core.analysis")
-    assert numbas is not None and numbas is not live_map.compute_live_map
-    assert live_map.compute_live_map(graph, blocks, uses, defs) == numbas(graph, blocks, uses, defs)
+    _assert_numbas_live_map(controlflow, "numba.core.analysis", live_map.compute_live_map, flow)
 
 
 @settings(max_examples=300, deadline=None)
@@ -56,13 +61,7 @@ def test_the_live_map_is_numbas_on_any_graph(flow):
 def test_the_live_map_is_numba_cudas_on_any_graph(flow):
     controlflow = pytest.importorskip("numba.cuda.core.controlflow")
     importlib.import_module("numba.cuda.core.analysis")  # patched as it is imported
-
-    count, edges, uses, defs = flow
-    graph = _graph(controlflow, count, edges)
-    blocks = dict.fromkeys(range(count))
-    theirs = live_map.replaced("numba.cuda.core.analysis")
-    assert theirs is not None and theirs is not live_map.cuda_compute_live_map
-    assert live_map.cuda_compute_live_map(graph, blocks, uses, defs) == theirs(graph, blocks, uses, defs)
+    _assert_numbas_live_map(controlflow, "numba.cuda.core.analysis", live_map.cuda_compute_live_map, flow)
 
 
 def _nested(values, limit):
