@@ -35,11 +35,38 @@ def test_a_bad_strategy_is_refused_naming_the_variable_the_names_and_the_value(m
         cpu_threads.cpu_threads_strategy(2)
 
 
-def _bound(monkeypatch, strategy, num_envs):
+def test_the_override_wins_over_the_environment_inside_its_block_only(monkeypatch):
+    monkeypatch.setenv(cpu_threads.CPU_THREADS_ENV_VAR, "all")
+    with cpu_threads.cpu_threads_override("one"):
+        assert cpu_threads.cpu_threads_strategy() == "one"
+        assert cpu_threads.cpu_threads_strategy("adaptive") == "adaptive"  # an explicit value still wins
+        assert not cpu_threads.team_allowed()
+        with cpu_threads.cpu_threads_override(" Adaptive "):
+            assert cpu_threads.cpu_threads_strategy() == "adaptive"
+        assert cpu_threads.cpu_threads_strategy() == "one"
+    assert cpu_threads.cpu_threads_strategy() == "all"
+    with pytest.raises(ValueError, match=r"cpu threads strategy: expected one of .*got 'two'"):
+        with cpu_threads.cpu_threads_override("two"):
+            pass
+
+
+def test_a_launch_bound_under_the_override_runs_the_serial_twin_only(monkeypatch):
+    launch, x, out = _bound(monkeypatch, "all", PARALLEL_FROM, override="one")
+    assert type(launch) is functools.partial and launch.func.py_func.__name__ == "cpu_serial_launcher"
+    launch()
+    assert np.array_equal(out, x * 2.0 + 1.0)
+
+
+def _bound(monkeypatch, strategy, num_envs, override=None):
     monkeypatch.setenv(cpu_threads.CPU_THREADS_ENV_VAR, strategy)
     x = np.arange(2.0 * num_envs).reshape(num_envs, 2)
     out = np.zeros_like(x)
-    launch = bind(affine, {"x": x, "out": out, "scale": 2.0, "shift": 1.0}, backend="cpu", num_envs=num_envs)
+    values = {"x": x, "out": out, "scale": 2.0, "shift": 1.0}
+    if override is None:
+        launch = bind(affine, values, backend="cpu", num_envs=num_envs)
+    else:
+        with cpu_threads.cpu_threads_override(override):
+            launch = bind(affine, values, backend="cpu", num_envs=num_envs)
     return launch.as_function(), x, out
 
 

@@ -432,6 +432,37 @@ def test_a_typing_only_launch_records_the_types_a_compile_gives_and_runs_nothing
 
 
 @env_kernel
+def _packed_shift(env, x, out, counts, shift):
+    out[env] = x[env] + shift
+    counts[env] += 1
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_typing_only_bound_launch_packs_the_struct_a_compiled_bind_packs(dtype):
+    # a bound program's cpu launch takes its bound arrays packed by the module's cpu_bind: typing
+    # only, cpu_bind is not compiled either, and its stand-in is typed as the compiled one's struct
+    from kernelgym.core import bind
+
+    def values():
+        return {"x": np.arange(4, dtype=dtype), "out": np.zeros(4, dtype), "counts": np.zeros(4, np.int32), "shift": 2}
+
+    typed_values = values()
+    before = set(gpu_compile._TYPED_ONLY)
+    with gpu_compile.typing_cpu_launches_only():
+        bind(_packed_shift, typed_values, backend="cpu", num_envs=4)()
+    ((module_name, typed),) = gpu_compile._TYPED_ONLY - before
+    module = gpu_compile.imported_launchers()[module_name]
+    binds = len(module.cpu_bind.signatures)  # (the other dtype's case compiles this module for its types)
+    assert not typed_values["counts"].any()  # nothing ran
+    compiled_values = values()
+    bind(_packed_shift, compiled_values, backend="cpu", num_envs=4)()  # outside: compiled, and run
+    np.testing.assert_array_equal(compiled_values["out"], np.arange(4, dtype=dtype) + 2)
+    assert len(module.cpu_bind.signatures) == binds + 1  # the typed launch packed without compiling
+    launched = [gpu_compile._unpacked(signature) for signature in module.cpu_serial_launcher.signatures]
+    assert typed in launched  # the types a real bind and launch took
+
+
+@env_kernel
 def _recorded_scale(env, x, out):
     out[env] = 3.0 * x[env] + 1.0
 
@@ -467,7 +498,9 @@ def test_one_lowering_gives_each_target_numba_cudas_own_ptx():
         affine.launch("cpu", 2, np.ones((2, 2)), np.zeros((2, 2)), 2.0, 1.0)
     launchers = gpu_compile.imported_launchers()
     # (other tests may have launched affine with these types first: not new to this recorder)
-    keys = [key for key in gpu_compile._launched_signatures() if "_atomic_totals_" in key[0] or "env_affine_" in key[0]]
+    keys = [
+        key for key in gpu_compile.all_launched_signatures() if "_atomic_totals_" in key[0] or "env_affine_" in key[0]
+    ]
     assert {"atomic" if "atomic" in name else "affine" for name, _ in keys} == {"atomic", "affine"}
     for module_name, argtypes in keys:
         pyfunc = launchers[module_name].cuda_launcher.py_func

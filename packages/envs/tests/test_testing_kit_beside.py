@@ -1,5 +1,5 @@
-"""The kit's long_horizon check in a child process beside the other checks
-(`kernelgym.envs.testing.beside`): the same finding as in the kit's own process."""
+"""The kit's checks in child processes beside the other checks (`kernelgym.envs.testing.beside`):
+forked where this process can fork, started otherwise; the same finding as in the kit's own process."""
 
 import dataclasses
 import subprocess
@@ -11,15 +11,27 @@ import pytest
 from kernelgym.envs.testing import beside, check_env, format_report
 from kernelgym.envs.testing.beside import BESIDE_NOTE, PendingCheck
 from kernelgym.envs.testing.checks import CheckConfig
+from kernelgym.envs.testing.child_process import fork_refusal
 from kernelgym.envs.testing.harness import EnvHarness
-from kit_fixtures import rare_walk, walk
+from kit_fixtures import agent_walk, rare_walk, walk
 
 SEED = 20261129
 
 
+@pytest.fixture(params=["forked", "started"])
+def child(request, monkeypatch):
+    """Each test once with forked children and once with started ones (this process refusing to fork)."""
+    if request.param == "forked":
+        if fork_refusal() is not None:
+            pytest.fail(f"the kit's tests run where a process can fork; here: {fork_refusal()}")
+    else:
+        monkeypatch.setattr(beside, "fork_refusal", lambda: "refused by the test")
+    return request.param
+
+
 @pytest.fixture
 def any_horizon_beside(monkeypatch):
-    # the fixtures' references are quick: their replays would run in order
+    # the fixtures' references are quick: their replays would run in order in a started child
     monkeypatch.setattr(beside, "MIN_BESIDE_SECONDS", 0.0)
 
 
@@ -28,7 +40,7 @@ def _long_horizon(spec, first_check=None, max_examples=20):
     return check_env(spec, backend="cpu", max_examples=max_examples, seed=SEED, checks=checks)["long_horizon"]
 
 
-def test_a_failure_found_beside_is_the_one_found_in_order(any_horizon_beside):
+def test_a_failure_found_beside_is_the_one_found_in_order(any_horizon_beside, child):
     # a branch taken with probability 1e-4 per step, found only by the long horizon's replays
     beside = _long_horizon(rare_walk.GUST_NO_RANGE, first_check="parity")
     in_order = _long_horizon(rare_walk.GUST_NO_RANGE)  # the first check: nothing to run beside
@@ -37,25 +49,48 @@ def test_a_failure_found_beside_is_the_one_found_in_order(any_horizon_beside):
     assert beside.example == in_order.example
 
 
-def test_a_pass_beside_says_where_it_ran_and_notes_what_the_check_notes(any_horizon_beside):
+def test_a_pass_beside_says_where_it_ran_and_notes_what_the_check_notes(any_horizon_beside, child):
     beside = _long_horizon(walk.SPEC, first_check="determinism")
     assert beside.status == "passed", beside.message
     assert beside.note == f"2048 envs x 2000 steps, 32 replayed through the reference; {BESIDE_NOTE}"
 
 
-def test_a_spec_the_child_cannot_receive_runs_the_check_in_order(any_horizon_beside):
+def test_a_spec_a_started_child_cannot_receive_runs_in_order_and_a_forked_one_beside(any_horizon_beside, child):
     # a lambda, in no module's globals and registered by no entry point: neither pickled nor importable
     local = dataclasses.replace(walk.SPEC, id="LocalWalk-v0", num_agents=lambda params: 1)
     report = check_env(local, backend="cpu", max_examples=20, seed=SEED, checks=["determinism", "long_horizon"])
     assert report.passed, format_report(report)
-    assert BESIDE_NOTE not in report["long_horizon"].note
+    assert (BESIDE_NOTE in report["long_horizon"].note) == (child == "forked")
 
 
-def test_a_quick_horizon_runs_in_order():
-    # a toy env's reference: its replays take less than a child process's start
+def test_a_quick_horizon_runs_in_order_unless_the_child_is_a_fork(child):
+    # a toy env's reference: its replays take less than a started child's imports, not than a fork
     result = _long_horizon(walk.SPEC, first_check="determinism")
     assert result.status == "passed", result.message
-    assert BESIDE_NOTE not in result.note and "2048 envs x 2000 steps" in result.note
+    assert (BESIDE_NOTE in result.note) == (child == "forked") and "2048 envs x 2000 steps" in result.note
+
+
+@pytest.mark.parametrize(
+    "spec, check",
+    [
+        (agent_walk.SHARED_STREAM, "agent_order"),
+        (agent_walk.LOST_UPDATE, "agent_order"),
+        (walk.MISSED_RESET, "autoreset"),
+    ],
+)
+def test_a_forked_check_finds_what_the_check_finds_in_order(spec, check):
+    forked = check_env(spec, backend="cpu", max_examples=20, seed=SEED, checks=["determinism", check])[check]
+    in_order = check_env(spec, backend="cpu", max_examples=20, seed=SEED, checks=[check])[check]
+    assert forked.status == in_order.status == "failed", (forked.message, in_order.message)
+    assert forked.message == in_order.message
+    assert forked.example == in_order.example
+
+
+def test_forked_checks_pass_as_in_order_and_every_other_check_stays_in_order():
+    report = check_env(agent_walk.SPEC, backend="cpu", max_examples=20, seed=SEED)
+    assert report.passed, format_report(report)
+    for result in report.results:  # (the forked checks' notes say where they ran)
+        assert (BESIDE_NOTE in result.note) == (result.name in beside.FORKED_BESIDE), result
 
 
 def test_the_replays_estimate_scales_with_the_horizon():

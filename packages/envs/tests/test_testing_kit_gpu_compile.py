@@ -27,6 +27,44 @@ def test_an_env_that_allocates_in_its_kernel_fails_only_the_gpu_compile_check():
     assert not report.passed
 
 
+# a fresh process: the kit's, before its first check, forks the compile's child (it launched
+# nothing yet); once it launched something, it starts one. Both compile the same builds.
+_FORKED_AND_STARTED = """
+import json, sys
+sys.path[:0] = {paths!r}
+from kernelgym.envs.testing.child_process import ForkedChild
+from kernelgym.envs.testing.gpu_compile import start_gpu_compile
+from kernelgym.envs.vector_env import KernelVectorEnv
+from kit_fixtures import walk
+
+forked = start_gpu_compile(walk.SPEC)
+kind = type(forked._process).__name__
+first = forked.result()
+KernelVectorEnv(walk.SPEC, 2, backend="cpu").reset(seed=0)  # a launch: the next child is started
+started = start_gpu_compile(walk.SPEC)
+print(json.dumps({{
+    "kinds": [kind, type(started._process).__name__],
+    "builds": [sorted((b.kernel, b.target, str(b.signature), b.registers) for b in result.builds)
+               for result in (first, started.result())],
+}}))
+"""
+
+
+@pytest.mark.gpu_compile
+def test_a_forked_compile_child_builds_what_a_started_one_builds(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    script = _FORKED_AND_STARTED.format(paths=[path for path in sys.path if path])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False, timeout=600)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["kinds"] == ["ForkedChild", "Popen"]
+    forked, started = found["builds"]
+    assert forked == started and len(forked) >= 4  # step and reset kernels, for both targets
+
+
 @pytest.mark.gpu_compile
 def test_the_correct_walk_compiles_for_both_targets():
     result = check_env(walk.SPEC, backend="cpu", checks=["gpu_compile"], seed=SEED)["gpu_compile"]

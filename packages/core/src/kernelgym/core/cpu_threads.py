@@ -26,6 +26,8 @@ kernelgym starts divide the cores between them
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import time
 
@@ -37,6 +39,7 @@ __all__ = [
     "AdaptiveLaunch",
     "adaptive_counts",
     "cpu_threads_strategy",
+    "cpu_threads_override",
     "describe",
     "team_allowed",
     "usable_cpus",
@@ -66,6 +69,28 @@ SWITCH_MARGIN = 0.9
 
 # launches run by every AdaptiveLaunch of this process: [serial twin, thread team]
 _COUNTS = [0, 0]
+# set by `cpu_threads_override` (the testing kit's builds), read before the environment variable
+_OVERRIDE: contextvars.ContextVar[str | None] = contextvars.ContextVar("kernelgym_cpu_threads", default=None)
+
+
+@contextlib.contextmanager
+def cpu_threads_override(value: str):
+    """Bind cpu launches with the strategy ``value`` while the block runs, whatever
+    ``KERNELGYM_CPU_THREADS`` says.
+
+    For tools that run launches on one thread anyway (the testing kit): with ``"one"`` they
+    compile the serial twin only, never the thread team's build.
+
+    Raises
+    ------
+    ValueError
+        ``value`` is not one of `STRATEGIES`.
+    """
+    token = _OVERRIDE.set(cpu_threads_strategy(value))
+    try:
+        yield
+    finally:
+        _OVERRIDE.reset(token)
 
 
 def cpu_threads_strategy(value: str | None = None) -> str:
@@ -74,7 +99,8 @@ def cpu_threads_strategy(value: str | None = None) -> str:
     Parameters
     ----------
     value : {"adaptive", "all", "one"} or None
-        ``None`` reads ``KERNELGYM_CPU_THREADS`` (``"adaptive"`` when unset or empty).
+        ``None`` reads `cpu_threads_override`'s value where one is set, else
+        ``KERNELGYM_CPU_THREADS`` (``"adaptive"`` when unset or empty).
         Case and surrounding spaces are ignored.
 
     Returns
@@ -88,6 +114,8 @@ def cpu_threads_strategy(value: str | None = None) -> str:
         The value is not a strategy name.
     """
     source = "cpu threads strategy"
+    if value is None and _OVERRIDE.get() is not None:
+        return _OVERRIDE.get()
     if value is None:
         value = os.environ.get(CPU_THREADS_ENV_VAR) or "adaptive"
         source = f"{CPU_THREADS_ENV_VAR} environment variable"

@@ -62,6 +62,7 @@ from kernelgym.core.launch_fit import agent_block, configured_threads_per_block,
 
 __all__ = [
     "INSTALL_HINT",
+    "all_launched_signatures",
     "LAUNCHER_PACKAGE",
     "TARGETS",
     "GpuCompileUnavailableError",
@@ -652,7 +653,9 @@ _TYPED_ONLY: set[tuple[str, tuple]] = set()
 _CPU_LAUNCHERS = ("cpu_launcher", "cpu_serial_launcher")
 
 
-def _launched_signatures() -> set[tuple[str, tuple]]:
+def all_launched_signatures() -> set[tuple[str, tuple]]:
+    """``(launcher module name, argument types)`` of every cpu launch of this process, compiled or
+    only typed: what `LauncherRecorder.compile` compiles (empty in a fresh process)."""
     return {
         (name, signature) for name, module in imported_launchers().items() for signature in launched_signatures(module)
     }
@@ -662,16 +665,34 @@ def _do_nothing(*args) -> None:
     return None
 
 
+def _packed_without_compiling(module, bind, argtypes):
+    """What ``module.cpu_bind`` returns, for launches that only record their types: an
+    uncompiled stand-in whose numba type is the struct the compiled ``cpu_bind`` returns (its
+    parameters are the struct's fields, each of its argument's type)."""
+    fields = bind.__code__.co_varnames[: bind.__code__.co_argcount]
+    struct = module.BoundArgumentsType(list(zip(fields, argtypes)))
+
+    def pack(*args):
+        packed = object.__new__(module.BoundArguments)
+        packed._numba_type_ = struct  # what numba's dispatcher types a launch argument by
+        return packed
+
+    return pack
+
+
 @contextlib.contextmanager
 def typing_cpu_launches_only():
     """Inside the block, a generated launcher's cpu launch (``cpu_launcher`` or
     ``cpu_serial_launcher``) that would compile records its argument types for
-    `LauncherRecorder.compile` and runs nothing; every other numba function compiles and runs.
+    `LauncherRecorder.compile` and runs nothing; its ``cpu_bind`` (which packs the launch's
+    bound arrays in one struct) returns a stand-in typed as the struct, compiled neither;
+    every other numba function compiles and runs.
 
     Compiling the cpu launchers only to learn their argument types cost ``kernelgym
-    gpu-compile`` 40% of its time (435 of 1,089 s); the types are what numba's dispatcher
-    computes before it compiles (``typeof_pyval`` of each argument), so they are the same.
-    The cpu results are then zeros and what the arrays held: a workload must not need them.
+    gpu-compile`` 40% of its time (435 of 1,089 s), the ``cpu_bind`` functions another 16%;
+    the types are what numba's dispatcher computes before it compiles (``typeof_pyval`` of
+    each argument), so they are the same. The cpu results are then zeros and what the arrays
+    held: a workload must not need them.
     """
     from numba.core.registry import CPUDispatcher
 
@@ -679,9 +700,13 @@ def typing_cpu_launches_only():
 
     def compile_or_record(dispatcher, signature):
         function = dispatcher.py_func
-        if function.__name__ not in _CPU_LAUNCHERS or not function.__module__.startswith(LAUNCHER_PACKAGE):
+        if not function.__module__.startswith(LAUNCHER_PACKAGE):
             return compile_for_real(dispatcher, signature)
         argtypes = signature.args if hasattr(signature, "args") else tuple(signature)
+        if function.__name__ == "cpu_bind":
+            return _packed_without_compiling(sys.modules[function.__module__], function, argtypes)
+        if function.__name__ not in _CPU_LAUNCHERS:
+            return compile_for_real(dispatcher, signature)
         _TYPED_ONLY.add((function.__module__, _unpacked(argtypes)))
         return _do_nothing
 
@@ -736,7 +761,7 @@ class LauncherRecorder:
     def workload(self, label: str, keep_going: bool = False):
         """Label the launches made inside the block; with ``keep_going``, record a
         workload that raises as a failure instead of raising."""
-        before = _launched_signatures()
+        before = all_launched_signatures()
         try:
             with contextlib.nullcontext() if self.run_on_cpu else typing_cpu_launches_only():
                 yield
@@ -744,7 +769,7 @@ class LauncherRecorder:
             if not keep_going:
                 raise
             self.failures.append((label, traceback.format_exc()))
-        for key in sorted(_launched_signatures() - before):
+        for key in sorted(all_launched_signatures() - before):
             self.origins.setdefault(key, label)
 
     def compile(self, targets=TARGETS, progress=None) -> list[KernelBuild]:
@@ -761,7 +786,7 @@ class LauncherRecorder:
         launchers = imported_launchers()
         builds = []
         # by kernel name, so that the table reads like an index
-        for key in sorted(_launched_signatures(), key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
+        for key in sorted(all_launched_signatures(), key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
             module_name, argtypes = key
             module = launchers[module_name]
             for build in compile_kernel_for_targets(

@@ -1,38 +1,61 @@
 """Checks that run in a child process of their own, beside the checks the kit runs in order.
 
-On cpu the ``long_horizon`` check is the kit's longest once the kernels are compiled: it
-steps thousands of envs for thousands of steps and replays a sample of them through the
-Python reference, a step at a time (16 of the 46 seconds of a cold check of a 3-agent env
-on a 2-core machine). It needs nothing from the other checks but the compiled programs,
-which the first check leaves in the compile cache. So `check_env` starts it in a child
-process once its first check is done (`start_beside`): the child loads the programs from
-the cache and runs the check on another core while the kit runs the rest, and the kit
-collects its result at the check's turn (`PendingCheck.result`), in the report's order.
+On cpu, once the first check has compiled the env's programs, the rest of a check's time is
+two kinds of work the other checks do not need: the variants of the program that only one
+check runs (``agent_order``'s phases in any agent order, ``autoreset``'s same-step program),
+and ``long_horizon``, which steps thousands of envs for thousands of steps and replays a
+sample through the Python reference. So `check_env` starts them in child processes once its
+first check is done (`start_beside`); they work on the other core while the kit runs the rest,
+and the kit collects each result at the check's turn (`PendingCheck.result`), in the report's
+order. Each child runs the same check on the same harness, examples and seed (every check is
+pinned to the seed, with no example database), so it finds what the check finds in order (the
+tests compare both).
 
-The child runs the same check on the same env, params, precision, tolerances, examples and
-seed, so it finds what the check would find in the kit's process (the test compares both).
-A spec the child cannot receive (one holding a lambda, neither importable nor registered
-through an entry point) has the check run in the kit's own process, as do the other
-backends (cuda steps the horizon in a second; sim only takes a short look) and a horizon
-whose replays through the reference would take less than `MIN_BESIDE_SECONDS` (16
-reference steps timed: a single-agent toy env, or fewer examples than the default), which
-runs sooner in order than a child process starts.
+Where this process can fork (`kernelgym.envs.testing.child_process.fork_refusal`: Linux, no
+other thread, numba's thread team and CUDA not started), each child is a fork: it starts in
+milliseconds with everything imported and compiled. Elsewhere only ``long_horizon`` runs
+beside, in a started process that pays its imports (about 4 s on a 2-core machine) and
+loads the programs from the compile cache, and only when the env can be sent to it (a spec
+holding a lambda, neither importable nor registered through an entry point, cannot) and its
+replays through the reference would take `MIN_BESIDE_SECONDS` or more (16 reference steps
+timed); the other checks then run in order, as do all checks on the other backends (cuda steps
+the horizon in a second; sim only takes a short look).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pickle
 import tempfile
 import time
 
-from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child, transportable_env
+from kernelgym.envs.testing.child_process import (
+    fork_child,
+    fork_refusal,
+    read_stderr,
+    start_child,
+    stop_child,
+    transportable_env,
+)
 from kernelgym.envs.testing.report import ERROR, CheckResult
 
-__all__ = ["BESIDE", "BESIDE_NOTE", "MIN_BESIDE_SECONDS", "PendingCheck", "replay_seconds", "start_beside"]
+__all__ = [
+    "BESIDE",
+    "BESIDE_NOTE",
+    "FORKED_BESIDE",
+    "MIN_BESIDE_SECONDS",
+    "PendingCheck",
+    "replay_seconds",
+    "start_beside",
+    "write_result",
+]
 
-# the checks that run in a child process on cpu, once the first check compiled the programs
+# the checks that run in a forked child on cpu, once the first check compiled the programs:
+# the two that compile variants of their own, and the long horizon
+FORKED_BESIDE = ("agent_order", "autoreset", "long_horizon")
+# the one that runs in a started child where this process cannot fork
 BESIDE = ("long_horizon",)
 BESIDE_NOTE = "run in a process of its own, beside the other checks"
 # a child pays its imports (numba, torch, the env's modules: about 4 s on a 2-core machine)
@@ -96,8 +119,7 @@ class PendingCheck:
                 found = json.load(file)
         finally:
             self.cancel()
-        if found["note"]:
-            found["note"] += f"; {BESIDE_NOTE}"
+        found["note"] = f"{found['note']}; {BESIDE_NOTE}" if found["note"] else BESIDE_NOTE
         return CheckResult(**found)
 
     def cancel(self) -> None:
@@ -108,13 +130,29 @@ class PendingCheck:
             self._folder = None
 
 
-def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
-    """Start a child process for each check of `BESIDE` among ``rest`` (the checks still to run).
+def write_result(folder: str, result: CheckResult) -> None:
+    """Write a child's `CheckResult` as ``FOLDER/result.json``, whole, then renamed: the parent
+    never reads half a result."""
+    path = os.path.join(folder, "result.json")
+    with open(path + ".part", "w") as file:
+        json.dump(dataclasses.asdict(result), file)
+    os.replace(path + ".part", path)
 
-    Only on cpu, and only for an env the child can receive; the others run in order.
+
+def start_beside(rest, harness, config, run_one) -> dict[str, PendingCheck]:
+    """Start a child process for each check among ``rest`` (the checks still to run) that runs
+    beside the others: each of `FORKED_BESIDE` where this process can fork, else `BESIDE` for an
+    env the child can receive. Only on cpu; the others run in order.
+
+    ``run_one(check, harness, config)`` runs a check and returns its `CheckResult`.
     """
+    if harness.backend != "cpu" or harness.memory_unsafe:
+        return {}
+    if fork_refusal() is None:
+        forked = [check for check in rest if check.name in FORKED_BESIDE]
+        return {check.name: _fork_check(check, harness, config, run_one) for check in forked}
     names = [check.name for check in rest if check.name in BESIDE]
-    if harness.backend != "cpu" or not names or harness.memory_unsafe:
+    if not names:
         return {}
     request = {
         "backend": harness.backend,
@@ -145,3 +183,9 @@ def start_beside(rest, harness, config) -> dict[str, PendingCheck]:
         process = start_child("kernelgym.envs.testing.beside_child", [folder.name], folder.name, dict(os.environ))
         started[name] = PendingCheck(name, process, folder)
     return started
+
+
+def _fork_check(check, harness, config, run_one) -> PendingCheck:
+    folder = tempfile.TemporaryDirectory(prefix=f"kernelgym-{check.name}-")
+    process = fork_child(lambda: write_result(folder.name, run_one(check, harness, config)), folder.name)
+    return PendingCheck(check.name, process, folder)

@@ -9,12 +9,11 @@ check's name; the `CheckResult` is written to ``FOLDER/result.json``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import os
 import pickle
 import sys
 
+from kernelgym.envs.testing.beside import write_result
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.harness import EnvHarness
 from kernelgym.envs.testing.runner import _run_one
@@ -37,12 +36,7 @@ def _child(argv=None) -> int:
     )
     config = CheckConfig(max_examples=request["max_examples"], seed=request["seed"])
     check = next(check for check in CHECKS if check.name == request["check"])
-    result = _run_one(check, harness, config)
-    # written whole, then renamed: the parent never reads half a result
-    path = os.path.join(folder, "result.json")
-    with open(path + ".part", "w") as file:
-        json.dump(dataclasses.asdict(result), file)
-    os.replace(path + ".part", path)
+    write_result(folder, _run_one(check, harness, config))
     return 0
 
 

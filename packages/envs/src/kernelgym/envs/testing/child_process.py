@@ -1,18 +1,27 @@
-"""The kit's child processes: the ``gpu_compile`` check's and a check run beside the others.
+"""The kit's child processes: the ``gpu_compile`` check's and the checks run beside the others.
 
-Each runs ``python -m MODULE ...`` with this process's import path (a test module's specs, for
-one) and writes its stderr to ``FOLDER/stderr.txt``: a pipe nobody reads while the other checks
-run would stall the child once full.
+A child started with `start_child` runs ``python -m MODULE ...`` with this process's import path
+(a test module's specs, for one): it pays its imports (numba, torch, the env's modules: about
+4 s on a 2-core machine) and compiles or loads what it runs. A child made with `fork_child`
+is a copy of this process (``os.fork``): imports done, programs compiled, the env's spec in
+memory whatever it holds; it starts in milliseconds. Forking is safe only where nothing in
+this process runs beside the caller (`fork_refusal` says when it is not). Either writes its
+stderr to ``FOLDER/stderr.txt``: a pipe nobody reads while the other checks run would stall
+the child once full.
 """
 
 from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
+import threading
+import time
+import traceback
 
-__all__ = ["read_stderr", "start_child", "stop_child", "transportable_env"]
+__all__ = ["ForkedChild", "fork_child", "fork_refusal", "read_stderr", "start_child", "stop_child", "transportable_env"]
 
 
 def start_child(module: str, arguments: list[str], folder: str, environment: dict) -> subprocess.Popen:
@@ -22,6 +31,97 @@ def start_child(module: str, arguments: list[str], folder: str, environment: dic
         return subprocess.Popen(
             [sys.executable, "-m", module, *arguments], env=environment, stdout=subprocess.DEVNULL, stderr=stderr
         )
+
+
+def fork_refusal() -> str | None:
+    """Why this process cannot fork a child that runs the kit's code safely, or None when it can.
+
+    A forked child holds one thread, the caller's: a lock another thread held at the fork
+    stays locked in it for good. So: Linux only (macOS's system libraries are not fork-safe),
+    no other Python thread, and no CUDA context (neither numba's nor torch's). Native thread
+    pools this process may have started (numba's thread team, torch's) are not the child's:
+    the kit's checks bind the serial twin only (`kernelgym.envs.testing.harness.checking`),
+    and `fork_child` gives torch one thread.
+    """
+    if not sys.platform.startswith("linux") or not hasattr(os, "fork"):
+        return f"os.fork is not safe on {sys.platform}"
+    if threading.active_count() > 1:
+        return f"{threading.active_count()} threads run in this process"
+    driver = sys.modules.get("numba.cuda.cudadrv.driver")
+    # numba-cuda notes the process id once cuInit succeeded (not where no driver was found)
+    if driver is not None and getattr(getattr(driver, "driver", None), "pid", None) is not None:
+        return "numba's CUDA driver is initialized"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "torch's CUDA is initialized"
+    return None
+
+
+class ForkedChild:
+    """A child made by `fork_child`: the parts of `subprocess.Popen` the kit's pending checks use."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        """The exit code (negative: the signal that ended it), or None while it runs."""
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Wait for the child's end (at most ``timeout`` seconds: `subprocess.TimeoutExpired` after)."""
+        if timeout is None and self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
+            time.sleep(0.01)
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the child if it still runs."""
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def fork_child(work, folder: str) -> ForkedChild:
+    """Run ``work()`` in a forked copy of this process (check `fork_refusal` first).
+
+    The child exits with 0 once ``work`` returns, with the code of a `SystemExit` it raises,
+    and with 1 if it raises anything else (the traceback in ``FOLDER/stderr.txt``); it never
+    returns into the caller's stack (a test runner's, the CLI's).
+    """
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()  # not written twice: by this process and by its copy
+    pid = os.fork()
+    if pid:
+        return ForkedChild(pid)
+    code = 1
+    try:
+        # a test runner's captured streams are this process's: the child writes its own files
+        output = os.open(os.devnull, os.O_WRONLY)
+        errors = os.open(os.path.join(folder, "stderr.txt"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(output, 1)
+        os.dup2(errors, 2)
+        sys.stdout, sys.stderr = open(1, "w", closefd=False), open(2, "w", closefd=False)
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            torch.set_num_threads(1)  # torch's OpenMP pool, if the parent started one, is not the child's
+        work()
+        code = 0
+    except SystemExit as exit:
+        code = exit.code if isinstance(exit.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
 
 
 def read_stderr(folder: str) -> str:

@@ -10,8 +10,10 @@ instruction outside libdevice: the same bits as the cpu twin; `kernelgym.core.pt
 and its configured launch must fit sm_80 and sm_90 (`kernelgym.core.launch_fit`).
 
 The compile runs in a child process: the simulator must be off there (it replaces
-``numba.cuda`` in the process that enables it), and a fresh process has imported
-exactly the launchers that this env's workload built.
+``numba.cuda`` in the process that enables it), and the child must not have launched
+anything but this env's workload (`LauncherRecorder.compile` compiles every launch of its
+process). A fork of a process that launched nothing yet (the kit's, before its first
+check) is such a child, with its imports done; otherwise the child is a fresh process.
 
 Needs NVIDIA's compilers as pip wheels: ``pip install "kernelgym-envs[gpu-compile]"``.
 Where they are missing the check says so and is skipped (never silently).
@@ -30,7 +32,14 @@ import warnings
 
 import numpy as np
 
-from kernelgym.envs.testing.child_process import read_stderr, start_child, stop_child, transportable_env
+from kernelgym.envs.testing.child_process import (
+    fork_child,
+    fork_refusal,
+    read_stderr,
+    start_child,
+    stop_child,
+    transportable_env,
+)
 
 __all__ = [
     "AUTORESET_MODES",
@@ -210,9 +219,14 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
         # the child runs this interpreter, with what it has installed: no need to start it (seconds) to be told
         return PendingGpuCompile(unavailable=missing)
     folder = tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-")
-    request, result = os.path.join(folder.name, "request.pickle"), os.path.join(folder.name, "result.json")
+    result = os.path.join(folder.name, "result.json")
+    if _forkable():
+        request = {"env": env, "params": params or {}, "precisions": None if precisions is None else list(precisions)}
+        process = fork_child(lambda: _compile_and_write(request, result), folder.name)
+        return PendingGpuCompile(process, folder)
+    request_path = os.path.join(folder.name, "request.pickle")
     try:
-        with open(request, "wb") as file:
+        with open(request_path, "wb") as file:
             pickle.dump(
                 {
                     "env": transportable_env(env),
@@ -226,8 +240,46 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
         raise
     # the simulator must be off in the child: it replaces numba.cuda and its compiler
     environment = {key: value for key, value in os.environ.items() if key != "NUMBA_ENABLE_CUDASIM"}
-    process = start_child("kernelgym.envs.testing.gpu_compile", [request, result], folder.name, environment)
+    process = start_child("kernelgym.envs.testing.gpu_compile", [request_path, result], folder.name, environment)
     return PendingGpuCompile(process, folder)
+
+
+def _forkable() -> bool:
+    """Whether a fork of this process is a child `LauncherRecorder.compile` can work in: safe to
+    fork, numba's real CUDA target (not the simulator), and no launch made yet."""
+    from kernelgym.core.backends import simulator_enabled
+    from kernelgym.core.gpu_compile import all_launched_signatures
+
+    return fork_refusal() is None and not simulator_enabled() and not all_launched_signatures()
+
+
+def _compile_and_write(request: dict, result: str) -> None:
+    """Run the env on cpu, compile its launchers, write the builds as JSON to ``result`` (exit
+    code `_UNAVAILABLE_EXIT_CODE`, the reason on stderr, without NVIDIA's compilers)."""
+    from kernelgym.core import gpu_compile
+
+    reason = gpu_compile.toolchain_missing_reason()
+    if reason is not None:
+        # the child's report, not a diagnostic: the parent reads its last stderr line as the skip reason
+        print(reason, file=sys.stderr)
+        raise SystemExit(_UNAVAILABLE_EXIT_CODE)
+    env = request["env"]
+    if isinstance(env, str) and ":" in env:
+        from kernelgym.envs.spec import load_reference
+
+        env = load_reference(env)
+    recorder = gpu_compile.LauncherRecorder()
+    run_env_workloads(recorder, env, request["params"], keep_going=True, precisions=request["precisions"])
+    builds = recorder.compile()
+    with open(result + ".part", "w") as file:
+        json.dump(
+            {
+                "builds": [dataclasses.asdict(build) for build in builds],
+                "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures],
+            },
+            file,
+        )
+    os.replace(result + ".part", result)  # whole, then renamed: never half a result
 
 
 def check_gpu_compile(harness, config) -> str:
@@ -285,36 +337,17 @@ def gpu_compile_test(harness, config) -> None:
 
 
 def _child(argv=None) -> int:
-    """The child process: run the env on cpu, compile its launchers, write the builds as JSON."""
-    from kernelgym.core import gpu_compile
-
+    """The started child process: run the env on cpu, compile its launchers, write the builds as JSON."""
     parser = argparse.ArgumentParser(description="internal: compile one env's kernels for the GPU")
     parser.add_argument("request")
     parser.add_argument("result")
     options = parser.parse_args(argv)
-    reason = gpu_compile.toolchain_missing_reason()
-    if reason is not None:
-        # the child's report, not a diagnostic: the parent reads its last stderr line as the skip reason
-        print(reason, file=sys.stderr)
-        return _UNAVAILABLE_EXIT_CODE
     with open(options.request, "rb") as file:
         request = pickle.load(file)
-    env = request["env"]
-    if isinstance(env, str) and ":" in env:
-        from kernelgym.envs.spec import load_reference
-
-        env = load_reference(env)
-    recorder = gpu_compile.LauncherRecorder()
-    run_env_workloads(recorder, env, request["params"], keep_going=True, precisions=request["precisions"])
-    builds = recorder.compile()
-    with open(options.result, "w") as file:
-        json.dump(
-            {
-                "builds": [dataclasses.asdict(build) for build in builds],
-                "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures],
-            },
-            file,
-        )
+    try:
+        _compile_and_write(request, options.result)
+    except SystemExit as exit:
+        return exit.code
     return 0
 
 

@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 from kernelgym.core import resolve_backend
 from kernelgym.core.codegen import params_mode_override
+from kernelgym.core.cpu_threads import cpu_threads_override
 from kernelgym.envs.observations import is_structured, leaf_arrays, leaves, space_shape
 from kernelgym.envs.runtime.streams import env_streams, per_agent_streams, seed_env_streams
 from kernelgym.envs.spec import PRECISIONS, CPUReference, EnvSpec, reference_reset, resolve_precision
@@ -71,14 +72,19 @@ def one_cpu_thread(backend: str):
 
 @contextlib.contextmanager
 def checking(backend: str):
-    """What a check runs under: `one_cpu_thread`, and params bound as launcher arguments.
+    """What a check runs under: `one_cpu_thread`, the serial twin only, and params bound as
+    launcher arguments.
 
     The kit builds one env in many params configurations (parity draws them from
     `EnvSpec.param_ranges`, a suite may override them): with params as arguments
     (`kernelgym.core.codegen.params_mode`) they share one compile instead of one each,
-    and the steps give the same bits as the constants build users run by default.
+    and the steps give the same bits as the constants build users run by default. On one
+    thread the thread team's build (the same source, the same bits) is only a second compile
+    of each program, twice the serial twin's; and a kit that never runs it can fork its
+    children (`kernelgym.envs.testing.child_process.fork_refusal`: GNU OpenMP's pool does
+    not survive a fork).
     """
-    with one_cpu_thread(backend), params_mode_override("arguments"):
+    with one_cpu_thread(backend), cpu_threads_override("one"), params_mode_override("arguments"):
         yield
 
 

@@ -130,7 +130,7 @@ def check_env(
                 results.append(_run_one(check, harness, config))
             if index == 0:
                 # the first check compiled the programs: the long ones load them in a child process
-                beside = start_beside(selected[1:], harness, config)
+                beside = start_beside(selected[1:], harness, config, _run_one)
     finally:
         if harness.gpu_compile_started is not None:  # not collected: the check did not run
             harness.gpu_compile_started.cancel()
