@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 
 __all__ = ["ForkedChild", "fork_child", "fork_refusal", "read_stderr", "start_child", "stop_child", "transportable_env"]
 
@@ -99,7 +100,11 @@ def fork_child(work, folder: str) -> ForkedChild:
     """
     for stream in (sys.stdout, sys.stderr):
         stream.flush()  # not written twice: by this process and by its copy
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns when native threads run (numba's or torch's pools): the child never
+        # uses them (`fork_refusal`), and no Python thread runs
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid:
         return ForkedChild(pid)
     code = 1
