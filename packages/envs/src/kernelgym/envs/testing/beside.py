@@ -12,8 +12,8 @@ pinned to the seed, with no example database), so it finds what the check finds 
 tests compare both).
 
 Where this process can fork (`kernelgym.envs.testing.child_process.fork_refusal`: Linux, no
-other thread, numba's thread team and CUDA not started), each child is a fork: it starts in
-milliseconds with everything imported and compiled. Elsewhere only ``long_horizon`` runs
+other thread, no CUDA context), each child is a fork: it starts in milliseconds with
+everything imported and compiled, and any spec. Elsewhere only ``long_horizon`` runs
 beside, in a started process that pays its imports (about 4 s on a 2-core machine) and
 loads the programs from the compile cache, and only when the env can be sent to it (a spec
 holding a lambda, neither importable nor registered through an entry point, cannot) and its
