@@ -74,7 +74,6 @@ def test_a_quick_horizon_runs_in_order_unless_the_child_is_a_fork(child):
     "spec, check",
     [
         (agent_walk.SHARED_STREAM, "agent_order"),
-        (agent_walk.LOST_UPDATE, "agent_order"),
         (walk.MISSED_RESET, "autoreset"),
     ],
 )
@@ -87,7 +86,8 @@ def test_a_forked_check_finds_what_the_check_finds_in_order(spec, check):
 
 
 def test_forked_checks_pass_as_in_order_and_every_other_check_stays_in_order():
-    report = check_env(agent_walk.SPEC, backend="cpu", max_examples=20, seed=SEED)
+    checks = ["parity", "determinism", "agent_order", "autoreset", "invariants", "long_horizon", "stateful"]
+    report = check_env(agent_walk.SPEC, backend="cpu", max_examples=5, seed=SEED, checks=checks)
     assert report.passed, format_report(report)
     for result in report.results:  # (the forked checks' notes say where they ran)
         assert (BESIDE_NOTE in result.note) == (result.name in beside.FORKED_BESIDE), result

@@ -114,8 +114,9 @@ def cpu_threads_strategy(value: str | None = None) -> str:
         The value is not a strategy name.
     """
     source = "cpu threads strategy"
-    if value is None and _OVERRIDE.get() is not None:
-        return _OVERRIDE.get()
+    override = _OVERRIDE.get()
+    if value is None and override is not None:
+        return override
     if value is None:
         value = os.environ.get(CPU_THREADS_ENV_VAR) or "adaptive"
         source = f"{CPU_THREADS_ENV_VAR} environment variable"

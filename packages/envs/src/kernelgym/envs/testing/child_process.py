@@ -75,15 +75,17 @@ class ForkedChild:
 
     def wait(self, timeout: float | None = None) -> int:
         """Wait for the child's end (at most ``timeout`` seconds: `subprocess.TimeoutExpired` after)."""
-        if timeout is None and self.returncode is None:
-            _, status = os.waitpid(self.pid, 0)
-            self.returncode = os.waitstatus_to_exitcode(status)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while self.poll() is None:
+        if timeout is None:
+            while self.returncode is None:
+                _, status = os.waitpid(self.pid, 0)
+                self.returncode = os.waitstatus_to_exitcode(status)
+            return self.returncode
+        deadline = time.monotonic() + timeout
+        while (code := self.poll()) is None:
             if time.monotonic() > deadline:
                 raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout)
             time.sleep(0.01)
-        return self.returncode
+        return code
 
     def kill(self) -> None:
         """SIGKILL the child if it still runs."""

@@ -222,8 +222,7 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
     result = os.path.join(folder.name, "result.json")
     if _forkable():
         request = {"env": env, "params": params or {}, "precisions": None if precisions is None else list(precisions)}
-        process = fork_child(lambda: _compile_and_write(request, result), folder.name)
-        return PendingGpuCompile(process, folder)
+        return PendingGpuCompile(fork_child(lambda: _compile_and_write(request, result), folder.name), folder)
     request_path = os.path.join(folder.name, "request.pickle")
     try:
         with open(request_path, "wb") as file:
@@ -347,7 +346,7 @@ def _child(argv=None) -> int:
     try:
         _compile_and_write(request, options.result)
     except SystemExit as exit:
-        return exit.code
+        return exit.code if isinstance(exit.code, int) else 1
     return 0
 
 
