@@ -110,6 +110,33 @@ def test_the_scratch_kernel_runs_in_the_simulator():
     np.testing.assert_array_equal(out.copy_to_host(), np.arange(4.0) + 0.5)
 
 
+@env_kernel
+def _launched_before_recording(env, x):
+    x[env] += 1.0
+
+
+@env_kernel
+def _launched_in_the_workload(env, x):
+    x[env] *= 2.0
+
+
+@pytest.mark.gpu_compile
+def test_recorded_only_compiles_the_workloads_launches_not_the_processs_others():
+    x = np.ones(3)
+    _launched_before_recording.launch("cpu", 3, x)  # another launch of this process, before recording
+    recorder = gpu_compile.LauncherRecorder()
+    with recorder.workload("mine"):
+        _launched_in_the_workload.launch("cpu", 3, x)
+    recorded = {build.kernel for build in recorder.compile(targets=[(8, 0)], recorded_only=True)}
+    assert recorded == {"test_core_gpu_compile._launched_in_the_workload"}
+    # what compile() takes by default (not compiled here: a test process launched many more)
+    launched = {
+        gpu_compile.launcher_name(gpu_compile.imported_launchers()[name])
+        for name, _ in gpu_compile.all_launched_signatures()
+    }
+    assert {"test_core_gpu_compile._launched_before_recording", *recorded} <= launched
+
+
 @pytest.mark.gpu_compile
 def test_float64_share_tells_float32_from_float64_kernels():
     recorder = _record(

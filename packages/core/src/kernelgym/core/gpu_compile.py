@@ -772,7 +772,7 @@ class LauncherRecorder:
         for key in sorted(all_launched_signatures() - before):
             self.origins.setdefault(key, label)
 
-    def compile(self, targets=TARGETS, progress=None) -> list[KernelBuild]:
+    def compile(self, targets=TARGETS, progress=None, recorded_only: bool = False) -> list[KernelBuild]:
         """Compile every launched launcher signature for every target.
 
         Parameters
@@ -781,12 +781,16 @@ class LauncherRecorder:
             Compute capabilities (default `TARGETS`: sm_90a and sm_80).
         progress : callable, optional
             Called with each `KernelBuild` as it completes.
+        recorded_only : bool
+            Only the signatures first launched inside this recorder's workloads (`origins`),
+            not every launch of the process (a test process launched many others before).
         """
         require_toolchain()
         launchers = imported_launchers()
         builds = []
+        keys = set(self.origins) if recorded_only else all_launched_signatures()
         # by kernel name, so that the table reads like an index
-        for key in sorted(all_launched_signatures(), key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
+        for key in sorted(keys, key=lambda key: (launcher_name(launchers[key[0]]), str(key[1]))):
             module_name, argtypes = key
             module = launchers[module_name]
             for build in compile_kernel_for_targets(
