@@ -38,6 +38,7 @@ from kernelgym.envs.testing.child_process import (
     start_child,
     stop_child,
     transportable_env,
+    write_json,
 )
 from kernelgym.envs.testing.report import ERROR, CheckResult
 
@@ -131,12 +132,8 @@ class PendingCheck:
 
 
 def write_result(folder: str, result: CheckResult) -> None:
-    """Write a child's `CheckResult` as ``FOLDER/result.json``, whole, then renamed: the parent
-    never reads half a result."""
-    path = os.path.join(folder, "result.json")
-    with open(path + ".part", "w") as file:
-        json.dump(dataclasses.asdict(result), file)
-    os.replace(path + ".part", path)
+    """Write a child's `CheckResult` as ``FOLDER/result.json`` (`write_json`)."""
+    write_json(os.path.join(folder, "result.json"), dataclasses.asdict(result))
 
 
 def start_beside(rest, harness, config, run_one) -> dict[str, PendingCheck]:

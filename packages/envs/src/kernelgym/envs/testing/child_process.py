@@ -12,6 +12,7 @@ the child once full.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import signal
@@ -22,7 +23,16 @@ import time
 import traceback
 import warnings
 
-__all__ = ["ForkedChild", "fork_child", "fork_refusal", "read_stderr", "start_child", "stop_child", "transportable_env"]
+__all__ = [
+    "ForkedChild",
+    "fork_child",
+    "fork_refusal",
+    "read_stderr",
+    "start_child",
+    "stop_child",
+    "transportable_env",
+    "write_json",
+]
 
 
 def start_child(module: str, arguments: list[str], folder: str, environment: dict) -> subprocess.Popen:
@@ -129,6 +139,14 @@ def fork_child(work, folder: str) -> ForkedChild:
     finally:
         sys.stderr.flush()
         os._exit(code)
+
+
+def write_json(path: str, data) -> None:
+    """A child's result: ``data`` as JSON at ``path``, written whole, then renamed (the parent
+    never reads half a result)."""
+    with open(path + ".part", "w") as file:
+        json.dump(data, file)
+    os.replace(path + ".part", path)
 
 
 def read_stderr(folder: str) -> str:

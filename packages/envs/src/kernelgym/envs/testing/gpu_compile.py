@@ -39,6 +39,7 @@ from kernelgym.envs.testing.child_process import (
     start_child,
     stop_child,
     transportable_env,
+    write_json,
 )
 
 __all__ = [
@@ -220,20 +221,13 @@ def start_gpu_compile(env, params: dict | None = None, precisions=None) -> Pendi
         return PendingGpuCompile(unavailable=missing)
     folder = tempfile.TemporaryDirectory(prefix="kernelgym-gpu-compile-")
     result = os.path.join(folder.name, "result.json")
+    request = {"env": env, "params": params or {}, "precisions": None if precisions is None else list(precisions)}
     if _forkable():
-        request = {"env": env, "params": params or {}, "precisions": None if precisions is None else list(precisions)}
         return PendingGpuCompile(fork_child(lambda: _compile_and_write(request, result), folder.name), folder)
     request_path = os.path.join(folder.name, "request.pickle")
     try:
         with open(request_path, "wb") as file:
-            pickle.dump(
-                {
-                    "env": transportable_env(env),
-                    "params": params or {},
-                    "precisions": None if precisions is None else list(precisions),
-                },
-                file,
-            )
+            pickle.dump({**request, "env": transportable_env(env)}, file)
     except BaseException:
         folder.cleanup()
         raise
@@ -270,15 +264,13 @@ def _compile_and_write(request: dict, result: str) -> None:
     recorder = gpu_compile.LauncherRecorder()
     run_env_workloads(recorder, env, request["params"], keep_going=True, precisions=request["precisions"])
     builds = recorder.compile()
-    with open(result + ".part", "w") as file:
-        json.dump(
-            {
-                "builds": [dataclasses.asdict(build) for build in builds],
-                "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures],
-            },
-            file,
-        )
-    os.replace(result + ".part", result)  # whole, then renamed: never half a result
+    write_json(
+        result,
+        {
+            "builds": [dataclasses.asdict(build) for build in builds],
+            "workload_errors": [f"{label}: {trace}" for label, trace in recorder.failures],
+        },
+    )
 
 
 def check_gpu_compile(harness, config) -> str:
@@ -343,10 +335,7 @@ def _child(argv=None) -> int:
     options = parser.parse_args(argv)
     with open(options.request, "rb") as file:
         request = pickle.load(file)
-    try:
-        _compile_and_write(request, options.result)
-    except SystemExit as exit:
-        return exit.code if isinstance(exit.code, int) else 1
+    _compile_and_write(request, options.result)  # (its SystemExit ends this process with its code)
     return 0
 
 
