@@ -429,8 +429,16 @@ WARM_MAKE = textwrap.dedent(
     observations = [env.reset(seed=3, numpy=True)[0].tolist()]
     for _ in range(5):
         observations.append(env.step(np.array([0, 1, 1, 0]), numpy=True)[0].tolist())
+    torch_imported = "torch" in sys.modules
+    import torch
+
+    tensor_obs = env.step(torch.tensor([1, 0, 0, 1]))[0]  # the first tensor step makes the views
+    views = [tensor_obs.tolist() == env.numpy().obs.tolist()]
+    env.step(np.array([0, 0, 0, 0]), numpy=True)
+    views.append(tensor_obs.tolist() == env.numpy().obs.tolist())
+    views.append(tensor_obs.data_ptr() == env.numpy().obs.ctypes.data)
     print(json.dumps({"compiled": compiled, "lowering": "numba.np.arrayobj" in sys.modules,
-                      "observations": observations}))
+                      "observations": observations, "torch_imported": torch_imported, "views": views}))
     """
 )
 
@@ -447,5 +455,9 @@ def test_a_make_with_a_warm_cache_compiles_nothing_and_steps_as_a_compiled_one()
         runs.append(json.loads(result.stdout.strip().splitlines()[-1]))
     first, warm = runs
     assert warm["compiled"] == [] and not warm["lowering"]
+    # numpy steps never import torch (seconds of a process's start); the first tensor step makes
+    # views that alias the buffers, which later steps overwrite in place
+    assert not first["torch_imported"] and not warm["torch_imported"]
+    assert warm["views"] == [True, True, True]
     assert warm["observations"] == first["observations"]
     assert np.isfinite(warm["observations"]).all() and warm["observations"][0] != warm["observations"][-1]

@@ -14,7 +14,7 @@ import argparse
 import os
 import sys
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "console", "build_parser"]
 
 BACKENDS = ("auto", "cuda", "cpu", "sim")
 PRECISIONS = ("float64", "float32")
@@ -611,5 +611,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def console() -> None:
+    """The ``kernelgym`` console script: `main` on ``sys.argv[1:]``, then exit with its code
+    (`kernelgym.core.process_exit.exit_process`: without the seconds of freeing what it compiled)."""
+    from kernelgym.core.process_exit import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -7,6 +7,7 @@ when a torch view is asked for.
 
 from __future__ import annotations
 
+import importlib.util
 import itertools
 import sys
 
@@ -168,12 +169,23 @@ def import_torch(needed_by: str):
     try:
         import torch
     except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            f'{needed_by} needs torch, which is not installed: pip install "kernelgym-core[torch]" '
-            "(or work without torch views: torch_accessible=False, pull_data_from_device)",
-            name="torch",
-        ) from error
+        raise _torch_missing(needed_by) from error
     return torch
+
+
+def require_torch(needed_by: str) -> None:
+    """Raise the error of `import_torch` if torch is not installed, without importing it
+    (importing torch takes seconds: a view is made, and torch imported, when first asked for)."""
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        raise _torch_missing(needed_by)
+
+
+def _torch_missing(needed_by: str) -> ModuleNotFoundError:
+    return ModuleNotFoundError(
+        f'{needed_by} needs torch, which is not installed: pip install "kernelgym-core[torch]" '
+        "(or work without torch views: torch_accessible=False, pull_data_from_device)",
+        name="torch",
+    )
 
 
 def to_numpy(array) -> np.ndarray:

@@ -37,8 +37,8 @@ from kernelgym.core.arrays import (
     byte_view,
     check_supported_dtype,
     copy_to_backend,
-    import_torch,
     is_uniform_view,
+    require_torch,
     to_backend,
     to_torch,
 )
@@ -65,7 +65,7 @@ class _Entry:
     is_scalar: bool
     torch_accessible: bool
     attributes: dict = field(default_factory=dict)
-    tensor: object = None
+    tensor: object = None  # the torch view, made when first asked for (`data_on_device_via_torch`)
 
 
 def _host_values(name: str, data) -> np.ndarray:
@@ -308,7 +308,7 @@ class CUDADataManager:
                     "push it as a 1-element array, or without torch_accessible"
                 )
         if torch_accessible:
-            import_torch("push_data_to_device(..., torch_accessible=True)")  # before anything is stored
+            require_torch("push_data_to_device(..., torch_accessible=True)")  # before anything is stored
 
         # Allocate everything (device arrays, reset copies, logs, torch views) before
         # storing anything: an allocation that fails leaves the data manager unchanged.
@@ -343,8 +343,7 @@ class CUDADataManager:
     def _new_entry(self, name: str, values: np.ndarray, torch_accessible: bool, attributes: dict) -> _Entry:
         with allocation(name, values.shape, values.dtype, where=self.backend):
             device = to_backend(values, self.backend)
-        tensor = to_torch(device) if torch_accessible else None
-        return _Entry(values, device, False, torch_accessible, attributes, tensor)
+        return _Entry(values, device, False, torch_accessible, attributes)
 
     # -- reading data ---------------------------------------------------------------------
 
@@ -362,6 +361,8 @@ class CUDADataManager:
         entry = self._entry(name)
         if not entry.torch_accessible:
             raise ValueError(f"{name}: not torch accessible; push it with torch_accessible=True")
+        if entry.tensor is None:  # made once, on first request: torch's import takes seconds
+            entry.tensor = to_torch(entry.device)
         return entry.tensor
 
     def pull_data_from_device(self, name: str):

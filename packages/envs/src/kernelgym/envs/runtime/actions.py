@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
 
 import numpy as np
-import torch
 from gymnasium import spaces
 
-from kernelgym.core import env_kernel, streams, to_numpy
+from kernelgym.core import env_kernel, streams, to_numpy, to_torch
+from kernelgym.core.arrays import is_torch_tensor
 from kernelgym.core.binding import NO_FAULT, Precondition
 from kernelgym.envs.runtime.state_io import checked_cast
 
@@ -111,10 +112,7 @@ class ActionLoader:
         One agent's action space.
     actions : backend array
         The fixed action buffer, shape ``(num_envs, [num_agents,] *action_shape)``.
-    actions_tensor : torch.Tensor
-        Its zero-copy torch view.
     backend : str
-    device : torch.device
     mode : {"sync", "deferred"} or None
         When a bad value raises (see `check_mode`); None checks no values.
 
@@ -128,11 +126,13 @@ class ActionLoader:
         The check's values by name, for binding (templates of the per-call ones too).
     """
 
-    def __init__(self, space, actions, actions_tensor, backend, device, mode):
-        self.space, self.backend, self.device, self.mode = space, backend, device, mode
-        self._buffer, self._buffer_t = actions, actions_tensor
+    def __init__(self, space, actions, backend, mode):
+        self.space, self.backend, self.mode = space, backend, mode
+        self._buffer = actions
         self.shape, self.dtype = tuple(actions.shape), np.dtype(actions.dtype)
-        self._torch_dtype = actions_tensor.dtype
+        # the buffer's torch view and dtype, made when the first tensor arrives (`_bind_torch`):
+        # a caller of numpy arrays never imports torch, which takes seconds
+        self._buffer_t = self._torch_dtype = self.device = None
         self.discrete = isinstance(space, (spaces.Discrete, spaces.MultiDiscrete, spaces.MultiBinary))
         # (num_envs, 1): the shape SB3 and skrl give Discrete batches, unambiguous for Discrete
         self._column_shape = (*self.shape, 1) if isinstance(space, spaces.Discrete) else None
@@ -188,7 +188,7 @@ class ActionLoader:
                 if actions.strides == self._strides and actions.shape == self.shape and actions.dtype == self.dtype:
                     self._host_buffer[...] = actions
                     return self._buffer_arguments
-            elif type(actions) is torch.Tensor and actions.dtype is self._torch_dtype:
+            elif _is_tensor(actions) and actions.dtype is self._bind_torch():
                 try:  # a zero-copy view; refused for a tensor needing grad or off the cpu
                     array = actions.numpy()
                 except (RuntimeError, TypeError):
@@ -198,8 +198,8 @@ class ActionLoader:
                     return self._buffer_arguments
         elif (
             self._device_copy
-            and type(actions) is torch.Tensor
-            and actions.dtype is self._torch_dtype
+            and _is_tensor(actions)
+            and actions.dtype is self._bind_torch()
             and actions.shape == self.shape
             and actions.device == self.device
         ):  # a device tensor exactly like the buffer: one device copy, no further checks needed
@@ -216,8 +216,19 @@ class ActionLoader:
             return (array,)
         return array, (array if array.ndim == 2 else array.reshape(self.shape[0], self._columns))
 
+    def _bind_torch(self):
+        """The action buffer's torch dtype; its torch view and device made on the first call."""
+        if self._torch_dtype is None:
+            import torch
+
+            self._buffer_t = to_torch(self._buffer)
+            self._torch_dtype = self._buffer_t.dtype
+            self.device = torch.device("cuda" if self.backend == "cuda" else "cpu")
+        return self._torch_dtype
+
     def _check_type(self, actions) -> None:
-        if isinstance(actions, torch.Tensor):
+        if is_torch_tensor(actions):
+            self._bind_torch()
             if actions.device != self.device and not (actions.device.type == self.device.type == "cuda"):
                 raise ValueError(f"actions: expected a tensor on {self.device}, got one on {actions.device}")
             dtype = _numpy_dtype(actions.dtype)
@@ -238,7 +249,7 @@ class ActionLoader:
     def _check_cast(self, actions) -> None:
         """Integer actions wider than the buffer (int64 into MultiBinary's int8): a value the buffer
         cannot hold would wrap into a valid one in the copy, so it is refused here, on the host."""
-        values = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)
+        values = np.asarray(actions.detach().cpu() if is_torch_tensor(actions) else actions)
         limits = np.iinfo(self.dtype)
         outside = np.flatnonzero((values < limits.min) | (values > limits.max))
         if outside.size:
@@ -251,9 +262,10 @@ class ActionLoader:
     def _copy_into_buffer(self, actions) -> None:
         """One copy (casting) into the fixed buffer: a device copy on cuda, no host round trip."""
         if self.backend == "cuda":
-            self._buffer_t.copy_(torch.as_tensor(actions) if isinstance(actions, np.ndarray) else actions)
+            self._bind_torch()
+            self._buffer_t.copy_(to_torch(actions) if isinstance(actions, np.ndarray) else actions)
             return
-        source = actions.detach().numpy() if isinstance(actions, torch.Tensor) else actions
+        source = actions.detach().numpy() if is_torch_tensor(actions) else actions
         if self._host_buffer is not None and self._direct:
             with np.errstate(over="ignore", invalid="ignore"):  # an overflow is the value check's to report
                 np.copyto(self._host_buffer, source, casting="unsafe")
@@ -277,7 +289,7 @@ class ActionLoader:
         self._clear_fault()
         position = tuple(int(k) for k in np.unravel_index(code, self.shape))
         if actions is not None:
-            value = np.asarray(actions.detach().cpu() if isinstance(actions, torch.Tensor) else actions)[position]
+            value = np.asarray(actions.detach().cpu() if is_torch_tensor(actions) else actions)[position]
         else:
             fault_rows = self._fault_rows if self.backend == "cpu" else streams.copy_to_host(self._fault_rows)
             value = fault_rows.reshape(-1)[code]
@@ -371,7 +383,16 @@ def _backend_array(host: np.ndarray, backend: str):
 @functools.cache
 def _numpy_dtype(torch_dtype):
     """numpy's twin of a torch dtype (cached: no tensor is made per step), or None."""
+    import torch
+
     try:
         return np.dtype(torch.empty((), dtype=torch_dtype).numpy().dtype)
     except TypeError:  # bfloat16 and friends have no numpy twin
         return None
+
+
+def _is_tensor(value) -> bool:
+    """Whether ``value`` is exactly a torch tensor (no subclass), without importing torch: with
+    torch not imported, nothing is one."""
+    torch = sys.modules.get("torch")
+    return torch is not None and type(value) is torch.Tensor

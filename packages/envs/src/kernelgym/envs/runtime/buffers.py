@@ -43,7 +43,7 @@ def _uniform(shape, dtype, value=0) -> np.ndarray:
 
 
 class Buffers:
-    """Every buffer of a `KernelVectorEnv`, its torch views and the values its kernels bind.
+    """Every buffer of a `KernelVectorEnv`, the values its kernels bind, and what a step returns (`outputs`).
 
     Parameters
     ----------
@@ -130,20 +130,24 @@ class Buffers:
         self.statistics = {
             name: data(name) for name in ("running_returns", "episode_returns", "episode_lengths", "episode_mask")
         }
-        # Zero-copy torch views, made once: the buffers are never rebound.
-        tensor = self.data_manager.data_on_device_via_torch
-        self.obs_t = self.tree({leaf.name: tensor(name) for name, _, leaf in self.leaves})
-        self.rewards_t = tensor("rewards")
-        self.terminated_t, self.truncated_t = tensor("terminated"), tensor("truncated")
-        self.actions_t = tensor("actions")
-        self.final_obs_t = self.tree({leaf.name: tensor(final) for _, final, leaf in self.leaves})
-        self.final_mask_t = tensor("final_observation_mask")
-        # gymnasium's RecordEpisodeStatistics conventions, as views the next step overwrites
-        self.episode_info = {
-            "episode": {"r": tensor("episode_returns"), "l": tensor("episode_lengths")},
-            "_episode": tensor("episode_mask"),
-        }
         self.same_step = same_step
+
+    def outputs(self, convert, same_step: bool, statistics: bool) -> tuple:
+        """What a step returns, ``(obs, rewards, terminated, truncated, info)``, each buffer as
+        ``convert(name)`` of its data-manager name (torch views: ``data_on_device_via_torch``).
+
+        ``info`` holds the final observations and their mask (``same_step``) and gymnasium's
+        ``RecordEpisodeStatistics`` conventions (``statistics``), which the next step overwrites.
+        """
+        info = {}
+        if same_step:
+            info["final_obs"] = self.tree({leaf.name: convert(final) for _, final, leaf in self.leaves})
+            info["_final_obs"] = convert("final_observation_mask")
+        if statistics:
+            info["episode"] = {"r": convert("episode_returns"), "l": convert("episode_lengths")}
+            info["_episode"] = convert("episode_mask")
+        obs = self.tree({leaf.name: convert(name) for name, _, leaf in self.leaves})
+        return obs, convert("rewards"), convert("terminated"), convert("truncated"), info
 
     def tree(self, leaf_values: dict):
         """The observation tree of the space holding ``leaf_values`` (by kernel name)."""

@@ -30,14 +30,12 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
 from gymnasium.vector import AutoresetMode
 
 from kernelgym.core import bind, bind_launches, resolve_backend, to_numpy
 from kernelgym.core.arrays import to_backend
 from kernelgym.core.binding import NO_FAULT, BoundLaunch, PerEnvScalar, check_fast_math
 from kernelgym.core.compile_notice import compile_notice
-from kernelgym.envs.observations import map_tree
 from kernelgym.envs.runtime.actions import ActionLoader, check_mode
 from kernelgym.envs.runtime.autoreset import reset_programs, step_programs
 from kernelgym.envs.runtime.batched_spaces import batch
@@ -214,7 +212,6 @@ class KernelVectorEnv(StateIO):
         self.num_envs = int(num_envs)
         self.backend = resolve_backend(backend)
         action_check = check_mode(check_action_values, self.backend)
-        self.device = torch.device("cuda") if self.backend == "cuda" else torch.device("cpu")
         self.autoreset_mode = _AUTORESET_MODES[autoreset_mode]
         params, per_env_values = split_params(spec, params)
         self.params = validate_params(spec, params)
@@ -274,14 +271,11 @@ class KernelVectorEnv(StateIO):
         # envs without a state yet (step() before reset() would step all-zero states)
         self._unstarted = set(range(self.num_envs))
         self._numpy_views: StepViews | None = None
-        self._info = {"final_obs": buffers.final_obs_t, "_final_obs": buffers.final_mask_t} if same_step else {}
-        if self.episode_statistics:
-            self._info.update(buffers.episode_info)
-        # what step() returns: views made once (the buffers are never rebound)
-        self._outputs = (buffers.obs_t, buffers.rewards_t, buffers.terminated_t, buffers.truncated_t, self._info)
-        self._actions = ActionLoader(
-            self.single_action_space, buffers.actions, buffers.actions_t, self.backend, self.device, action_check
-        )
+        # what step() returns: torch views made once (the buffers are never rebound), on the
+        # first step or reset that returns tensors (`_tensor_outputs`): a caller reading numpy
+        # arrays (the kit) never imports torch, which takes seconds
+        self._outputs: tuple | None = None
+        self._actions = ActionLoader(self.single_action_space, buffers.actions, self.backend, action_check)
         # where the host reads the action check's record: from each cpu launch's return,
         # or at the next read of results (deferred on a device)
         self._deferred_check = action_check == "deferred" and self.backend != "cpu"
@@ -290,6 +284,13 @@ class KernelVectorEnv(StateIO):
             self._bind(same_step)
         buffers.write(buffers.rng_states, seed_env_streams(spec, seed, self.num_envs, self.num_agents))
         self._frozen = True
+
+    @property
+    def device(self):
+        """The torch device of the outputs (``torch.device``): ``cuda`` on the cuda backend, else ``cpu``."""
+        import torch
+
+        return torch.device("cuda" if self.backend == "cuda" else "cpu")
 
     def __setattr__(self, name, value):
         if name[0] != "_" and name not in _SETTABLE and self.__dict__.get("_frozen"):
@@ -431,7 +432,7 @@ class KernelVectorEnv(StateIO):
         self._unstarted = None
         if numpy:
             return buffers.tree({name: buffers.read(leaf) for name, leaf in buffers.obs_leaves.items()}), {}
-        return buffers.obs_t, {}
+        return self._tensor_outputs()[0], {}
 
     def step(self, actions, numpy: bool = False):
         """Advance every env by one step.
@@ -472,7 +473,7 @@ class KernelVectorEnv(StateIO):
         if numpy:
             views = self.numpy()
             return views.obs, views.rewards, views.terminated, views.truncated, self._numpy_info()
-        return self._outputs
+        return self._outputs if self._outputs is not None else self._tensor_outputs()
 
     def set_params(self, **values) -> None:
         """Change per-env params (`EnvSpec.per_env_params`) between steps, with no recompilation.
@@ -612,10 +613,19 @@ class KernelVectorEnv(StateIO):
             *(convert(array) for array in flat),
         )
 
+    def _tensor_outputs(self) -> tuple:
+        """``(obs, rewards, terminated, truncated, info)`` as torch views, made on the first call."""
+        if self._outputs is None:
+            self._outputs = self._buffers.outputs(
+                self.data_manager.data_on_device_via_torch,
+                self.autoreset_mode is AutoresetMode.SAME_STEP,
+                self.episode_statistics,
+            )
+        return self._outputs
+
     def _numpy_info(self) -> dict:
-        return _numpy_tree(self._info)
-
-
-def _numpy_tree(info: dict) -> dict:
-    """``info`` with every tensor as a numpy array (zero-copy on cpu, a copy on cuda), trees kept."""
-    return map_tree(lambda tensor: tensor.numpy(force=True), info)
+        """The step's ``info`` as numpy arrays (zero-copy on cpu and sim, copies on cuda)."""
+        buffers = self._buffers
+        data = self.data_manager.device_data
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        return buffers.outputs(lambda name: buffers.read(data(name)), same_step, self.episode_statistics)[4]

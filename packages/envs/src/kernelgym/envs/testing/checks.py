@@ -159,7 +159,7 @@ def check_parity(harness: EnvHarness, config: CheckConfig) -> None:
 
 # ------------------------------------------------------------------- determinism
 def _trajectory(harness: EnvHarness, env, seed: int, actions_seed: int, steps: int) -> list:
-    env.reset(seed=seed)
+    env.reset(seed=seed, numpy=True)
     generator = np.random.default_rng(actions_seed)
     prefix = (env.num_envs, *harness.agent_shape)
     results = []
@@ -201,7 +201,7 @@ def check_determinism(harness: EnvHarness, config: CheckConfig) -> str | None:
             largest = max(strategies.NUM_ENVS[harness.backend])
             env = harness.make_env(largest, seed)
             starts = env.get_state()
-            env.reset(seed=other_seed)
+            env.reset(seed=other_seed, numpy=True)
             assert any(not np.array_equal(value, starts[name]) for name, value in env.get_state().items()), (
                 f"seeds {seed} and {other_seed} gave the same start states to all {largest} envs, "
                 "but the reference draws random starts"

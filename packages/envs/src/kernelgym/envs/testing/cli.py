@@ -240,4 +240,6 @@ def _rerun_in_simulator(argv) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main_check())
+    from kernelgym.core.process_exit import exit_process
+
+    exit_process(main_check())

@@ -137,7 +137,7 @@ def check_fast_math(harness: EnvHarness, config: CheckConfig) -> str:
         compare("reset observations", *resets, alive)
         generator = np.random.default_rng(seed)
         for _ in range(warmup):
-            default.step(strategies.random_actions(harness.action_space, prefix, generator))
+            default.step(strategies.random_actions(harness.action_space, prefix, generator), numpy=True)
         state, streams = default.get_state(), default.get_rng_states()
         for env in envs.values():
             env.set_state(state, check_invariants=False)  # both step next (set_state also clears a pending reset)

@@ -133,9 +133,9 @@ def run_env_workloads(
             )
             recorder.record_step(f"{spec.id} {mode}" + (f" {precision}" if precision else ""), vector_env._step_launch)
             vector_env.action_space.seed(seed)
-            vector_env.reset(seed=seed)
+            vector_env.reset(seed=seed, numpy=True)
             for _ in range(steps):
-                vector_env.step(np.asarray(vector_env.action_space.sample()))
+                vector_env.step(np.asarray(vector_env.action_space.sample()), numpy=True)
             vector_env.close()
 
 

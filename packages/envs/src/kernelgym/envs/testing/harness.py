@@ -286,7 +286,7 @@ class EnvHarness:
         }
         if kept:  # a reset keeps them: a cached env starts anew only with them written back
             env.set_state(kept, keep_episode_step=True)
-        env.reset(seed=seed)
+        env.reset(seed=seed, numpy=True)
         return env
 
     def unstarted_env(self, num_envs: int):
@@ -323,11 +323,11 @@ class EnvHarness:
         """
         if env.max_episode_steps != 1:
             raise ValueError(f"load_batch env: expected max_episode_steps=1, got {env.max_episode_steps}")
-        env.reset(seed=seed)
+        env.reset(seed=seed, numpy=True)
         stacked = self.stack_states(batch.states)
         # drawn and reached states alike: a broken invariant is the invariants check's finding
         env.set_state(stacked, check_invariants=False)
-        env.step(batch.actions)
+        env.step(batch.actions, numpy=True)
         for index, pending in enumerate(batch.pending):
             if not pending:
                 env.set_state(env_slice(stacked, index), index=index, check_invariants=False)

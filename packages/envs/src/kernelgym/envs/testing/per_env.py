@@ -144,7 +144,7 @@ def _randomize_problems(harness, num_envs: int, seed: int, ranges: dict, actions
     real = PRECISIONS[harness.precision] if harness.precision is not None else np.float64
     try:
         rows = harness.seed_streams(seed, num_envs)
-        env.reset(seed=seed)
+        env.reset(seed=seed, numpy=True)
         start, after = env.get_state(), env.get_rng_states()
         problems = []
         for index in range(num_envs):

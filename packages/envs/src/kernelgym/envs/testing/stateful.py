@@ -49,7 +49,7 @@ def env_state_machine(harness) -> type[RuleBasedStateMachine]:
         @rule(seed=st.none() | strategies.seeds())
         def reset(self, seed):
             streams = self.env.get_rng_states() if seed is None else harness.seed_streams(seed, NUM_ENVS)
-            self.env.reset(seed=seed)
+            self.env.reset(seed=seed, numpy=True)
             self._start(streams)
 
         @rule(actions=actions)
