@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from matplotlib.image import imread
 
 from kernelgym.cli import main as cli
-from kernelgym.cli.main import main
+from kernelgym.cli.main import console, main
 
 SUBCOMMANDS = ("list", "bench", "check", "demo", "compile")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -39,9 +39,21 @@ def assert_bad_argument(capsys, argv, argument, expected, received):
 
 
 # ---------------------------------------------------------------- entry point and --help
-def test_console_script_points_at_main():
+def test_console_script_runs_main_and_exits_through_exit_process():
+    # `console` is `main` plus a process's exit without the seconds of freeing what it compiled
     (script,) = importlib.metadata.entry_points(group="console_scripts", name="kernelgym")
-    assert script.load() is main
+    assert script.load() is console
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from kernelgym.cli.main import console; sys.argv[1:] = ['list']; console()",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0 and "CartPole-v1" in completed.stdout, completed.stderr
 
 
 def test_module_runs_as_a_command():

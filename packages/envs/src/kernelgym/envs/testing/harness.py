@@ -350,10 +350,14 @@ class EnvHarness:
 
         Checks that the reference leaves its input state alone.
         """
-        before = {name: np.array(value, copy=True) for name, value in state.items()}
+        # each array's bytes, to see that the reference left them alone (bytes: the cheapest copy
+        # to take and compare, on the long horizon's tens of thousands of replayed steps)
+        before = {name: (np.shape(value), np.asarray(value).tobytes()) for name, value in state.items()}
         stream = env_streams(rng_row)
         new_state, reward, terminated = self.reference.step(self.params, state, action, stream)
-        changed = [name for name in before if not _same_bits(before[name], state[name])]
+        changed = [
+            name for name in before if before[name] != (np.shape(state[name]), np.asarray(state[name]).tobytes())
+        ]
         if changed:
             raise AssertionError(
                 f"the CPU reference's step modified its input state {changed}; it must return a new one"
