@@ -42,7 +42,14 @@ GO_RIGHT = ROOT / "examples" / "kernelgym-example-plugin" / "src" / "kernelgym_e
 EDIT_LINE = "    obs[i, 0] = position[i] / length\n"
 EDITED_LINE = "    obs[i, 0] = position[i] / length + 0.0\n"
 EDIT_MODULE = "kitbench_go_right"
-CLI = "import sys; from kernelgym.cli.main import console; sys.argv[0] = 'kernelgym'; console()"
+# `kernelgym check` as the console script runs it (`console`); a base kit from before
+# `exit_process` exits as its console script did
+CLI = (
+    "import sys; sys.argv[0] = 'kernelgym'; from kernelgym.cli.main import main\n"
+    "try:\n    from kernelgym.core.process_exit import exit_process\n"
+    "except ImportError:\n    exit_process = sys.exit\n"
+    "exit_process(main())"
+)
 # `kernelgym check` takes registered ids; the kit's own command (which it forwards to) "module:attr" too
 KIT_CLI = ["-m", "kernelgym.envs.testing.cli"]
 CHECK_LINE = re.compile(r"\[[a-z ]+\] (\w+) +([0-9.]+) s")

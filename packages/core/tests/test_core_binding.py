@@ -472,3 +472,37 @@ def test_arrays_and_other_types_are_not_constants():
     from kernelgym.core import codegen
 
     assert not any(codegen.is_constant(value) for value in (np.zeros(2), np.ndarray, float, "x", None, 1j))
+
+
+@env_kernel
+def _plus_one(env, x, out):
+    out[env] = x[env] + 1.0
+
+
+@env_kernel
+def _plus_two(env, x, out):
+    out[env] = x[env] + 2.0
+
+
+def test_programs_that_bind_the_same_fields_share_one_compiled_cpu_bind():
+    # the struct of a program's bound arrays lives in a module named for its fields: a program
+    # whose kernel changed (here, another kernel) packs with the build the first one compiled,
+    # and a later process loads it from numba's cache rather than compiling it per program
+    from kernelgym.core.gpu_compile import imported_launchers
+
+    x = np.arange(4, dtype=np.float32)
+    before = set(imported_launchers())
+    outs, programs, signatures = [], [], []
+    for kernel in (_plus_one, _plus_two):
+        out = np.zeros(4, np.float32)
+        bind(kernel, {"x": x, "out": out}, backend="cpu", num_envs=4)()
+        (new,) = set(imported_launchers()) - before - {module.__name__ for module in programs}
+        programs.append(imported_launchers()[new])
+        outs.append(out)
+        signatures.append(list(programs[-1].cpu_bind.signatures))
+    np.testing.assert_array_equal(outs[0], x + 1)
+    np.testing.assert_array_equal(outs[1], x + 2)
+    first, second = programs
+    assert first is not second and first.cpu_bind is second.cpu_bind
+    assert first.cpu_bind.__module__ == second.cpu_bind.__module__ != first.__name__
+    assert signatures[1] == signatures[0]  # the second program's bind compiled nothing new

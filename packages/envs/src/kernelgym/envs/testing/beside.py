@@ -14,7 +14,7 @@ tests compare both).
 Where this process can fork (`kernelgym.envs.testing.child_process.fork_refusal`: Linux, no
 other thread, no CUDA context), each child is a fork: it starts in milliseconds with
 everything imported and compiled, and any spec. Elsewhere only ``long_horizon`` runs
-beside, in a started process that pays its imports (about 4 s on a 2-core machine) and
+beside, in a started process that pays its imports (about 1.3 s on a 2-core machine) and
 loads the programs from the compile cache, and only when the env can be sent to it (a spec
 holding a lambda, neither importable nor registered through an entry point, cannot) and its
 replays through the reference would take `MIN_BESIDE_SECONDS` or more (16 reference steps
@@ -59,8 +59,8 @@ FORKED_BESIDE = ("agent_order", "autoreset", "long_horizon")
 # the one that runs in a started child where this process cannot fork
 BESIDE = ("long_horizon",)
 BESIDE_NOTE = "run in a process of its own, beside the other checks"
-# a child pays its imports (numba, torch, the env's modules: about 4 s on a 2-core machine)
-# and shares the cores: worth it for a horizon whose replays take longer. `replay_seconds`
+# a child pays its imports and loads the programs (numba, hypothesis, the env's modules: about
+# 2 s on a 2-core machine) and shares the cores: worth it for a horizon whose replays take longer. `replay_seconds`
 # times the user's code only (the kit's comparisons about double it): Ring-v0 (3 agents)
 # about 5 s, beside; GoRight-v0 about 2 s, in order
 MIN_BESIDE_SECONDS = 4.0
