@@ -110,3 +110,37 @@ def test_a_child_that_dies_is_an_error_with_its_stderr():
     assert result.status == "error"
     assert result.message.startswith("the check's child process failed (exit 5):")
     assert "the child broke" in result.message
+
+
+def test_the_kit_runs_its_own_checks_before_it_collects_a_childs_and_reports_in_order(monkeypatch):
+    # the kit's process never waits for a child while it has checks of its own to run: the
+    # children's results are collected after them, each in its place in the report
+    from kernelgym.envs.testing import runner
+    from kernelgym.envs.testing.report import PASSED, CheckResult
+
+    events = []
+
+    class Recorded(PendingCheck):
+        def result(self):
+            events.append(("collected", self.name))
+            return CheckResult(self.name, PASSED, 0.0, note=BESIDE_NOTE)
+
+        def cancel(self):
+            pass
+
+    def run_one(check, harness, config):
+        events.append(("ran", check.name))
+        return CheckResult(check.name, PASSED, 0.0)
+
+    def start(rest, harness, config, run_one):
+        return {check.name: Recorded(check.name, None, None) for check in rest if check.name in beside.FORKED_BESIDE}
+
+    monkeypatch.setattr(runner, "_run_one", run_one)
+    monkeypatch.setattr(runner, "start_beside", start)
+    checks = ["parity", "determinism", "agent_order", "autoreset", "invariants", "long_horizon", "stateful"]
+    report = check_env(walk.SPEC, backend="cpu", seed=SEED, checks=checks)
+    assert [result.name for result in report.results] == checks
+    own = [name for name in checks if name not in beside.FORKED_BESIDE]
+    forked = [name for name in checks if name in beside.FORKED_BESIDE]
+    assert events == [("ran", name) for name in own] + [("collected", name) for name in forked]
+    assert [result.note == BESIDE_NOTE for result in report.results] == [name in forked for name in checks]

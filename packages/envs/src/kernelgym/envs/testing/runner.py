@@ -8,7 +8,7 @@ import traceback
 
 from hypothesis.errors import FlakyFailure
 
-from kernelgym.envs.testing.beside import start_beside
+from kernelgym.envs.testing.beside import PendingCheck, start_beside
 from kernelgym.envs.testing.checks import CHECKS, CheckConfig
 from kernelgym.envs.testing.fast_math import FAST_MATH_CHECK
 from kernelgym.envs.testing.gpu_compile import start_gpu_compile
@@ -124,13 +124,18 @@ def check_env(
                 results.append(CheckResult(check.name, NOT_RUN, 0.0, message=unsafe_message(harness.backend)))
                 continue
             if check.name in beside:
-                results.append(beside.pop(check.name).result())
+                # its place in the report; collected after the checks run here, so that this
+                # process never waits for a child while checks of its own remain
+                results.append(beside[check.name])
                 continue
             with compile_progress(harness.spec.id, harness.backend, check.name, enabled=progress):
                 results.append(_run_one(check, harness, config))
             if index == 0:
                 # the first check compiled the programs: the long ones load them in a child process
                 beside = start_beside(selected[1:], harness, config, _run_one)
+        results = [
+            beside.pop(result.name).result() if isinstance(result, PendingCheck) else result for result in results
+        ]
     finally:
         if harness.gpu_compile_started is not None:  # not collected: the check did not run
             harness.gpu_compile_started.cancel()
