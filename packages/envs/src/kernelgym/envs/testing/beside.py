@@ -7,7 +7,8 @@ and ``long_horizon``, which steps thousands of envs for thousands of steps and r
 sample through the Python reference. So `check_env` starts them in child processes once its
 first check is done (`start_beside`); they work on the other core while the kit runs the rest,
 and the kit collects their results (`PendingCheck.result`) once its own checks are done, so
-that it never waits for a child while it has checks to run; the report keeps the checks' order. Each child runs the same check on the same harness, examples and seed (every check is
+that it never waits for a child while it has checks to run; the report keeps the checks'
+order. Each child runs the same check on the same harness, examples and seed (every check is
 pinned to the seed, with no example database), so it finds what the check finds in order (the
 tests compare both).
 
