@@ -9,7 +9,7 @@ import tempfile
 import pytest
 
 from kernelgym.envs.testing import beside, check_env, format_report
-from kernelgym.envs.testing.beside import BESIDE_NOTE, PendingCheck
+from kernelgym.envs.testing.beside import BESIDE_NOTE, BesideChild, PendingCheck
 from kernelgym.envs.testing.checks import CheckConfig
 from kernelgym.envs.testing.child_process import fork_refusal
 from kernelgym.envs.testing.harness import EnvHarness
@@ -106,7 +106,7 @@ def test_a_child_that_dies_is_an_error_with_its_stderr():
         process = subprocess.Popen(
             [sys.executable, "-c", "import sys; sys.stderr.write('the child broke'); sys.exit(5)"], stderr=stderr
         )
-    result = PendingCheck("long_horizon", process, folder).result()
+    result = PendingCheck("long_horizon", BesideChild(process, folder, ["long_horizon"])).result()
     assert result.status == "error"
     assert result.message.startswith("the check's child process failed (exit 5):")
     assert "the child broke" in result.message
@@ -133,7 +133,7 @@ def test_the_kit_runs_its_own_checks_before_it_collects_a_childs_and_reports_in_
         return CheckResult(check.name, PASSED, 0.0)
 
     def start(rest, harness, config, run_one):
-        return {check.name: Recorded(check.name, None, None) for check in rest if check.name in beside.FORKED_BESIDE}
+        return {check.name: Recorded(check.name, None) for check in rest if check.name in beside.FORKED_BESIDE}
 
     monkeypatch.setattr(runner, "_run_one", run_one)
     monkeypatch.setattr(runner, "start_beside", start)

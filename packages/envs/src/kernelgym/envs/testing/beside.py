@@ -5,7 +5,8 @@ two kinds of work the other checks do not need: the variants of the program that
 check runs (``agent_order``'s phases in any agent order, ``autoreset``'s same-step program),
 and ``long_horizon``, which steps thousands of envs for thousands of steps and replays a
 sample through the Python reference. So `check_env` starts them in child processes once its
-first check is done (`start_beside`); they work on the other core while the kit runs the rest,
+first check is done (`start_beside`; ``stateful``, which steps the same-step program, runs in
+``autoreset``'s child after it); they work on the other core while the kit runs the rest,
 and the kit collects their results (`PendingCheck.result`) once its own checks are done, so
 that it never waits for a child while it has checks to run; the report keeps the checks'
 order. Each child runs the same check on the same harness, examples and seed (every check is
@@ -46,7 +47,9 @@ from kernelgym.envs.testing.report import ERROR, CheckResult
 __all__ = [
     "BESIDE",
     "BESIDE_NOTE",
+    "BesideChild",
     "FORKED_BESIDE",
+    "FORKED_GROUPS",
     "MIN_BESIDE_SECONDS",
     "PendingCheck",
     "replay_seconds",
@@ -54,9 +57,12 @@ __all__ = [
     "write_result",
 ]
 
-# the checks that run in a forked child on cpu, once the first check compiled the programs:
-# the two that compile variants of their own, and the long horizon
-FORKED_BESIDE = ("agent_order", "autoreset", "long_horizon")
+# the checks that run in forked children on cpu, once the first check compiled the programs,
+# one child per group, its checks in turn: the two that compile variants of their own (with
+# `stateful`, which steps the same-step program `autoreset` compiles: one build, not a second
+# in the kit's process while the child compiles it), and the long horizon
+FORKED_GROUPS = (("agent_order",), ("autoreset", "stateful"), ("long_horizon",))
+FORKED_BESIDE = tuple(name for group in FORKED_GROUPS for name in group)
 # the one that runs in a started child where this process cannot fork
 BESIDE = ("long_horizon",)
 BESIDE_NOTE = "run in a process of its own, beside the other checks"
@@ -99,42 +105,62 @@ def replay_seconds(harness, config) -> float:
     return (time.perf_counter() - started) / TIMED_REFERENCE_STEPS * steps * replayed
 
 
-class PendingCheck:
-    """A check at work in a child process; `result` waits for its `CheckResult`."""
+class BesideChild:
+    """A child process at work on one or more checks, each writing ``FOLDER/<check>.json``
+    (`write_result`); its files are removed once every check's result is read, or on `cancel`."""
 
-    def __init__(self, name: str, process, folder):
-        self.name = name
-        self._process = process
+    def __init__(self, process, folder, names):
+        self.process = process
         self._folder = folder
+        self._unread = set(names)
 
-    def result(self) -> CheckResult:
-        """Wait for the child and read its result; an ``error`` result if the child died."""
+    def result(self, name: str) -> CheckResult:
+        """Wait for the child and read check ``name``'s result; an ``error`` result if the child
+        died before writing it."""
         started = time.perf_counter()
         try:
-            self._process.wait()
-            path = os.path.join(self._folder.name, "result.json")
+            self.process.wait()
+            path = os.path.join(self._folder.name, f"{name}.json")
             if not os.path.exists(path):
                 stderr = read_stderr(self._folder.name)
-                message = f"the check's child process failed (exit {self._process.returncode}):\n{stderr}"
-                return CheckResult(self.name, ERROR, time.perf_counter() - started, message)
+                message = f"the check's child process failed (exit {self.process.returncode}):\n{stderr}"
+                return CheckResult(name, ERROR, time.perf_counter() - started, message)
             with open(path) as file:
                 found = json.load(file)
         finally:
-            self.cancel()
+            self._unread.discard(name)
+            if not self._unread:
+                self.cancel()
         found["note"] = f"{found['note']}; {BESIDE_NOTE}" if found["note"] else BESIDE_NOTE
         return CheckResult(**found)
 
     def cancel(self) -> None:
         """Stop the child if it still runs, and remove its files."""
-        stop_child(self._process)
+        stop_child(self.process)
         if self._folder is not None:
             self._folder.cleanup()
             self._folder = None
 
 
+class PendingCheck:
+    """A check at work in a child process (`BesideChild`); `result` waits for its `CheckResult`."""
+
+    def __init__(self, name: str, child: BesideChild):
+        self.name = name
+        self._child = child
+
+    def result(self) -> CheckResult:
+        """Wait for the child and read this check's result; an ``error`` result if the child died."""
+        return self._child.result(self.name)
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs (the other checks it runs too), and remove its files."""
+        self._child.cancel()
+
+
 def write_result(folder: str, result: CheckResult) -> None:
-    """Write a child's `CheckResult` as ``FOLDER/result.json`` (`write_json`)."""
-    write_json(os.path.join(folder, "result.json"), dataclasses.asdict(result))
+    """Write a child's `CheckResult` as ``FOLDER/<check>.json`` (`write_json`)."""
+    write_json(os.path.join(folder, f"{result.name}.json"), dataclasses.asdict(result))
 
 
 def start_beside(rest, harness, config, run_one) -> dict[str, PendingCheck]:
@@ -147,8 +173,12 @@ def start_beside(rest, harness, config, run_one) -> dict[str, PendingCheck]:
     if harness.backend != "cpu" or harness.memory_unsafe:
         return {}
     if fork_refusal() is None:
-        forked = [check for check in rest if check.name in FORKED_BESIDE]
-        return {check.name: _fork_check(check, harness, config, run_one) for check in forked}
+        pending = {}
+        for group in FORKED_GROUPS:
+            checks = [check for check in rest if check.name in group]
+            if checks:
+                pending.update(_fork_checks(checks, harness, config, run_one))
+        return pending
     names = [check.name for check in rest if check.name in BESIDE]
     if not names:
         return {}
@@ -179,11 +209,18 @@ def start_beside(rest, harness, config, run_one) -> dict[str, PendingCheck]:
         with open(os.path.join(folder.name, "request.pickle"), "wb") as file:
             pickle.dump({**request, "check": name}, file)
         process = start_child("kernelgym.envs.testing.beside_child", [folder.name], folder.name, dict(os.environ))
-        started[name] = PendingCheck(name, process, folder)
+        started[name] = PendingCheck(name, BesideChild(process, folder, [name]))
     return started
 
 
-def _fork_check(check, harness, config, run_one) -> PendingCheck:
-    folder = tempfile.TemporaryDirectory(prefix=f"kernelgym-{check.name}-")
-    process = fork_child(lambda: write_result(folder.name, run_one(check, harness, config)), folder.name)
-    return PendingCheck(check.name, process, folder)
+def _fork_checks(checks, harness, config, run_one) -> dict[str, PendingCheck]:
+    """One forked child running ``checks`` in turn, each result written as it is found."""
+    names = [check.name for check in checks]
+    folder = tempfile.TemporaryDirectory(prefix=f"kernelgym-{names[0]}-")
+
+    def work() -> None:
+        for check in checks:
+            write_result(folder.name, run_one(check, harness, config))
+
+    child = BesideChild(fork_child(work, folder.name), folder, names)
+    return {name: PendingCheck(name, child) for name in names}

@@ -3,7 +3,7 @@
     python -m kernelgym.envs.testing.beside_child FOLDER
 
 ``FOLDER/request.pickle`` holds the env, params, precision, tolerances, examples, seed and the
-check's name; the `CheckResult` is written to ``FOLDER/result.json``.
+check's name; the `CheckResult` is written to ``FOLDER/<check>.json`` (`write_result`).
 """
 
 from __future__ import annotations
