@@ -461,3 +461,27 @@ def test_a_make_with_a_warm_cache_compiles_nothing_and_steps_as_a_compiled_one()
     assert warm["views"] == [True, True, True]
     assert warm["observations"] == first["observations"]
     assert np.isfinite(warm["observations"]).all() and warm["observations"][0] != warm["observations"][-1]
+
+
+def test_a_numpy_steps_info_holds_what_the_tensor_views_hold():
+    # the numpy info is read from the buffers themselves (no torch views needed): the final
+    # observations, their mask and the episode statistics the tensor views show, as numpy arrays
+    env = kge.make("CartPole-v1", 8, backend="cpu", seed=0, autoreset_mode="same_step")
+    env.reset(seed=1)
+    views = env.step(torch.zeros(8, dtype=torch.int64))[4]  # views, overwritten by later steps
+    generator = np.random.default_rng(0)
+    ended = 0
+    for _ in range(60):
+        *_, info = env.step(generator.integers(0, 2, 8), numpy=True)
+        assert set(info) == set(views) == {"final_obs", "_final_obs", "episode", "_episode"}
+        for got, shown in ((info["final_obs"], views["final_obs"]), (info["_final_obs"], views["_final_obs"])):
+            assert isinstance(got, np.ndarray) and np.array_equal(got, shown.numpy())
+        for got, shown in (
+            (info["episode"]["r"], views["episode"]["r"]),
+            (info["episode"]["l"], views["episode"]["l"]),
+        ):
+            assert isinstance(got, np.ndarray) and np.array_equal(got, shown.numpy())
+        assert np.array_equal(info["_episode"], views["_episode"].numpy())
+        ended += int(info["_final_obs"].sum())
+    env.close()
+    assert ended > 0  # episodes ended: the final observations and statistics were written

@@ -134,11 +134,15 @@ class Buffers:
 
     def outputs(self, convert, same_step: bool, statistics: bool) -> tuple:
         """What a step returns, ``(obs, rewards, terminated, truncated, info)``, each buffer as
-        ``convert(name)`` of its data-manager name (torch views: ``data_on_device_via_torch``).
+        ``convert(name)`` of its data-manager name (torch views: ``data_on_device_via_torch``)."""
+        obs = self.tree({leaf.name: convert(name) for name, _, leaf in self.leaves})
+        info = self.info(convert, same_step, statistics)
+        return obs, convert("rewards"), convert("terminated"), convert("truncated"), info
 
-        ``info`` holds the final observations and their mask (``same_step``) and gymnasium's
-        ``RecordEpisodeStatistics`` conventions (``statistics``), which the next step overwrites.
-        """
+    def info(self, convert, same_step: bool, statistics: bool) -> dict:
+        """A step's ``info``, each buffer as ``convert(name)``: the final observations and their
+        mask (``same_step``) and gymnasium's ``RecordEpisodeStatistics`` conventions
+        (``statistics``), which the next step overwrites."""
         info = {}
         if same_step:
             info["final_obs"] = self.tree({leaf.name: convert(final) for _, final, leaf in self.leaves})
@@ -146,8 +150,7 @@ class Buffers:
         if statistics:
             info["episode"] = {"r": convert("episode_returns"), "l": convert("episode_lengths")}
             info["_episode"] = convert("episode_mask")
-        obs = self.tree({leaf.name: convert(name) for name, _, leaf in self.leaves})
-        return obs, convert("rewards"), convert("terminated"), convert("truncated"), info
+        return info
 
     def tree(self, leaf_values: dict):
         """The observation tree of the space holding ``leaf_values`` (by kernel name)."""

@@ -628,4 +628,4 @@ class KernelVectorEnv(StateIO):
         buffers = self._buffers
         data = self.data_manager.device_data
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        return buffers.outputs(lambda name: buffers.read(data(name)), same_step, self.episode_statistics)[4]
+        return buffers.info(lambda name: buffers.read(data(name)), same_step, self.episode_statistics)
