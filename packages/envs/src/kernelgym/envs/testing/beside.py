@@ -66,10 +66,10 @@ FORKED_BESIDE = tuple(name for group in FORKED_GROUPS for name in group)
 # the one that runs in a started child where this process cannot fork
 BESIDE = ("long_horizon",)
 BESIDE_NOTE = "run in a process of its own, beside the other checks"
-# a child pays its imports and loads the programs (numba, hypothesis, the env's modules: about
-# 2 s on a 2-core machine) and shares the cores: worth it for a horizon whose replays take longer. `replay_seconds`
-# times the user's code only (the kit's comparisons about double it): Ring-v0 (3 agents)
-# about 5 s, beside; GoRight-v0 about 2 s, in order
+# a started child pays its imports and loads the programs (numba, hypothesis, the env's
+# modules: about 2 s on a 2-core machine) and shares the cores: worth it for a horizon whose
+# replays take longer. `replay_seconds` times the user's code only (the kit's comparisons add
+# about half again): Ring-v0 (3 agents) about 5 s, beside; GoRight-v0 about 2 s, in order
 MIN_BESIDE_SECONDS = 4.0
 TIMED_REFERENCE_STEPS = 16
 
