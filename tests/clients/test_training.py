@@ -329,14 +329,17 @@ def test_stable_baselines3_ppo_learns_the_image_maze():
     before = _maze_return(model, venv)
     model.learn(30_000)
     after = _maze_return(model, venv)
-    # from any free cell the goal is at most 14 moves away: a return above 0.8 finds it directly
-    assert before < 0.5 and after > 0.8, (before, after)
+    # the policy as trained (sampled): a random one scores -0.4 to -0.1 (time-outs), the trained
+    # one 0.58-0.96 over seeds 0-5 (a return near 1 finds the goal directly). The greedy policy
+    # is no measure: it loops into walls on one CPU and not on another (seed 0: 0.07 on an AMD
+    # EPYC VM, above 0.8 where this test was written; over seeds 0-5 on that VM, -1.0 to 0.96)
+    assert before < 0.0 and after > 0.5, (before, after)
 
 
 def _maze_return(model, venv, episodes=64):
-    """Mean return of the first ``episodes`` episodes the deterministic policy finishes."""
+    """Mean return of the first ``episodes`` episodes the policy (sampling its actions) finishes."""
     returns, obs = [], venv.reset()
     while len(returns) < episodes:
-        obs, _, _, infos = venv.step(model.predict(obs, deterministic=True)[0])
+        obs, _, _, infos = venv.step(model.predict(obs, deterministic=False)[0])
         returns += [info["episode"]["r"] for info in infos if "episode" in info]
     return float(np.mean(returns[:episodes]))
