@@ -132,19 +132,19 @@ class Buffers:
         }
         self.same_step = same_step
 
-    def outputs(self, convert, same_step: bool, statistics: bool) -> tuple:
+    def outputs(self, convert, statistics: bool) -> tuple:
         """What a step returns, ``(obs, rewards, terminated, truncated, info)``, each buffer as
         ``convert(name)`` of its data-manager name (torch views: ``data_on_device_via_torch``)."""
         obs = self.tree({leaf.name: convert(name) for name, _, leaf in self.leaves})
-        info = self.info(convert, same_step, statistics)
+        info = self.info(convert, statistics)
         return obs, convert("rewards"), convert("terminated"), convert("truncated"), info
 
-    def info(self, convert, same_step: bool, statistics: bool) -> dict:
+    def info(self, convert, statistics: bool) -> dict:
         """A step's ``info``, each buffer as ``convert(name)``: the final observations and their
-        mask (``same_step``) and gymnasium's ``RecordEpisodeStatistics`` conventions
+        mask (SAME_STEP autoreset) and gymnasium's ``RecordEpisodeStatistics`` conventions
         (``statistics``), which the next step overwrites."""
         info = {}
-        if same_step:
+        if self.same_step:
             info["final_obs"] = self.tree({leaf.name: convert(final) for _, final, leaf in self.leaves})
             info["_final_obs"] = convert("final_observation_mask")
         if statistics:

@@ -616,16 +616,11 @@ class KernelVectorEnv(StateIO):
     def _tensor_outputs(self) -> tuple:
         """``(obs, rewards, terminated, truncated, info)`` as torch views, made on the first call."""
         if self._outputs is None:
-            self._outputs = self._buffers.outputs(
-                self.data_manager.data_on_device_via_torch,
-                self.autoreset_mode is AutoresetMode.SAME_STEP,
-                self.episode_statistics,
-            )
+            self._outputs = self._buffers.outputs(self.data_manager.data_on_device_via_torch, self.episode_statistics)
         return self._outputs
 
     def _numpy_info(self) -> dict:
         """The step's ``info`` as numpy arrays (zero-copy on cpu and sim, copies on cuda)."""
         buffers = self._buffers
         data = self.data_manager.device_data
-        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        return buffers.info(lambda name: buffers.read(data(name)), same_step, self.episode_statistics)
+        return buffers.info(lambda name: buffers.read(data(name)), self.episode_statistics)

@@ -352,12 +352,10 @@ class EnvHarness:
         """
         # each array's bytes, to see that the reference left them alone (bytes: the cheapest copy
         # to take and compare, on the long horizon's tens of thousands of replayed steps)
-        before = {name: (np.shape(value), np.asarray(value).tobytes()) for name, value in state.items()}
+        before = {name: _contents(value) for name, value in state.items()}
         stream = env_streams(rng_row)
         new_state, reward, terminated = self.reference.step(self.params, state, action, stream)
-        changed = [
-            name for name in before if before[name] != (np.shape(state[name]), np.asarray(state[name]).tobytes())
-        ]
+        changed = [name for name in before if before[name] != _contents(state[name])]
         if changed:
             raise AssertionError(
                 f"the CPU reference's step modified its input state {changed}; it must return a new one"
@@ -645,6 +643,11 @@ def _fields(params) -> dict:
 
 def _is_float(dtype) -> bool:
     return np.dtype(dtype).kind == "f"
+
+
+def _contents(value) -> tuple:
+    """``value``'s shape and bytes: equal for an array left as it was."""
+    return np.shape(value), np.asarray(value).tobytes()
 
 
 def _same_bits(a, b) -> bool:
