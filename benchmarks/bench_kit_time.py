@@ -17,7 +17,8 @@ Each run is a fresh ``kernelgym check`` process, one numba thread per launch
 ``packages/core/src`` and ``packages/envs/src``, extracted with ``git archive`` and put first
 on ``PYTHONPATH``) in the same run, interleaved, so both see the same load. The table gives
 the medians of ``--repeats`` rounds: wall seconds of the process and the seconds the
-report says its checks took. Writes benchmarks/results/kit_time.md.
+report says its checks took; under it, each round's busy wall over the same round's cold
+wall and their median. Writes benchmarks/results/kit_time.md.
 
     .venv/bin/python benchmarks/bench_kit_time.py --repeats 1
 """
@@ -114,6 +115,22 @@ def measure(scenario: str, env_id: str, kit_path: list[str]) -> dict:
         return run_check(target, caches, [*kit_path, str(modules)])
 
 
+def busy_ratios(runs: dict) -> list[str]:
+    """Each round's busy wall over the same round's cold wall (the rounds interleave, so both
+    saw the same machine), per env and kit: the lines under the table."""
+    lines = []
+    for (scenario, env_id, kit), busy in runs.items():
+        cold = runs.get(("cold", env_id, kit))
+        if scenario != "busy" or cold is None:
+            continue
+        ratios = [b["wall"] / c["wall"] for c, b in zip(cold, busy)]
+        rounds = ", ".join(f"{ratio:.2f}" for ratio in ratios)
+        lines.append(
+            f"busy / cold wall, {env_id}, {kit} kit: median {statistics.median(ratios):.2f}x (rounds: {rounds})"
+        )
+    return [""] + lines if lines else []
+
+
 def base_kit(ref: str, folder: Path) -> list[str]:
     """``ref``'s core and envs sources extracted into ``folder``: the PYTHONPATH entries that load them."""
     archive = subprocess.run(
@@ -173,6 +190,7 @@ def main(argv=None) -> int:
         compiles = "; ".join(results[-1]["compiles"]) or "none"
         slowest = "; ".join(results[-1]["slowest"])
         lines.append(f"| {scenario} | {env_id} | {kit} | {wall:.1f} s | {report:.1f} s | {compiles} | {slowest} |")
+    lines += busy_ratios(runs)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
