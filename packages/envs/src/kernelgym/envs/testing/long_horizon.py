@@ -7,7 +7,9 @@ limit and autoresets: half the envs take random actions and half edge actions (e
 element at its lowest or highest value). Every step it checks, for every env, that
 observations, rewards and state are finite, and every `INVARIANTS_EVERY` steps the spec's
 invariants; a sample of `HORIZON` envs is replayed through the reference at every step,
-so that a rare branch is taken thousands of times over the sample.
+so that a rare branch is taken thousands of times over the sample. The replays, most of the
+check's time, run block by block in forked children while the batch steps on
+(`kernelgym.envs.testing.replays`).
 
 At the first failure it replays the first failing env alone (a batch of one, from that
 env's start state and stream) and reports that env's history: its last steps, what went
@@ -23,12 +25,21 @@ import numpy as np
 from gymnasium import spaces
 
 from kernelgym.envs.testing import strategies
+from kernelgym.envs.testing.child_process import fork_refusal
 from kernelgym.envs.testing.harness import EnvHarness, _show, env_slice, fail_on, flat_obs
 from kernelgym.envs.testing.nonfinite import (
     kernel_definition,
     locate_differences,
     locate_nonfinite,
     nonfinite_arrays,
+)
+from kernelgym.envs.testing.replays import (
+    MAX_FORKED_BYTES,
+    REPLAY_BLOCKS,
+    Block,
+    BlockReplays,
+    block_steps,
+    reference_problems,
 )
 from kernelgym.envs.testing.report import DEFAULT_MAX_EXAMPLES
 
@@ -124,35 +135,68 @@ class _Actions:
 
 
 def _run(harness: EnvHarness, env, seed: int, steps: int, sample: np.ndarray) -> _Failure | None:
-    """Step the batch; the first failing env (earliest step, then lowest index), or None."""
+    """Step the batch; the first failing env (earliest step, then lowest index), or None.
+
+    This process checks every env's values are finite and, every `INVARIANTS_EVERY` steps, its
+    invariants; the sampled envs' replays through the reference run block by block beside it
+    (`kernelgym.envs.testing.replays`)."""
     actions_source = _Actions(harness, env.num_envs, seed)
     space = harness.observation_space
-    prev, streams = env.get_state(), env.get_rng_states()
-    pending = np.zeros(env.num_envs, bool)
-    for step in range(1, steps + 1):
-        actions = actions_source.next()
-        obs, rewards, terminated, truncated, _ = env.step(actions, numpy=True)
-        obs = flat_obs(space, obs)
-        state, rng_after = env.get_state(), env.get_rng_states()
-        failing: dict[int, list[str]] = {}
-        for index in _nonfinite_envs(obs, rewards, state):
-            failing.setdefault(int(index), []).append("NaN or inf in its observation, reward or state")
-        for index in sample:
-            found = _reference_problems(
-                harness, prev, streams, actions, obs, rewards, terminated, state, rng_after, pending, int(index)
-            )
-            if found:
-                failing.setdefault(int(index), []).extend(found)
-        if step % INVARIANTS_EVERY == 0 or step == steps:
-            for index in range(env.num_envs):
-                found = harness.invariant_problems(env_slice(state, index))
-                if found:
-                    failing.setdefault(index, []).extend(found)
-        if failing:
-            first = min(failing)
-            return _Failure(step, first, failing[first])
-        prev, streams, pending = state, rng_after, terminated | truncated
-    return None
+    block = Block.start(sample, env.get_state(), env.get_rng_states())
+    length = block_steps(steps)
+    replays = BlockReplays(harness, forked=harness.backend == "cpu" and fork_refusal() is None)
+    own = None  # (step, envs with non-finite values, envs breaking invariants) at this process's first finding
+    try:
+        for step in range(1, steps + 1):
+            actions = actions_source.next()
+            obs, rewards, terminated, truncated, _ = env.step(actions, numpy=True)
+            obs = flat_obs(space, obs)
+            state, rng_after = env.get_state(), env.get_rng_states()
+            block.record(actions, obs, rewards, terminated, truncated, state, rng_after)
+            if step == 1 and block.step_bytes() * steps > MAX_FORKED_BYTES:
+                replays = BlockReplays(harness, forked=False)  # too much to keep: each block replayed here
+                length = max(1, min(length, MAX_FORKED_BYTES // REPLAY_BLOCKS // block.step_bytes()))
+            nonfinite = [int(index) for index in _nonfinite_envs(obs, rewards, state)]
+            broken = {}
+            if step % INVARIANTS_EVERY == 0 or step == steps:
+                for index in range(env.num_envs):
+                    found = harness.invariant_problems(env_slice(state, index))
+                    if found:
+                        broken[index] = found
+            if nonfinite or broken:
+                own = (step, nonfinite, broken)
+                break
+            if len(block.steps) == length and step < steps:
+                replays.submit(block)
+                block = block.following()
+                if replays.failed():
+                    break  # a sampled env failed in a block already replayed: no later step is reported
+        replays.submit(block, here=True)
+        replayed = replays.first_failure()
+    finally:
+        replays.close()
+    return _first_failure(own, replayed)
+
+
+def _first_failure(own, replayed) -> _Failure | None:
+    """The earliest of this process's finding and the replays', its lowest env; at the same step
+    an env's problems in the order of one pass: non-finite values, the replay, the invariants."""
+    steps = [found[0] for found in (own, replayed) if found is not None]
+    if not steps:
+        return None
+    step = min(steps)
+    failing: dict[int, list[str]] = {}
+    if own is not None and own[0] == step:
+        for index in own[1]:
+            failing.setdefault(index, []).append("NaN or inf in its observation, reward or state")
+    if replayed is not None and replayed[0] == step:
+        for index, problems in replayed[1].items():
+            failing.setdefault(index, []).extend(problems)
+    if own is not None and own[0] == step:
+        for index, problems in own[2].items():
+            failing.setdefault(index, []).extend(problems)
+    first = min(failing)
+    return _Failure(step, first, failing[first])
 
 
 def _nonfinite_envs(obs, rewards, state) -> np.ndarray:
@@ -163,70 +207,6 @@ def _nonfinite_envs(obs, rewards, state) -> np.ndarray:
         if value.dtype.kind == "f":
             bad |= ~np.isfinite(value.reshape(value.shape[0], -1)).all(axis=1)
     return np.flatnonzero(bad)
-
-
-def _reference_problems(harness, prev, streams, actions, obs, rewards, terminated, state, rng_after, pending, index):
-    new_state = env_slice(state, index)
-    if pending[index]:
-        return [
-            "reset: " + text
-            for text in harness.reset_problems(
-                new_state,
-                obs[index],
-                rewards[index],
-                terminated[index],
-                streams[index],
-                rng_after[index],
-                previous=env_slice(prev, index),
-            )
-        ]
-    prev_env = env_slice(prev, index)
-    if _same_as_reference(
-        harness,
-        prev_env,
-        actions[index],
-        streams[index],
-        new_state,
-        obs[index],
-        rewards[index],
-        terminated[index],
-        rng_after[index],
-    ):
-        return harness.invariant_problems(new_state)
-    return harness.step_problems(
-        prev_env,
-        actions[index],
-        streams[index],
-        new_state,
-        obs[index],
-        rewards[index],
-        terminated[index],
-        rng_after[index],
-    ) + harness.invariant_problems(new_state)
-
-
-def _same_as_reference(harness, prev, action, rng_row, new_state, obs, reward, terminated, rng_after) -> bool:
-    """Whether the step is bit for bit the reference's: the common case, checked without the
-    per-element tolerance arithmetic of `EnvHarness.step_problems` (which says what differs)."""
-    expected, expected_reward, expected_terminated, expected_rng = harness.reference_step(prev, action, rng_row)
-    return (
-        bool(terminated) == expected_terminated
-        and _identical(rng_after, expected_rng)
-        and _identical(reward, np.asarray(expected_reward, np.float64).astype(np.float32))
-        and all(_identical(new_state[name], expected[name]) for name in harness.state_dtypes)
-        and _identical(np.asarray(obs), harness.reference_observe(new_state))
-    )
-
-
-def _identical(value: np.ndarray, expected) -> bool:
-    """Whether ``value`` holds ``expected``'s values, bit for bit: one comparison of their bytes
-    where the dtypes agree (a few hundred ns on a replayed step's small arrays; ``np.array_equal``
-    takes microseconds), else as values. False sends the step to the comparison that says what
-    differs, within tolerance: a NaN both give, or 0.0 against -0.0, is no difference there."""
-    expected = np.asarray(expected)
-    if value.dtype == expected.dtype:
-        return value.shape == expected.shape and value.tobytes() == expected.tobytes()
-    return np.array_equal(value, expected)
 
 
 def _alone(harness: EnvHarness, seed: int, start: dict, start_rng, failure: _Failure) -> list[str]:
@@ -251,7 +231,7 @@ def _alone(harness: EnvHarness, seed: int, start: dict, start_rng, failure: _Fai
                 f"terminated {bool(terminated[0])}, truncated {bool(truncated[0])}, "
                 f"state {_state_line(env_slice(state, 0))}"
             )
-            found = _reference_problems(
+            found = reference_problems(
                 harness, prev, streams, actions, obs, rewards, terminated, state, rng_after, pending, 0
             )
             found += (
