@@ -4,7 +4,7 @@ Replaying the sampled envs through the Python reference is most of the ``long_ho
 check's time (Ring-v0: about 8 of its 10 CPU-seconds), and a replayed step needs only what the
 batch gave: the sampled envs' state, streams and pending resets before it, their actions and
 outputs, and their state and streams after. So the check records the sampled envs' steps in
-`Block`\\ s; `BlockReplays` replays each full block in a forked child while the batch steps on
+blocks (`Block`); `BlockReplays` replays each full block in a forked child while the batch steps on
 (on cpu, where this process may fork: `kernelgym.envs.testing.child_process.fork_refusal`),
 and the last block in this process. Elsewhere (cuda, sim, or no fork) each block is replayed
 here as soon as it is full, and the batch stops stepping at the first block that fails.
