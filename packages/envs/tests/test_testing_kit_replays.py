@@ -66,7 +66,7 @@ def _one_pass(harness, env, seed, steps, sample):
     return None
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=16, deadline=None)
 @given(
     fixture=st.sampled_from(sorted(FIXTURES)),
     params=st.integers(0, 2),
@@ -74,13 +74,17 @@ def _one_pass(harness, env, seed, steps, sample):
     steps=st.integers(1, 160),
     blocks=st.integers(1, 9),
     forked=st.booleans(),
+    # bytes of recorded steps past which the blocks are replayed here (None: the default)
+    memory_cap=st.sampled_from([None, 1, 4096]),
     seed=st.integers(0, 2**16),
 )
-def test_blocks_find_what_one_pass_finds(fixture, params, num_envs, steps, blocks, forked, seed):
+def test_blocks_find_what_one_pass_finds(fixture, params, num_envs, steps, blocks, forked, memory_cap, seed):
     harness = _harness(fixture, params % len(FIXTURES[fixture][1]))
     sample = long_horizon._sample(num_envs, min(num_envs, 6), seed)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(replays, "REPLAY_BLOCKS", blocks)
+        if memory_cap is not None:
+            patch.setattr(long_horizon, "MAX_FORKED_BYTES", memory_cap)
         if not forked:
             patch.setattr(long_horizon, "fork_refusal", lambda: "refused by the test")
         env = harness.make_env(num_envs, seed, fresh=True)
