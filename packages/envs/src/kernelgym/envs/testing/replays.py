@@ -119,9 +119,9 @@ class BlockReplays:
     def __init__(self, harness, forked: bool):
         self._harness = harness
         self._forked = forked
-        self._started = []  # (block, child, folder) per forked block, in step order
-        self._found = None  # the first failure of a block replayed here
-        self._raised = None  # what the reference raised in the last block, replayed here after forked ones
+        self._started: list[tuple] = []  # (block, child, folder) per forked block, in step order
+        self._found: tuple[int, dict[int, list[str]]] | None = None  # the first failure of a block replayed here
+        self._raised: Exception | None = None  # the reference's error in the last block, raised after forked ones
 
     def submit(self, block: Block, here: bool = False) -> None:
         """Replay ``block``: in a forked child, or here if ``here`` or not ``forked``."""
