@@ -206,10 +206,8 @@ def reference_problems(harness, prev, streams, actions, obs, rewards, terminated
                 previous=env_slice(prev, index),
             )
         ]
-    prev_env = env_slice(prev, index)
-    if _same_as_reference(
-        harness,
-        prev_env,
+    step = (
+        env_slice(prev, index),
         actions[index],
         streams[index],
         new_state,
@@ -217,18 +215,10 @@ def reference_problems(harness, prev, streams, actions, obs, rewards, terminated
         rewards[index],
         terminated[index],
         rng_after[index],
-    ):
+    )
+    if _same_as_reference(harness, *step):
         return harness.invariant_problems(new_state)
-    return harness.step_problems(
-        prev_env,
-        actions[index],
-        streams[index],
-        new_state,
-        obs[index],
-        rewards[index],
-        terminated[index],
-        rng_after[index],
-    ) + harness.invariant_problems(new_state)
+    return harness.step_problems(*step) + harness.invariant_problems(new_state)
 
 
 def _same_as_reference(harness, prev, action, rng_row, new_state, obs, reward, terminated, rng_after) -> bool:
